@@ -1,0 +1,241 @@
+"""PeevalForCausalLM: a Llama-style decoder whose positional encoding is pluggable.
+
+Pre-norm RMSNorm, SwiGLU MLP (transformers' own Llama modules), no biases, optional tied
+embeddings, GQA. Everything positional goes through ``self.model.pe`` (an
+``encodings.Encoding``) via its hooks; the layers below contain no per-encoding code.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers.cache_utils import Cache, DynamicCache
+from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
+from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm
+
+from . import attention as attn
+from .configuration_peeval import PeevalConfig
+from .encodings import Encoding, PEContext, build_encoding
+
+
+class PeevalAttention(nn.Module):
+    def __init__(self, config: PeevalConfig, layer_idx: int):
+        super().__init__()
+        self.config = config
+        self.layer_idx = layer_idx
+        self.head_dim = config.head_dim
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        c, d = config.hidden_size, config.head_dim
+        self.q_proj = nn.Linear(c, self.num_heads * d, bias=config.attention_bias)
+        self.k_proj = nn.Linear(c, self.num_kv_heads * d, bias=config.attention_bias)
+        self.v_proj = nn.Linear(c, self.num_kv_heads * d, bias=config.attention_bias)
+        self.o_proj = nn.Linear(self.num_heads * d, c, bias=config.attention_bias)
+
+    def forward(self, x, pe: Encoding, ctx: PEContext, attention_mask, cache, output_attentions=False):
+        b, n, _ = x.shape
+        d = self.head_dim
+        q = self.q_proj(x).view(b, n, -1, d).transpose(1, 2)
+        k = self.k_proj(x).view(b, n, -1, d).transpose(1, 2)
+        v = self.v_proj(x).view(b, n, -1, d).transpose(1, 2)
+        if pe.kv_per_query_head:  # the encoding transforms keys per query head: cache them so
+            rep = self.num_heads // self.num_kv_heads
+            k, v = attn.repeat_kv(k, rep), attn.repeat_kv(v, rep)
+
+        backend = self.config.attn_backend
+        fused = backend == "triton" and pe.has_fused_kernel and attn.triton_available(q)
+        if backend == "triton" and not fused:
+            attn.log_once(f"attn_backend='triton': no fused kernel for pe={pe.name!r} on {q.device.type}: using sdpa")
+        ctx.fused = fused  # an encoding whose kernel takes raw q/k skips its transform then
+        q, k = pe.transform_qk(self.layer_idx, q, k, ctx)
+        extra = pe.extra_values(self.layer_idx, ctx)
+        if extra is not None:
+            v = torch.cat([v, extra.to(v.dtype)], dim=-1)
+        if cache is not None:
+            k, v = cache.update(k, v, self.layer_idx)
+        allowed = attn.build_allowed(attention_mask, q.shape[2], k.shape[2], q.device)
+
+        probs = None
+        out = pe.fused_attention(self.layer_idx, q, k, v, ctx, allowed) if fused else None
+        if out is None:
+            bias = pe.bias(self.layer_idx, q, k, ctx)
+            if output_attentions or backend == "eager" or pe.needs_scores and backend != "sdpa":
+                out, probs = attn.eager_attention(q, k, v, bias=bias, allowed=allowed, scale=pe.scale())
+            elif backend == "flash" and attn.flash_available(q) and allowed is None and self._flash_ok(pe, bias):
+                out = attn.flash_attention(q, k, v, alibi_slopes=getattr(pe, "alibi_slopes", None), scale=pe.scale())
+            else:
+                if backend == "flash":
+                    attn.log_once(f"attn_backend='flash' unavailable for pe={pe.name!r} here: using sdpa")
+                out = attn.sdpa_attention(q, k, v, bias=bias, allowed=allowed, scale=pe.scale())
+        if extra is not None:
+            out, extra_out = out.split([d, out.shape[-1] - d], dim=-1)
+            pe.after_attention(self.layer_idx, extra_out, ctx)
+        out = out.transpose(1, 2).reshape(b, n, -1)
+        return self.o_proj(out), probs
+
+    @staticmethod
+    def _flash_ok(pe: Encoding, bias) -> bool:
+        """flash-attn expresses no bias other than ALiBi's slopes."""
+        return bias is None or getattr(pe, "alibi_slopes", None) is not None
+
+
+class PeevalDecoderLayer(nn.Module):
+    def __init__(self, config: PeevalConfig, layer_idx: int):
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.self_attn = PeevalAttention(config, layer_idx)
+        self.mlp = LlamaMLP(config)
+        self.input_layernorm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.post_attention_layernorm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+    def forward(self, x, pe, ctx, attention_mask, cache, output_attentions=False):
+        a, probs = self.self_attn(self.input_layernorm(x), pe, ctx, attention_mask, cache, output_attentions)
+        x = x + a
+        m = self.mlp(self.post_attention_layernorm(x))
+        pe.after_mlp(self.layer_idx, m, ctx)
+        return x + m, probs
+
+
+class PeevalPreTrainedModel(PreTrainedModel):
+    config_class = PeevalConfig
+    config: PeevalConfig
+    base_model_prefix = "model"
+    supports_gradient_checkpointing = False
+    _no_split_modules = ["PeevalDecoderLayer"]
+    _skip_keys_device_placement = ["past_key_values"]
+    _supports_sdpa = True
+
+    def _init_weights(self, module):
+        super()._init_weights(module)
+        if isinstance(module, Encoding):
+            module.init_weights()
+
+
+class PeevalModel(PeevalPreTrainedModel):
+    def __init__(self, config: PeevalConfig):
+        super().__init__(config)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, config.pad_token_id)
+        self.pe = build_encoding(config)
+        self.layers = nn.ModuleList(PeevalDecoderLayer(config, i) for i in range(config.num_hidden_layers))
+        self.norm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        position_ids=None,
+        past_key_values: Cache | None = None,
+        inputs_embeds=None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutputWithPast:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("pass exactly one of input_ids or inputs_embeds")
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)
+        use_cache = self.config.use_cache if use_cache is None else use_cache
+        if use_cache and past_key_values is None:
+            past_key_values = DynamicCache(config=self.config)
+        cache = past_key_values if use_cache or past_key_values is not None else None
+        b, n = inputs_embeds.shape[:2]
+        past = cache.get_seq_length() if cache is not None else 0
+        if position_ids is None:
+            position_ids = torch.arange(past, past + n, device=inputs_embeds.device)[None].expand(b, n)
+        if self.training and self.config.random_offset:
+            hi = 2 * self.config.max_position_embeddings
+            position_ids = position_ids + torch.randint(0, hi + 1, (b, 1), device=position_ids.device)
+        nk = past + n
+        offset = position_ids[:, -1:] - (nk - 1)
+        key_position_ids = torch.arange(nk, device=position_ids.device)[None] + offset
+        ctx = PEContext(position_ids=position_ids, key_position_ids=key_position_ids, past_length=past, cache=cache)
+
+        h = self.pe.embed(inputs_embeds, ctx)
+        all_hidden, all_attn = [], []
+        for layer in self.layers:
+            if output_hidden_states:
+                all_hidden.append(h)
+            h, probs = layer(h, self.pe, ctx, attention_mask, cache, bool(output_attentions))
+            if output_attentions:
+                all_attn.append(probs)
+        h = self.norm(h)
+        if output_hidden_states:
+            all_hidden.append(h)
+        return BaseModelOutputWithPast(
+            last_hidden_state=h,
+            past_key_values=cache,
+            hidden_states=tuple(all_hidden) if output_hidden_states else None,
+            attentions=tuple(all_attn) if output_attentions else None,
+        )
+
+
+class PeevalForCausalLM(PeevalPreTrainedModel, GenerationMixin):
+    _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
+
+    def __init__(self, config: PeevalConfig):
+        super().__init__(config)
+        self.model = PeevalModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.model.embed_tokens
+
+    def set_input_embeddings(self, value):
+        self.model.embed_tokens = value
+
+    def generate(self, inputs=None, generation_config=None, **kwargs):
+        """GenerationMixin.generate, telling the encoding the final length first."""
+        prompt = kwargs.get("input_ids", inputs) if inputs is None else inputs
+        if prompt is None:
+            prompt = kwargs.get("inputs_embeds")
+        gen = generation_config or self.generation_config
+        n_new = kwargs.get("max_new_tokens", gen.max_new_tokens)
+        total = prompt.shape[1] + n_new if n_new is not None else kwargs.get("max_length", gen.max_length)
+        self.model.pe.set_generation_length(total)
+        try:
+            return super().generate(inputs, generation_config, **kwargs)
+        finally:
+            self.model.pe.set_generation_length(None)
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        position_ids=None,
+        past_key_values=None,
+        inputs_embeds=None,
+        labels=None,
+        use_cache=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        logits_to_keep: int = 0,
+        **kwargs,
+    ) -> CausalLMOutputWithPast:
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        h = out.last_hidden_state
+        if logits_to_keep:
+            h = h[:, -logits_to_keep:]
+        logits = self.lm_head(h)
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+        return CausalLMOutputWithPast(
+            loss=loss,
+            logits=logits,
+            past_key_values=out.past_key_values,
+            hidden_states=out.hidden_states,
+            attentions=out.attentions,
+        )

@@ -1,0 +1,47 @@
+import os
+
+import pytest
+import torch
+
+torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def tiny_config(pe: str = "rope", **kw):
+    """A 2-layer model small enough for exhaustive CPU tests (GQA on: 4 query, 2 KV heads)."""
+    from peeval.models import PeevalConfig
+
+    base = dict(
+        vocab_size=61,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+        rope_theta=100.0,
+        pe=pe,
+    )
+    base.update(kw)
+    return PeevalConfig(**base)
+
+
+def tiny_model(pe: str = "rope", seed: int = 0, **kw):
+    from peeval.models import PeevalForCausalLM
+
+    torch.manual_seed(seed)
+    return PeevalForCausalLM(tiny_config(pe, **kw)).eval()
+
+
+def randomize_(model, seed: int = 1, std: float = 0.2) -> None:
+    """Give every parameter (incl. zero-initialised encoding ones) random non-zero values."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * std)
+
+
+@pytest.fixture
+def tmp_ckpt(tmp_path):
+    return tmp_path / "ckpt"
