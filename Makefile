@@ -1,0 +1,32 @@
+# One command each: `make test` (venv + install + tests), `make bench`, `make lint`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.peeval-installed
+
+.PHONY: test test-slow lint format bench venv
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0   # the CPU wheel on disk; never an unpinned torch
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check peeval tests benchmarks pipelines leaderboard
+	$(VENV)/bin/ruff format --check peeval tests benchmarks pipelines leaderboard
+	$(PY) -m pytest
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -m slow
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check peeval tests benchmarks pipelines leaderboard
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format peeval tests benchmarks pipelines leaderboard
+
+bench: $(STAMP)
+	$(PY) -m peeval.bench

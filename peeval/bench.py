@@ -1,0 +1,152 @@
+"""Forward speed and peak memory of every encoding, as ratios to ``rope`` in the same run.
+
+    python -m peeval.bench                       # CPU: all encodings, lengths 512..8192
+    python -m peeval.bench --pe rope tape --lengths 1024 4096 --device cuda
+
+Speed: the encodings are timed interleaved with ``rope`` (round robin, median of
+``--reps``), so a noisy machine shifts both sides alike. Memory: on CUDA
+``max_memory_allocated``; on CPU each (encoding, length) runs in a fresh subprocess and
+reports its peak resident-set growth during the forward (``ru_maxrss`` − RSS before).
+Also: ``rope`` vs transformers' ``LlamaForCausalLM`` of identical shape and weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+from .models import PeevalConfig, PeevalForCausalLM
+from .models.encodings import ENCODINGS
+
+SHAPE = dict(
+    vocab_size=8192, hidden_size=256, intermediate_size=688, num_hidden_layers=4, num_attention_heads=4,
+    max_position_embeddings=512,
+)  # fmt: skip
+
+
+def build(pe: str, device: str, dtype: torch.dtype, max_len: int):
+    torch.manual_seed(0)
+    opts = {"max_positions": max(32768, 2 * max_len)} if pe == "randpe" else {}
+    # learned: a table as long as the longest measured input, so it can be timed at all
+    mpe = max_len if pe == "learned" else SHAPE["max_position_embeddings"]
+    cfg = PeevalConfig(**{**SHAPE, "max_position_embeddings": mpe}, pe=pe, pe_options=opts)
+    return PeevalForCausalLM(cfg).to(device=device, dtype=dtype).eval()
+
+
+def llama_twin(model):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    fields = {k: v for k, v in model.config.to_dict().items() if k in LlamaConfig.__dataclass_fields__}
+    fields.pop("model_type", None)
+    llama = LlamaForCausalLM(LlamaConfig(**fields, attn_implementation="sdpa"))
+    llama.load_state_dict(model.state_dict(), strict=False)
+    return llama.to(next(model.parameters()).device, next(model.parameters()).dtype).eval()
+
+
+def _sync(device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+@torch.no_grad()
+def time_forward(model, x, device) -> float:
+    _sync(device)
+    t = time.perf_counter()
+    model(x, use_cache=False)
+    _sync(device)
+    return time.perf_counter() - t
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def cpu_peak_memory(pe: str, n: int) -> float:
+    """Peak RSS growth (MiB) of one forward, measured in a fresh interpreter."""
+    code = (
+        "import json,resource,torch; from peeval.bench import build, rss_bytes;"
+        f"m=build({pe!r},'cpu',torch.float32,{n}); x=torch.randint(0,8192,(1,{n}));"
+        "r=rss_bytes();\nwith torch.no_grad(): m(x,use_cache=False)\n"
+        "print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss*1024-r))"
+    )
+    env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    return max(0, json.loads(out.stdout.strip().splitlines()[-1])) / 2**20
+
+
+def gpu_peak_memory(model, x) -> float:
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    with torch.no_grad():
+        model(x, use_cache=False)
+    return (torch.cuda.max_memory_allocated() - base) / 2**20
+
+
+def run(pes, lengths, device, dtype, reps, memory=True):
+    rows = []
+    for n in lengths:
+        models = {pe: build(pe, device, dtype, n) for pe in dict.fromkeys(["rope", *pes])}
+        models["llama(hf)"] = llama_twin(models["rope"])
+        x = torch.randint(0, SHAPE["vocab_size"], (1, n), device=device)
+        times: dict[str, list[float]] = {k: [] for k in models}
+        for k, m in models.items():  # warm-up
+            time_forward(m, x, device)
+        for _ in range(reps):  # round robin: rope and each encoding side by side
+            for k, m in models.items():
+                times[k].append(time_forward(m, x, device))
+        med = {k: statistics.median(v) for k, v in times.items()}
+        for k in models:
+            mem = None
+            if memory:
+                mem = gpu_peak_memory(models[k], x) if device.startswith("cuda") else (
+                    cpu_peak_memory(k, n) if k != "llama(hf)" else None)
+            rows.append({"pe": k, "length": n, "tokens_per_s": n / med[k], "time_ratio_to_rope": med[k] / med["rope"],
+                         "peak_mib": mem})  # fmt: skip
+        del models
+    for r in rows:
+        base = next(b for b in rows if b["pe"] == "rope" and b["length"] == r["length"])
+        r["mem_ratio_to_rope"] = r["peak_mib"] / base["peak_mib"] if r["peak_mib"] and base["peak_mib"] else None
+    return rows
+
+
+def format_table(rows) -> str:
+    lines = ["| pe | N | tokens/s | time / rope | peak MiB | mem / rope |", "|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        mem = f"{r['peak_mib']:.0f}" if r["peak_mib"] is not None else "–"
+        mr = f"{r['mem_ratio_to_rope']:.2f}" if r["mem_ratio_to_rope"] is not None else "–"
+        lines.append(
+            f"| {r['pe']} | {r['length']} | {r['tokens_per_s']:.0f} | {r['time_ratio_to_rope']:.2f} | {mem} | {mr} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pe", nargs="*", default=list(ENCODINGS))
+    p.add_argument("--lengths", nargs="*", type=int, default=[512, 1024, 2048, 4096, 8192])
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--no-memory", action="store_true")
+    p.add_argument("--json", help="also write the rows to this JSON file")
+    a = p.parse_args(argv)
+    rows = run(a.pe, a.lengths, a.device, getattr(torch, a.dtype), a.reps, memory=not a.no_memory)
+    print(f"device={a.device} dtype={a.dtype} threads={torch.get_num_threads()} shape={SHAPE} batch=1")
+    print(format_table(rows))
+    if a.json:
+        with open(a.json + ".tmp", "w") as f:
+            json.dump(rows, f, indent=1)
+        os.replace(a.json + ".tmp", a.json)
+
+
+if __name__ == "__main__":
+    main()
