@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -98,7 +97,7 @@ def run(pes, lengths, device, dtype, reps, memory=True):
         models["llama(hf)"] = llama_twin(models["rope"])
         x = torch.randint(0, SHAPE["vocab_size"], (1, n), device=device)
         times: dict[str, list[float]] = {k: [] for k in models}
-        for k, m in models.items():  # warm-up
+        for m in models.values():  # warm-up
             time_forward(m, x, device)
         for _ in range(reps):  # round robin: rope and each encoding side by side
             for k, m in models.items():
@@ -107,8 +106,11 @@ def run(pes, lengths, device, dtype, reps, memory=True):
         for k in models:
             mem = None
             if memory:
-                mem = gpu_peak_memory(models[k], x) if device.startswith("cuda") else (
-                    cpu_peak_memory(k, n) if k != "llama(hf)" else None)
+                mem = (
+                    gpu_peak_memory(models[k], x)
+                    if device.startswith("cuda")
+                    else (cpu_peak_memory(k, n) if k != "llama(hf)" else None)
+                )
             rows.append({"pe": k, "length": n, "tokens_per_s": n / med[k], "time_ratio_to_rope": med[k] / med["rope"],
                          "peak_mib": mem})  # fmt: skip
         del models

@@ -19,8 +19,12 @@ def _llama_twin(m):
 
 @pytest.mark.parametrize(
     "scaling",
-    [None, {"rope_type": "linear", "factor": 2.0}, {"rope_type": "dynamic", "factor": 2.0},
-     {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}],
+    [
+        None,
+        {"rope_type": "linear", "factor": 2.0},
+        {"rope_type": "dynamic", "factor": 2.0},
+        {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32},
+    ],
 )
 def test_rope_equals_llama(scaling):
     kw = {"rope_scaling": scaling} if scaling else {}

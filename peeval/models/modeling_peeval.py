@@ -55,6 +55,7 @@ class PeevalAttention(nn.Module):
         if cache is not None:
             k, v = cache.update(k, v, self.layer_idx)
         allowed = attn.build_allowed(attention_mask, q.shape[2], k.shape[2], q.device)
+        ctx.values = v
 
         probs = None
         out = pe.fused_attention(self.layer_idx, q, k, v, ctx, allowed) if fused else None

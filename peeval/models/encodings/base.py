@@ -49,13 +49,14 @@ class Option:
             except Exception:
                 ok = False
         if not ok:
-            raise ValueError(
-                f"pe_options[{name!r}]={value!r} is not valid for pe={pe!r}: allowed {self.allowed()}"
-            )
+            raise ValueError(f"pe_options[{name!r}]={value!r} is not valid for pe={pe!r}: allowed {self.allowed()}")
 
 
 def is_int(lo: int | None = None, hi: int | None = None) -> Callable[[Any], bool]:
-    return lambda v: isinstance(v, int) and not isinstance(v, bool) and (lo is None or v >= lo) and (hi is None or v <= hi)
+    def check(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and (lo is None or v >= lo) and (hi is None or v <= hi)
+
+    return check
 
 
 def is_number(lo: float | None = None) -> Callable[[Any], bool]:
@@ -80,6 +81,8 @@ class PEContext:
     past_length: int
     cache: Any = None
     state: dict = field(default_factory=dict)
+    #: (B, Hk, Nk, dv) every value the attention sees (cached + new), set before ``bias``
+    values: torch.Tensor | None = None
     #: True while the ``triton`` back-end runs this encoding's ``fused_attention``
     fused: bool = False
 
