@@ -1,0 +1,106 @@
+"""PoPE (Gopalakrishnan et al. 2025, seeds/pope.txt §3): polar-coordinate positions.
+
+Each of the d elements of q and k becomes a complex number whose magnitude is
+``softplus(x)`` (the *what*) and whose phase is ``position * θ_c`` (the *where*), so
+
+    a_ts = Σ_{c=1..d} μ_qc μ_kc cos((s − t) θ_c + δ_c),   θ_c = base^(−(c−1)/d)
+
+with d frequencies (one per element; the seed's θ^((c−1)/d) drops the minus sign) and a
+learnable key-side phase δ clamped to [−2π, 0]. Through sdpa this is the 2d-wide
+cartesian trick of Eq. 6–9: q̃ = [μ_q cos tθ, μ_q sin tθ], k̃ = [μ_k cos(sθ+δ), μ_k sin(sθ+δ)],
+whose dot product is the score above; keys are transformed at their own position, so
+the KV cache holds k̃ and decoding needs no re-rotation.
+
+Choices where the paper is silent:
+- GQA: δ is per *KV* head (Hk, d) and per layer, since it lives on the key side and the
+  cache holds transformed keys; without GQA (the paper's setting) that is per head.
+- ``softplus=False`` is the Table 8 ablation "PoPE without σ()": μ = q, k themselves
+  (signed amplitudes; a negative one acts as a phase of π).
+- δ is clamped in the forward (the parameter is left as is); beyond the bounds its
+  gradient is zero, as with ``torch.clamp`` in the reference-style implementations.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import initialization as init
+
+from .base import BOOL, Encoding, Option, PEContext
+
+TWO_PI = 2.0 * math.pi
+
+
+class PoPE(Encoding):
+    name = "pope"
+    options = {
+        "delta_init": Option("zero", ("zero", "uniform"), help="δ init: 0, or Uniform(−2π, 0)"),
+        "softplus": Option(True, BOOL, help="μ = softplus(x); False = the 'without σ()' ablation (μ = x)"),
+        "delta": Option(True, BOOL, help="learnable key-side phase δ (False = the 'without δ' ablation)"),
+    }
+
+    def __init__(self, config) -> None:
+        super().__init__(config)
+        rp = getattr(config, "rope_parameters", None) or {}
+        self.base = float(rp.get("rope_theta", getattr(config, "rope_theta", None) or 10000.0))
+        self.num_kv_heads = config.num_key_value_heads or self.num_heads
+        self.use_softplus = bool(self.opts["softplus"])
+        self.register_buffer("inv_freq", self._theta(), persistent=False)
+        if self.opts["delta"]:
+            self.delta = nn.Parameter(torch.zeros(self.num_layers, self.num_kv_heads, self.head_dim))
+        else:
+            self.delta = None
+
+    def _theta(self, device=None) -> torch.Tensor:
+        c = torch.arange(self.head_dim, dtype=torch.float32, device=device)
+        return self.base ** (-c / self.head_dim)
+
+    def init_weights(self) -> None:
+        init.copy_(self.inv_freq, self._theta(self.inv_freq.device))
+        if self.delta is not None:
+            if self.opts["delta_init"] == "uniform":
+                init.uniform_(self.delta, -TWO_PI, 0.0)
+            else:
+                init.zeros_(self.delta)
+
+    # -- helpers (also for a fused kernel that takes raw q/k) --------------------------
+    def theta(self) -> torch.Tensor:
+        """(d,) float32 frequencies θ_c = base^(−(c−1)/d)."""
+        return self.inv_freq.float()
+
+    def delta_for(self, layer: int) -> torch.Tensor | None:
+        """(Hk, d) clamped key-side phase of ``layer``, or None without δ."""
+        if self.delta is None:
+            return None
+        return self.delta[layer].clamp(-TWO_PI, 0.0)
+
+    def magnitude(self, x: torch.Tensor) -> torch.Tensor:
+        """μ = softplus(x) (float32), or x itself in the no-softplus ablation."""
+        return F.softplus(x.float()) if self.use_softplus else x.float()
+
+    def _phase(self, ctx: PEContext) -> torch.Tensor:
+        """(B, 1, N, d) float32 angles position·θ of the new tokens, shared by all layers."""
+        key = ("pope_phase", id(self))
+        if key not in ctx.state:
+            ctx.state[key] = ctx.position_ids.float()[:, None, :, None] * self.theta()
+        return ctx.state[key]
+
+    # -- hooks ------------------------------------------------------------------------
+    def transform_qk(self, layer, q, k, ctx):
+        """q (B,H,N,d), k (B,Hk,N,d) -> q̃ (B,H,N,2d), k̃ (B,Hk,N,2d); raw when fused."""
+        if ctx.fused:
+            return q, k
+        phase = self._phase(ctx)
+        mq, mk = self.magnitude(q), self.magnitude(k)
+        q2 = torch.cat([mq * phase.cos(), mq * phase.sin()], dim=-1)
+        delta = self.delta_for(layer)
+        kphase = phase if delta is None else phase + delta.float()[None, :, None, :]
+        k2 = torch.cat([mk * kphase.cos(), mk * kphase.sin()], dim=-1)
+        return q2.to(q.dtype), k2.to(k.dtype)
+
+    def scale(self) -> float:
+        """1/√d with d = head_dim: the paper's softmax temperature (sdpa would use 1/√(2d))."""
+        return self.head_dim**-0.5
