@@ -1,0 +1,74 @@
+"""Absolute encodings added to the token embeddings: ``learned`` (GPT-2) and
+``sinusoidal`` (Vaswani et al. 2017).
+
+Both read ``ctx.position_ids``, so left padding, the KV cache and ``random_offset`` all
+index positions the same way the attention does.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import initialization as init
+
+from .base import Encoding, Option, PEContext, is_number
+
+
+class LearnedPE(Encoding):
+    """A trainable (max_position_embeddings, C) table; it has no row for longer positions,
+    so asking for one raises instead of silently clamping (SPEC 2.1)."""
+
+    name = "learned"
+
+    def __init__(self, config) -> None:
+        super().__init__(config)
+        self.wpe = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+
+    def check_length(self, length: int) -> None:
+        size = self.wpe.num_embeddings
+        if length > size:
+            raise ValueError(
+                f"pe='learned' has a position table of max_position_embeddings={size} rows, but "
+                f"{length} positions were asked for: a learned absolute embedding cannot "
+                "extrapolate (use a shorter input or another encoding)"
+            )
+
+    def embed(self, hidden: torch.Tensor, ctx: PEContext) -> torch.Tensor:
+        pos = ctx.position_ids
+        if int(pos.min()) < 0:
+            raise ValueError(f"pe='learned': negative position id {int(pos.min())}")
+        self.check_length(int(pos.max()) + 1)
+        return hidden + self.wpe(pos).to(hidden.dtype)
+
+    def set_generation_length(self, total_length: int | None) -> None:
+        """Fail before decoding anything rather than at the first step past the table."""
+        if total_length is not None:
+            self.check_length(total_length)
+
+    def init_weights(self) -> None:
+        init.normal_(self.wpe.weight, mean=0.0, std=self.config.initializer_range)
+
+
+def sinusoid(positions: torch.Tensor, dim: int, base: float) -> torch.Tensor:
+    """(...) -> (..., dim) float32: even channels sin(p·ω_i), odd cos(p·ω_i),
+    ω_i = base^(-2i/dim) (Vaswani et al. §3.5). Angles in float64, exact for long positions."""
+    omega = base ** (-torch.arange(0, dim, 2, device=positions.device, dtype=torch.float64) / dim)
+    ang = positions.double()[..., None] * omega
+    return torch.stack((ang.sin(), ang.cos()), dim=-1).flatten(-2)[..., :dim].float()
+
+
+class SinusoidalPE(Encoding):
+    """Fixed, computed on the fly for any position (so it extrapolates); no parameters.
+
+    Added as is to the token embeddings (no √C scaling of the embeddings: the model's
+    token embedding is shared with ``LlamaForCausalLM``-style code and left untouched).
+    """
+
+    name = "sinusoidal"
+    options = {"base": Option(10000, check=is_number(1), help="a number > 1")}
+
+    def embed(self, hidden: torch.Tensor, ctx: PEContext) -> torch.Tensor:
+        pos = ctx.position_ids
+        lo, hi = int(pos.min()), int(pos.max())  # one table row per distinct position, then gather
+        table = sinusoid(torch.arange(lo, hi + 1, device=pos.device), hidden.shape[-1], float(self.opts["base"]))
+        return hidden + table[pos - lo].to(hidden.dtype)

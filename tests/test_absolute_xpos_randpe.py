@@ -1,0 +1,285 @@
+"""learned / sinusoidal / xpos / randpe: formulas by hand, errors, randomized positions."""
+
+import math
+
+import pytest
+import torch
+from conftest import randomize_, tiny_model
+
+from peeval.models.encodings import PEContext
+
+
+def _ctx(pos, keys=None, past=0):
+    pos = torch.tensor([pos]) if isinstance(pos[0], int) else torch.tensor(pos)
+    keys = pos if keys is None else torch.tensor([keys])
+    return PEContext(position_ids=pos, key_position_ids=keys, past_length=past)
+
+
+# -- sinusoidal ---------------------------------------------------------------------------
+@pytest.mark.parametrize("base", [10000, 100.0])
+def test_sinusoidal_values_by_hand(base):
+    kw = {} if base == 10000 else {"pe_options": {"base": base}}
+    m = tiny_model("sinusoidal", **kw)
+    c = m.config.hidden_size
+    for p in (0, 7, 1000):  # 1000 >> max_position_embeddings=32: it extrapolates
+        got = m.model.pe.embed(torch.zeros(1, 1, c), _ctx([p]))[0, 0]
+        want = []
+        for i in range(c // 2):
+            w = 1.0 / base ** (2 * i / c)
+            want += [math.sin(p * w), math.cos(p * w)]
+        torch.testing.assert_close(got, torch.tensor(want), atol=1e-6, rtol=0)
+
+
+def test_sinusoidal_is_added_to_the_tokens():
+    m = tiny_model("sinusoidal")
+    h = torch.randn(2, 3, m.config.hidden_size)
+    pos = [[5, 6, 7], [0, 1, 2]]
+    out = m.model.pe.embed(h, _ctx(pos))
+    zero = m.model.pe.embed(torch.zeros_like(h), _ctx(pos))
+    torch.testing.assert_close(out, h + zero)
+    assert zero[1, 0, 0::2].abs().max() == 0 and (zero[1, 0, 1::2] == 1).all()  # position 0: sin 0, cos 1
+
+
+# -- learned ------------------------------------------------------------------------------
+def test_learned_adds_its_table_row():
+    m = tiny_model("learned")
+    randomize_(m)
+    h = torch.randn(1, 3, m.config.hidden_size)
+    out = m.model.pe.embed(h, _ctx([4, 9, 31]))
+    torch.testing.assert_close(out, h + m.model.pe.wpe.weight[[4, 9, 31]][None])
+
+
+def test_learned_beyond_table_raises():
+    m = tiny_model("learned")  # max_position_embeddings = 32
+    with torch.no_grad():
+        m(torch.randint(0, 61, (1, 32)))  # exactly the table: fine
+        with pytest.raises(ValueError, match=r"max_position_embeddings=32.*33 positions"):
+            m(torch.randint(0, 61, (1, 33)))
+
+
+def test_learned_generate_beyond_table_raises():
+    m = tiny_model("learned")
+    x = torch.randint(0, 61, (1, 30))
+    with pytest.raises(ValueError, match=r"max_position_embeddings=32.*35 positions"):
+        m.generate(x, max_new_tokens=5, do_sample=False, pad_token_id=0)
+    assert m.generate(x, max_new_tokens=2, do_sample=False, pad_token_id=0).shape == (1, 32)
+
+
+# -- xpos ---------------------------------------------------------------------------------
+def test_xpos_zeta_by_hand():
+    from peeval.models.encodings.xpos import xpos_zeta
+
+    # d = 8: ζ_c = (2c/8 + 0.4)/1.4, c = 0..3
+    want = torch.tensor([0.4 / 1.4, 0.65 / 1.4, 0.9 / 1.4, 1.15 / 1.4])
+    torch.testing.assert_close(xpos_zeta(8), want)
+
+
+def _pairs_score(q, k, i, j, theta, d):
+    """Σ_c rope(q at i)·rope(k at j) on pair (c, c+d/2), as a list per pair, by hand."""
+    out = []
+    for c in range(d // 2):
+        th = theta ** (-2 * c / d)
+        a, b = i * th, j * th
+        q1 = (q[c] * math.cos(a) - q[c + d // 2] * math.sin(a), q[c] * math.sin(a) + q[c + d // 2] * math.cos(a))
+        k1 = (k[c] * math.cos(b) - k[c + d // 2] * math.sin(b), k[c] * math.sin(b) + k[c + d // 2] * math.cos(b))
+        out.append(q1[0] * k1[0] + q1[1] * k1[1])
+    return out
+
+
+@pytest.mark.parametrize("i,j", [(20, 3), (5, 5), (40, 0)])
+def test_xpos_score_is_rope_times_decay(i, j):
+    gamma = 8.0
+    m = tiny_model("xpos", pe_options={"scale_base": gamma})
+    pe, d = m.model.pe, m.config.head_dim  # d = 8
+    q, k = torch.randn(1, 1, 1, d, dtype=torch.float64), torch.randn(1, 1, 1, d, dtype=torch.float64)
+    qi, _ = pe.transform_qk(0, q, q, _ctx([i]))
+    _, kj = pe.transform_qk(0, k, k, _ctx([j]))
+    got = (qi * kj).sum().item()
+    zeta = [(2 * c / d + 0.4) / 1.4 for c in range(d // 2)]
+    per_pair = _pairs_score(q[0, 0, 0].tolist(), k[0, 0, 0].tolist(), i, j, 100.0, d)
+    want = sum(s * z ** ((i - j) / gamma) for s, z in zip(per_pair, zeta))
+    assert got == pytest.approx(want, rel=1e-5, abs=1e-6)
+    rope = sum(per_pair)
+    if i > j:
+        assert abs(got) != pytest.approx(abs(rope), rel=1e-3)  # the decay is really there
+
+
+def test_xpos_fixed_centre_scales():
+    """q at position p: pair c scaled by ζ_c^((p − 16)/γ), centre o = max_position_embeddings//2."""
+    gamma, p = 8.0, 30
+    m = tiny_model("xpos", pe_options={"scale_base": gamma})
+    d = m.config.head_dim
+    q = torch.randn(1, 1, 1, d, dtype=torch.float64)
+    qp, kp = m.model.pe.transform_qk(0, q, q, _ctx([p]))
+    for c in range(d // 2):
+        z = (2 * c / d + 0.4) / 1.4
+        norm = q[..., [c, c + d // 2]].norm().item()
+        assert qp[..., [c, c + d // 2]].norm().item() == pytest.approx(norm * z ** ((p - 16) / gamma), rel=1e-6)
+        assert kp[..., [c, c + d // 2]].norm().item() == pytest.approx(norm * z ** (-(p - 16) / gamma), rel=1e-6)
+
+
+def test_xpos_shift_invariant():
+    m = tiny_model("xpos", pe_options={"scale_base": 64})
+    randomize_(m)
+    x = torch.randint(0, 61, (2, 12))
+    pos = torch.arange(12)[None].expand(2, 12)
+    with torch.no_grad():
+        torch.testing.assert_close(m(x, position_ids=pos + 100).logits, m(x).logits, atol=1e-4, rtol=1e-4)
+
+
+def test_xpos_half_precision_long_positions_finite():
+    """At 8x the training length, bf16 scores stay finite (the centre keeps exponents moderate)."""
+    m = tiny_model("xpos").to(torch.bfloat16)
+    x = torch.randint(0, 61, (1, 256))
+    with torch.no_grad():
+        assert torch.isfinite(m(x).logits).all()
+
+
+# -- randpe -------------------------------------------------------------------------------
+def _record_positions(m):
+    """Wrap the base's transform_qk to record the (query, key) positions it is given."""
+    seen = []
+    base = m.model.pe.base
+    orig = base.transform_qk
+
+    def spy(layer, q, k, ctx):
+        if layer == 0:
+            seen.append((ctx.position_ids.clone(), ctx.key_position_ids.clone()))
+        return orig(layer, q, k, ctx)
+
+    base.transform_qk = spy
+    return seen
+
+
+def _check_subset(p, L):
+    p = p.tolist()
+    assert p == sorted(p) and len(set(p)) == len(p) and p[0] >= 0 and p[-1] < L
+
+
+def test_randpe_positions_sorted_distinct_in_range_and_deterministic_in_eval():
+    m = tiny_model("randpe", pe_options={"max_positions": 200})
+    seen = _record_positions(m)
+    x = torch.randint(0, 61, (2, 20))
+    with torch.no_grad():
+        a, b = m(x).logits, m(x).logits
+    assert torch.equal(a, b)
+    (p1, k1), (p2, _) = seen
+    assert torch.equal(p1, p2) and torch.equal(p1, k1) and torch.equal(p1[0], p1[1])
+    _check_subset(p1[0], 200)
+    assert not torch.equal(p1[0], torch.arange(20))  # really randomized
+    # another model with the same seed draws the same; another seed does not
+    m2 = tiny_model("randpe", pe_options={"max_positions": 200})
+    seen2 = _record_positions(m2)
+    m3 = tiny_model("randpe", pe_options={"max_positions": 200, "seed": 1})
+    seen3 = _record_positions(m3)
+    with torch.no_grad():
+        m2(x), m3(x)
+    assert torch.equal(seen2[0][0], p1) and not torch.equal(seen3[0][0], p1)
+
+
+def test_randpe_fresh_draw_per_training_forward():
+    m = tiny_model("randpe", pe_options={"max_positions": 1000}).train()
+    seen = _record_positions(m)
+    x = torch.randint(0, 61, (2, 16))
+    a, b = m(x).logits, m(x).logits
+    assert not torch.allclose(a, b)
+    (p1, _), (p2, _) = seen
+    assert not torch.equal(p1, p2)
+    for p in (p1[0], p2[0]):
+        _check_subset(p, 1000)
+
+
+@pytest.mark.parametrize("base", ["rope", "xpos", "sinusoidal"])
+def test_randpe_equals_base_at_the_drawn_positions(base):
+    """randpe = the base encoding run with position_ids = the drawn positions."""
+    m = tiny_model("randpe", pe_options={"base": base, "max_positions": 100})
+    randomize_(m)
+    ref = tiny_model(base)
+    ref.load_state_dict({k.replace("pe.base.", "pe."): v for k, v in m.state_dict().items()})
+    x = torch.randint(0, 61, (2, 10))
+    with torch.no_grad():
+        out = m(x).logits
+        g = torch.Generator().manual_seed(0)  # the documented seeded draw, recomputed here
+        pos = torch.rand(100, generator=g).topk(10).indices.sort().values
+        torch.testing.assert_close(out, ref(x, position_ids=pos[None].expand(2, 10)).logits)
+        assert not torch.allclose(out, ref(x).logits, atol=1e-3)
+
+
+def test_randpe_length_beyond_max_positions_raises():
+    m = tiny_model("randpe", pe_options={"max_positions": 10})
+    with torch.no_grad():
+        m(torch.randint(0, 61, (1, 10)))  # L = N: every position, fine
+        with pytest.raises(ValueError, match=r"max_positions=10.*12 positions"):
+            m(torch.randint(0, 61, (1, 12)))
+    with pytest.raises(ValueError, match=r"max_positions=10.*11 positions"):
+        m.generate(torch.randint(0, 61, (1, 6)), max_new_tokens=5, do_sample=False, pad_token_id=0)
+    m.train()
+    with pytest.raises(ValueError, match="max_positions=10"):
+        m(torch.randint(0, 61, (1, 12)))
+
+
+def test_randpe_generation_prefix_stable():
+    """With set_generation_length(n) every decode step sees the positions of the n-draw."""
+    m = tiny_model("randpe", pe_options={"max_positions": 500})
+    seen = _record_positions(m)
+    x = torch.randint(0, 61, (1, 12))
+    m.model.pe.set_generation_length(12)
+    with torch.no_grad():
+        m(x)
+        out = m(x[:, :4], use_cache=True)
+        for t in range(4, 12):
+            out = m(x[:, t : t + 1], past_key_values=out.past_key_values, use_cache=True)
+    m.model.pe.set_generation_length(None)
+    full = seen[0][0][0]
+    _check_subset(full, 500)
+    assert torch.equal(seen[1][0][0], full[:4])
+    for t, (q, kpos) in zip(range(4, 12), seen[2:]):
+        assert q[0].tolist() == [full[t].item()] and torch.equal(kpos[0], full[: t + 1])
+    # without a generation length, a plain 4-token forward draws for 4: other positions
+    with torch.no_grad():
+        m(x[:, :4])
+    assert not torch.equal(seen[-1][0][0], full[:4])
+
+
+def test_randpe_cached_call_without_generation_length_raises():
+    m = tiny_model("randpe")
+    x = torch.randint(0, 61, (1, 6))
+    with torch.no_grad():
+        out = m(x[:, :4], use_cache=True)
+        with pytest.raises(ValueError, match="set_generation_length"):
+            m(x[:, 4:5], past_key_values=out.past_key_values, use_cache=True)
+
+
+def test_randpe_bad_base_option():
+    from conftest import tiny_config
+
+    with pytest.raises(ValueError, match="'base'"):
+        tiny_config("randpe", pe_options={"base": "randpe"})
+
+
+@pytest.mark.parametrize("base", ["learned", "alibi", "fire", "t5", "kerple", "pope", "tape"])
+def test_randpe_other_bases_decode_equals_forward(base):
+    """Every allowed base: KV-cache decoding == full forward, and the positions matter."""
+    from peeval.models.encodings import get_encoding_class
+
+    try:
+        get_encoding_class(base)
+    except (ImportError, AttributeError) as e:
+        pytest.skip(f"{base}: {e}")
+    m = tiny_model("randpe", pe_options={"base": base, "max_positions": 64})
+    randomize_(m)
+    x = torch.randint(0, 61, (2, 9))
+    m.model.pe.set_generation_length(9)
+    with torch.no_grad():
+        full = m(x).logits
+        out = m(x[:, :3], use_cache=True)
+        steps = [out.logits]
+        for t in range(3, 9):
+            out = m(x[:, t : t + 1], past_key_values=out.past_key_values, use_cache=True)
+            steps.append(out.logits)
+    m.model.pe.set_generation_length(None)
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-4, rtol=1e-4)
+    ref = tiny_model(base, max_position_embeddings=64)
+    ref.load_state_dict({k.replace("pe.base.", "pe."): v for k, v in m.state_dict().items()})
+    with torch.no_grad():
+        assert not torch.allclose(full, ref(x).logits, atol=1e-3)  # the base consumes the positions
