@@ -94,7 +94,7 @@ class PeevalDecoderLayer(nn.Module):
         a, probs = self.self_attn(self.input_layernorm(x), pe, ctx, attention_mask, cache, output_attentions)
         x = x + a
         m = self.mlp(self.post_attention_layernorm(x))
-        pe.after_mlp(self.layer_idx, m, ctx)
+        pe.after_mlp(self.layer_idx, m, ctx, attn_out=a)
         return x + m, probs
 
 
@@ -106,6 +106,15 @@ class PeevalPreTrainedModel(PreTrainedModel):
     _no_split_modules = ["PeevalDecoderLayer"]
     _skip_keys_device_placement = ["past_key_values"]
     _supports_sdpa = True
+
+    def _initialize_weights(self, module, is_custom_code: bool = False):
+        # transformers skips custom-code modules with no tensors of their own; an encoding
+        # may hold only sub-modules, and its init functions skip loaded tensors themselves
+        if isinstance(module, Encoding) and not getattr(module, "_is_hf_initialized", False):
+            self._init_weights(module)
+            module._is_hf_initialized = True
+            return
+        super()._initialize_weights(module, is_custom_code)
 
     def _init_weights(self, module):
         super()._init_weights(module)

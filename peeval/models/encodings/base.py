@@ -146,8 +146,10 @@ class Encoding(nn.Module):
     def after_attention(self, layer: int, extra_out: torch.Tensor, ctx: PEContext) -> None:
         """Receives the attended extra channels (B, H, Nq, X)."""
 
-    def after_mlp(self, layer: int, mlp_out: torch.Tensor, ctx: PEContext) -> None:
-        """Receives the token MLP output (B, Nq, C) of ``layer``."""
+    def after_mlp(
+        self, layer: int, mlp_out: torch.Tensor, ctx: PEContext, attn_out: torch.Tensor | None = None
+    ) -> None:
+        """Receives the token MLP output (B, Nq, C) of ``layer`` (and its attention output)."""
 
     # -- generation ----------------------------------------------------------------
     def set_generation_length(self, total_length: int | None) -> None:

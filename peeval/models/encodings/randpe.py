@@ -135,5 +135,5 @@ class RandPE(Encoding):
     def after_attention(self, layer, extra_out, ctx):
         self.base.after_attention(layer, extra_out, self.remap(ctx))
 
-    def after_mlp(self, layer, mlp_out, ctx):
-        self.base.after_mlp(layer, mlp_out, self.remap(ctx))
+    def after_mlp(self, layer, mlp_out, ctx, attn_out=None):
+        self.base.after_mlp(layer, mlp_out, self.remap(ctx), attn_out=attn_out)
