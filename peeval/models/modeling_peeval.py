@@ -44,9 +44,11 @@ class PeevalAttention(nn.Module):
             k, v = attn.repeat_kv(k, rep), attn.repeat_kv(v, rep)
 
         backend = self.config.attn_backend
-        fused = backend == "triton" and pe.has_fused_kernel and attn.triton_available(q)
+        fused = backend == "triton" and pe.supports_fused(q) and attn.triton_available(q)
         if backend == "triton" and not fused:
             attn.log_once(f"attn_backend='triton': no fused kernel for pe={pe.name!r} on {q.device.type}: using sdpa")
+        # the kernels are causal over a whole sequence: decode steps and padding use sdpa
+        fused = fused and ctx.past_length == 0 and (attention_mask is None or bool(attention_mask.all()))
         ctx.fused = fused  # an encoding whose kernel takes raw q/k skips its transform then
         q, k = pe.transform_qk(self.layer_idx, q, k, ctx)
         extra = pe.extra_values(self.layer_idx, ctx)

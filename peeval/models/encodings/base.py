@@ -108,8 +108,6 @@ class Encoding(nn.Module):
     kv_per_query_head: ClassVar[bool] = False
     #: the encoding needs the explicit score matrix (no fused / flash kernel can express it)
     needs_scores: ClassVar[bool] = False
-    #: ``fused_attention`` implements the ``triton`` back-end for this encoding
-    has_fused_kernel: ClassVar[bool] = False
 
     def __init__(self, config) -> None:
         super().__init__()
@@ -157,10 +155,15 @@ class Encoding(nn.Module):
         whose positions depend on the whole sequence length (randpe) fix them once."""
 
     # -- fused kernels (the ``triton`` back-end) ---------------------------------------
+    def supports_fused(self, q: torch.Tensor) -> bool:
+        """Whether ``fused_attention`` can run for these (raw) queries (B, H, N, d)."""
+        return False
+
     def fused_attention(self, layer, q, k, v, ctx, mask) -> torch.Tensor | None:
         """The attention output computed by an encoding-specific kernel from *raw* q/k.
 
-        Called only when ``has_fused_kernel``, after ``transform_qk`` (which sees
+        Called only when ``supports_fused``, for a causal pass with no cache history and no
+        padding, after ``transform_qk`` (which sees
         ``ctx.fused`` and may leave q/k raw for a kernel that transforms them itself).
         """
         raise NotImplementedError

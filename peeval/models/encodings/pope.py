@@ -101,6 +101,19 @@ class PoPE(Encoding):
         k2 = torch.cat([mk * kphase.cos(), mk * kphase.sin()], dim=-1)
         return q2.to(q.dtype), k2.to(k.dtype)
 
+    # -- the ``triton`` back-end: raw q/k, magnitudes and phases inside the kernel ------
+    def supports_fused(self, q):
+        return 32 <= self.head_dim <= 128
+
+    def fused_attention(self, layer, q, k, v, ctx, allowed):
+        from ...kernels.pope_attention import pope_attention
+
+        delta = self.delta_for(layer)
+        if delta is not None:  # δ lives per KV head; the kernel takes it per query head
+            delta = delta.repeat_interleave(q.shape[1] // delta.shape[0], dim=0)
+        pos_q, pos_k = ctx.position_ids, ctx.key_position_ids
+        return pope_attention(q, k, v, pos_q, pos_k, self.theta(), delta, self.use_softplus, self.scale())
+
     def scale(self) -> float:
         """1/√d with d = head_dim: the paper's softmax temperature (sdpa would use 1/√(2d))."""
         return self.head_dim**-0.5

@@ -55,7 +55,6 @@ class RandPE(Encoding):
         self.kv_per_query_head = self.base.kv_per_query_head
         self.needs_scores = self.base.needs_scores
         # fused kernels (and flash's ALiBi) may derive positions from indices: never used
-        self.has_fused_kernel = False
         self.generation_length: int | None = None
         self._eval_draw: tuple[int, torch.Tensor] | None = None
 

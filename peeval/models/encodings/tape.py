@@ -60,6 +60,7 @@ from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
+from .. import attention as attn
 from .base import BOOL, Encoding, Option, PEContext
 
 STATE = "tape_E"
@@ -166,6 +167,19 @@ class TAPE(Encoding):
         if not (self.opts["attn_update"] and self._streams(layer)):
             return None
         return self._state(ctx).flatten(3)
+
+    # -- the ``triton`` back-end: softmax(QKᵀ/√d)·[V | E] in one fused pass ---------------
+    def supports_fused(self, q):
+        return (self.L, self.R) == (2, 2) and 32 <= self.head_dim <= 128
+
+    def fused_attention(self, layer, q, k, v, ctx, allowed):
+        from ...kernels.tape_attention import tape_attention
+
+        d = self.head_dim
+        if v.shape[-1] == d:  # no streams in this layer: a plain causal attention
+            return attn.sdpa_attention(q, k, v, scale=self.scale())
+        out, e_out = tape_attention(q, k, v[..., :d], v[..., d:], scale=self.scale())
+        return torch.cat([out, e_out], dim=-1)
 
     def after_attention(self, layer, extra_out, ctx):
         e = self._state(ctx)

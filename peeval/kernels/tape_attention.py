@@ -1,0 +1,460 @@
+"""Fused TAPE attention: token output and position streams in one causal flash pass.
+
+TAPE (SPEC 2.3) attends its position state E with the *same* attention map as the token
+values: ``out = softmax(QKᵀ·scale) V`` and ``e_out = softmax(QKᵀ·scale) E``. The kernel
+computes both from one set of scores, one running max and one log-sum-exp, and its
+backward returns **all** gradients: dq and dk include the terms that flow through the
+position streams (dP = dO·Vᵀ + dE_out·Eᵀ, and D = rowsum(dO∘O) + rowsum(dE_out∘E_out)),
+which the TAPE reference repository's kernel drops; plus dv and de.
+
+Layouts (last dim contiguous; other strides free):
+    q, k  (B, H, N, d)    already position-transformed by the encoding, d in 32..128
+    v     (B, Hk, N, dv)  Hk divides H (GQA: query head h reads kv head h // (H/Hk))
+    e     (B, H, N, X)    per query head, X any width (TAPE with L=R=2: 2d, the (cos, sin) pair)
+    out   (B, H, N, dv) in v.dtype, e_out (B, H, N, X) in e.dtype
+Causal, Nq == Nk (prefill / training; decoding steps use the sdpa path). fp32 / fp16 /
+bf16; softmax statistics and accumulators are fp32; fp32 inputs use IEEE fp32 dots.
+
+``tape_attention`` dispatches: the Triton kernel when triton is importable and the
+tensors are on CUDA (or ``TRITON_INTERPRET=1``), else ``tape_attention_reference`` with
+one log line.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+import torch.nn.functional as F
+
+try:  # triton is optional (the ``gpu`` / ``dev`` extras)
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - exercised where triton is absent
+    triton = None
+    tl = None
+
+__all__ = ["tape_attention", "tape_attention_reference", "tape_attention_triton", "kernel_available", "CONFIG"]
+
+LOG2E = 1.4426950408889634
+
+#: Launch-config overrides, e.g. ``CONFIG["fwd"] = dict(BM=128, BN=64, num_warps=8, num_stages=3)``
+#: (keys: fwd, bwd_kv, bwd_q). Used by benchmarks/gpu_attention.py to sweep block sizes.
+CONFIG: dict[str, dict] = {}
+
+
+def _interpret() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def kernel_available(t: torch.Tensor) -> bool:
+    return triton is not None and (t.is_cuda or _interpret())
+
+
+# ----------------------------------------------------------------------------------------
+# reference (pure torch)
+# ----------------------------------------------------------------------------------------
+def tape_attention_reference(q, k, v, e, scale=None):
+    """Unfused reference: sdpa over the concatenated values [v | e] (what the sdpa back-end does).
+
+    Differentiable by torch autograd. Shapes as in the module docstring; returns (out, e_out).
+    """
+    h, hk = q.shape[1], v.shape[1]
+    if hk != h:
+        v = v.repeat_interleave(h // hk, dim=1)
+    if k.shape[1] != h:
+        k = k.repeat_interleave(h // k.shape[1], dim=1)
+    dv = v.shape[-1]
+    ve = torch.cat([v, e.to(v.dtype)], dim=-1)
+    o = F.scaled_dot_product_attention(q, k, ve, is_causal=True, scale=scale)
+    return o[..., :dv], o[..., dv:].to(e.dtype)
+
+
+# ----------------------------------------------------------------------------------------
+# kernels
+# ----------------------------------------------------------------------------------------
+if triton is not None:
+
+    @triton.jit
+    def _mm(a, b, PREC: tl.constexpr):
+        """tl.dot; PREC "upcast" computes in fp32 (the interpreter's bf16 dot is broken in triton 3.7)."""
+        if PREC == "upcast":
+            return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+        else:
+            return tl.dot(a, b, input_precision=PREC)
+
+    @triton.jit
+    def _tape_fwd(
+        Q, K, V, E, Out, EO, LSE,
+        sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, seb, seh, sen,
+        sob, soh, son, seob, seoh, seon,
+        H, G, N, qk_scale,
+        D: tl.constexpr, DV: tl.constexpr, DE: tl.constexpr,
+        BD: tl.constexpr, BDV: tl.constexpr, BDE: tl.constexpr,
+        BM: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
+    ):  # fmt: skip
+        start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BM  # heavy (late) blocks first
+        bh = tl.program_id(1)
+        b = bh // H
+        h = bh % H
+        hk = h // G
+        offs_m = start_m + tl.arange(0, BM)
+        offs_n = tl.arange(0, BN)
+        od = tl.arange(0, BD)
+        odv = tl.arange(0, BDV)
+        ode = tl.arange(0, BDE)
+        md = od < D
+        mdv = odv < DV
+        mde = ode < DE
+        mm = offs_m < N
+        qp = Q + b * sqb + h * sqh
+        kp = K + b * skb + hk * skh
+        vp = V + b * svb + hk * svh
+        ep = E + b * seb + h * seh
+        q = tl.load(qp + offs_m[:, None] * sqn + od[None, :], mask=mm[:, None] & md[None, :], other=0.0)
+        m_i = tl.full([BM], float("-inf"), tl.float32)
+        l_i = tl.zeros([BM], tl.float32)
+        acc = tl.zeros([BM, BDV], tl.float32)
+        acc_e = tl.zeros([BM, BDE], tl.float32)
+        # off-diagonal key blocks: fully visible, in range
+        for start_n in range(0, start_m, BN):
+            on = start_n + offs_n
+            k = tl.load(kp + on[:, None] * skn + od[None, :], mask=md[None, :], other=0.0)
+            v = tl.load(vp + on[:, None] * svn + odv[None, :], mask=mdv[None, :], other=0.0)
+            ev = tl.load(ep + on[:, None] * sen + ode[None, :], mask=mde[None, :], other=0.0)
+            s = _mm(q, tl.trans(k), PREC) * qk_scale
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            p = tl.exp2(s - m_new[:, None])
+            alpha = tl.exp2(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None] + _mm(p.to(v.dtype), v, PREC)
+            acc_e = acc_e * alpha[:, None] + _mm(p.to(ev.dtype), ev, PREC)
+            m_i = m_new
+        # diagonal key blocks: causal mask and the ragged tail
+        hi = tl.minimum(start_m + BM, N)
+        for start_n in range(start_m, hi, BN):
+            on = start_n + offs_n
+            mn = on < N
+            k = tl.load(kp + on[:, None] * skn + od[None, :], mask=mn[:, None] & md[None, :], other=0.0)
+            v = tl.load(vp + on[:, None] * svn + odv[None, :], mask=mn[:, None] & mdv[None, :], other=0.0)
+            ev = tl.load(ep + on[:, None] * sen + ode[None, :], mask=mn[:, None] & mde[None, :], other=0.0)
+            s = _mm(q, tl.trans(k), PREC) * qk_scale
+            s = tl.where((offs_m[:, None] >= on[None, :]) & mn[None, :], s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            p = tl.exp2(s - m_new[:, None])
+            alpha = tl.exp2(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None] + _mm(p.to(v.dtype), v, PREC)
+            acc_e = acc_e * alpha[:, None] + _mm(p.to(ev.dtype), ev, PREC)
+            m_i = m_new
+        inv = 1.0 / l_i
+        tl.store(LSE + bh * N + offs_m, m_i + tl.log2(l_i), mask=mm)
+        op = Out + b * sob + h * soh
+        tl.store(
+            op + offs_m[:, None] * son + odv[None, :],
+            (acc * inv[:, None]).to(Out.dtype.element_ty),
+            mask=mm[:, None] & mdv[None, :],
+        )
+        eop = EO + b * seob + h * seoh
+        tl.store(
+            eop + offs_m[:, None] * seon + ode[None, :],
+            (acc_e * inv[:, None]).to(EO.dtype.element_ty),
+            mask=mm[:, None] & mde[None, :],
+        )
+
+    @triton.jit
+    def _tape_bwd_pre(
+        Out, DO, EO, DEO, DELTA,
+        sob, soh, son, sdob, sdoh, sdon, seob, seoh, seon, sdeb, sdeh, sden,
+        H, N,
+        DV: tl.constexpr, DE: tl.constexpr, BDV: tl.constexpr, BDE: tl.constexpr, BM: tl.constexpr,
+    ):  # fmt: skip
+        """DELTA = rowsum(dO∘O) + rowsum(dE_out∘E_out): the position streams' share included."""
+        bh = tl.program_id(1)
+        b = bh // H
+        h = bh % H
+        offs_m = tl.program_id(0) * BM + tl.arange(0, BM)
+        mm = offs_m < N
+        odv = tl.arange(0, BDV)
+        ode = tl.arange(0, BDE)
+        mv = mm[:, None] & (odv < DV)[None, :]
+        me = mm[:, None] & (ode < DE)[None, :]
+        o = tl.load(Out + b * sob + h * soh + offs_m[:, None] * son + odv[None, :], mask=mv, other=0.0)
+        do = tl.load(DO + b * sdob + h * sdoh + offs_m[:, None] * sdon + odv[None, :], mask=mv, other=0.0)
+        eo = tl.load(EO + b * seob + h * seoh + offs_m[:, None] * seon + ode[None, :], mask=me, other=0.0)
+        deo = tl.load(DEO + b * sdeb + h * sdeh + offs_m[:, None] * sden + ode[None, :], mask=me, other=0.0)
+        delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1) + tl.sum(eo.to(tl.float32) * deo.to(tl.float32), 1)
+        tl.store(DELTA + bh * N + offs_m, delta, mask=mm)
+
+    @triton.jit
+    def _tape_bwd_kv(
+        Q, K, V, E, DO, DEO, LSE, DELTA, DK, DV_, DE_,
+        sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, seb, seh, sen,
+        sdob, sdoh, sdon, sdeb, sdeh, sden,
+        H, G, N, qk_scale, sm_scale,
+        D: tl.constexpr, DV: tl.constexpr, DE: tl.constexpr,
+        BD: tl.constexpr, BDV: tl.constexpr, BDE: tl.constexpr,
+        BM: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
+    ):  # fmt: skip
+        """One key block per program: dk, dv, de (outputs per *query* head, (B, H, N, ·) contiguous)."""
+        start_n = tl.program_id(0) * BN
+        bh = tl.program_id(1)
+        b = bh // H
+        h = bh % H
+        hk = h // G
+        offs_n = start_n + tl.arange(0, BN)
+        offs_m = tl.arange(0, BM)
+        od = tl.arange(0, BD)
+        odv = tl.arange(0, BDV)
+        ode = tl.arange(0, BDE)
+        md = od < D
+        mdv = odv < DV
+        mde = ode < DE
+        mn = offs_n < N
+        k = tl.load(
+            K + b * skb + hk * skh + offs_n[:, None] * skn + od[None, :], mask=mn[:, None] & md[None, :], other=0.0
+        )
+        v = tl.load(
+            V + b * svb + hk * svh + offs_n[:, None] * svn + odv[None, :], mask=mn[:, None] & mdv[None, :], other=0.0
+        )
+        ev = tl.load(
+            E + b * seb + h * seh + offs_n[:, None] * sen + ode[None, :], mask=mn[:, None] & mde[None, :], other=0.0
+        )
+        dk = tl.zeros([BN, BD], tl.float32)
+        dv = tl.zeros([BN, BDV], tl.float32)
+        de = tl.zeros([BN, BDE], tl.float32)
+        qp = Q + b * sqb + h * sqh
+        dop = DO + b * sdob + h * sdoh
+        dep = DEO + b * sdeb + h * sdeh
+        lp = LSE + bh * N
+        dlp = DELTA + bh * N
+        # query blocks on the diagonal (causal mask), then below it (all visible; tail rows have lse=+inf)
+        for phase in tl.static_range(2):
+            if phase == 0:
+                lo = start_n
+                hi = tl.minimum(start_n + BN, N)
+            else:
+                lo = start_n + BN
+                hi = N
+            for start_m in range(lo, hi, BM):
+                om = start_m + offs_m
+                mm = om < N
+                q = tl.load(qp + om[:, None] * sqn + od[None, :], mask=mm[:, None] & md[None, :], other=0.0)
+                do = tl.load(dop + om[:, None] * sdon + odv[None, :], mask=mm[:, None] & mdv[None, :], other=0.0)
+                deo = tl.load(dep + om[:, None] * sden + ode[None, :], mask=mm[:, None] & mde[None, :], other=0.0)
+                lse = tl.load(lp + om, mask=mm, other=float("inf"))
+                dl = tl.load(dlp + om, mask=mm, other=0.0)
+                s = _mm(q, tl.trans(k), PREC) * qk_scale
+                p = tl.exp2(s - lse[:, None])
+                if phase == 0:
+                    p = tl.where(om[:, None] >= offs_n[None, :], p, 0.0)
+                dv += _mm(tl.trans(p.to(do.dtype)), do, PREC)
+                de += _mm(tl.trans(p.to(deo.dtype)), deo, PREC)
+                dp = _mm(do, tl.trans(v), PREC)
+                dp += _mm(deo, tl.trans(ev), PREC)  # the position streams' share of dP
+                ds = p * (dp - dl[:, None])
+                dk += _mm(tl.trans(ds.to(q.dtype)), q, PREC)
+        base = bh * N
+        tl.store(
+            DK + (base + offs_n[:, None]) * D + od[None, :],
+            (dk * sm_scale).to(DK.dtype.element_ty),
+            mask=mn[:, None] & md[None, :],
+        )
+        tl.store(
+            DV_ + (base + offs_n[:, None]) * DV + odv[None, :],
+            dv.to(DV_.dtype.element_ty),
+            mask=mn[:, None] & mdv[None, :],
+        )
+        tl.store(
+            DE_ + (base + offs_n[:, None]) * DE + ode[None, :],
+            de.to(DE_.dtype.element_ty),
+            mask=mn[:, None] & mde[None, :],
+        )
+
+    @triton.jit
+    def _tape_bwd_q(
+        Q, K, V, E, DO, DEO, LSE, DELTA, DQ,
+        sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, seb, seh, sen,
+        sdob, sdoh, sdon, sdeb, sdeh, sden,
+        H, G, N, qk_scale, sm_scale,
+        D: tl.constexpr, DV: tl.constexpr, DE: tl.constexpr,
+        BD: tl.constexpr, BDV: tl.constexpr, BDE: tl.constexpr,
+        BM: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
+    ):  # fmt: skip
+        """One query block per program: dq (including the position streams' share)."""
+        start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BM
+        bh = tl.program_id(1)
+        b = bh // H
+        h = bh % H
+        hk = h // G
+        offs_m = start_m + tl.arange(0, BM)
+        offs_n = tl.arange(0, BN)
+        od = tl.arange(0, BD)
+        odv = tl.arange(0, BDV)
+        ode = tl.arange(0, BDE)
+        md = od < D
+        mdv = odv < DV
+        mde = ode < DE
+        mm = offs_m < N
+        q = tl.load(
+            Q + b * sqb + h * sqh + offs_m[:, None] * sqn + od[None, :], mask=mm[:, None] & md[None, :], other=0.0
+        )
+        do = tl.load(
+            DO + b * sdob + h * sdoh + offs_m[:, None] * sdon + odv[None, :], mask=mm[:, None] & mdv[None, :], other=0.0
+        )
+        deo = tl.load(
+            DEO + b * sdeb + h * sdeh + offs_m[:, None] * sden + ode[None, :],
+            mask=mm[:, None] & mde[None, :],
+            other=0.0,
+        )
+        lse = tl.load(LSE + bh * N + offs_m, mask=mm, other=float("inf"))
+        dl = tl.load(DELTA + bh * N + offs_m, mask=mm, other=0.0)
+        kp = K + b * skb + hk * skh
+        vp = V + b * svb + hk * svh
+        ep = E + b * seb + h * seh
+        dq = tl.zeros([BM, BD], tl.float32)
+        hi_all = tl.minimum(start_m + BM, N)
+        for phase in tl.static_range(2):
+            if phase == 0:
+                lo = 0
+                hi = start_m
+            else:
+                lo = start_m
+                hi = hi_all
+            for start_n in range(lo, hi, BN):
+                on = start_n + offs_n
+                mn = on < N
+                k = tl.load(kp + on[:, None] * skn + od[None, :], mask=mn[:, None] & md[None, :], other=0.0)
+                v = tl.load(vp + on[:, None] * svn + odv[None, :], mask=mn[:, None] & mdv[None, :], other=0.0)
+                ev = tl.load(ep + on[:, None] * sen + ode[None, :], mask=mn[:, None] & mde[None, :], other=0.0)
+                s = _mm(q, tl.trans(k), PREC) * qk_scale
+                p = tl.exp2(s - lse[:, None])
+                if phase == 1:
+                    p = tl.where((offs_m[:, None] >= on[None, :]) & mn[None, :], p, 0.0)
+                dp = _mm(do, tl.trans(v), PREC)
+                dp += _mm(deo, tl.trans(ev), PREC)
+                ds = p * (dp - dl[:, None])
+                dq += _mm(ds.to(k.dtype), k, PREC)
+        tl.store(
+            DQ + (bh * N + offs_m[:, None]) * D + od[None, :],
+            (dq * sm_scale).to(DQ.dtype.element_ty),
+            mask=mm[:, None] & md[None, :],
+        )
+
+
+def _np2(x: int) -> int:
+    return max(16, triton.next_power_of_2(x))
+
+
+def _cfg(kind: str, d: int, dv: int, de: int, dtype: torch.dtype) -> dict:
+    if kind in CONFIG:
+        return dict(CONFIG[kind])
+    if _interpret():
+        return dict(BM=16, BN=16, num_warps=4, num_stages=1)
+    wide = max(_np2(d), _np2(dv), _np2(de)) > 128 or dtype == torch.float32
+    if kind == "fwd":
+        return dict(BM=64, BN=64, num_warps=4, num_stages=2 if wide else 3)
+    if kind == "bwd_kv":  # d=64 choices from the H100 sweep (benchmarks/gpu_attention.py --sweep)
+        return dict(BM=32, BN=64, num_warps=4, num_stages=2) if wide else dict(BM=64, BN=64, num_warps=4, num_stages=2)
+    return dict(BM=64, BN=32, num_warps=4, num_stages=2) if wide else dict(BM=128, BN=32, num_warps=8, num_stages=2)
+
+
+def _last_contig(t: torch.Tensor) -> torch.Tensor:
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def _prec(dtype: torch.dtype) -> str:
+    if dtype == torch.float32:
+        return "ieee"
+    return "upcast" if dtype == torch.bfloat16 and _interpret() else "tf32"
+
+
+class _TapeAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, e, scale):
+        q, k, v, e = (_last_contig(t) for t in (q, k, v, e))
+        b, h, n, d = q.shape
+        hk, dv, de = v.shape[1], v.shape[-1], e.shape[-1]
+        assert k.shape == (b, hk, n, d) and v.shape[:3] == (b, hk, n) and e.shape[:3] == (b, h, n), (
+            "tape_attention: q,k (B,H,N,d) / (B,Hk,N,d), v (B,Hk,N,dv), e (B,H,N,X), causal with Nq == Nk"
+        )
+        assert h % hk == 0
+        sm_scale = scale if scale is not None else 1.0 / math.sqrt(d)
+        out = torch.empty((b, h, n, dv), device=q.device, dtype=v.dtype)
+        e_out = torch.empty((b, h, n, de), device=q.device, dtype=e.dtype)
+        lse = torch.empty((b * h, n), device=q.device, dtype=torch.float32)
+        c = _cfg("fwd", d, dv, de, q.dtype)
+        grid = (triton.cdiv(n, c["BM"]), b * h)
+        _tape_fwd[grid](
+            q, k, v, e, out, e_out, lse,
+            *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *e.stride()[:3],
+            *out.stride()[:3], *e_out.stride()[:3],
+            h, h // hk, n, sm_scale * LOG2E,
+            D=d, DV=dv, DE=de, BD=_np2(d), BDV=_np2(dv), BDE=_np2(de),
+            BM=c["BM"], BN=c["BN"], PREC=_prec(q.dtype), num_warps=c["num_warps"], num_stages=c["num_stages"],
+        )  # fmt: skip
+        ctx.save_for_backward(q, k, v, e, out, e_out, lse)
+        ctx.sm_scale = sm_scale
+        return out, e_out
+
+    @staticmethod
+    def backward(ctx, do, deo):
+        q, k, v, e, out, e_out, lse = ctx.saved_tensors
+        b, h, n, d = q.shape
+        hk, dv, de = v.shape[1], v.shape[-1], e.shape[-1]
+        do = torch.zeros_like(out) if do is None else _last_contig(do)
+        deo = torch.zeros_like(e_out) if deo is None else _last_contig(deo)
+        delta = torch.empty_like(lse)
+        bdv, bde, bd = _np2(dv), _np2(de), _np2(d)
+        _tape_bwd_pre[(triton.cdiv(n, 64), b * h)](
+            out, do, e_out, deo, delta,
+            *out.stride()[:3], *do.stride()[:3], *e_out.stride()[:3], *deo.stride()[:3],
+            h, n, DV=dv, DE=de, BDV=bdv, BDE=bde, BM=64,
+        )  # fmt: skip
+        dq = torch.empty((b, h, n, d), device=q.device, dtype=q.dtype)
+        gdt = (lambda t: t.dtype) if hk == h else (lambda t: torch.float32)  # GQA: sum groups in fp32
+        dk = torch.empty((b, h, n, d), device=q.device, dtype=gdt(k))
+        dvv = torch.empty((b, h, n, dv), device=q.device, dtype=gdt(v))
+        dee = torch.empty((b, h, n, de), device=q.device, dtype=e.dtype)
+        common = (
+            *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *e.stride()[:3],
+            *do.stride()[:3], *deo.stride()[:3],
+            h, h // hk, n, ctx.sm_scale * LOG2E, ctx.sm_scale,
+        )  # fmt: skip
+        meta = dict(D=d, DV=dv, DE=de, BD=bd, BDV=bdv, BDE=bde, PREC=_prec(q.dtype))
+        c = _cfg("bwd_kv", d, dv, de, q.dtype)
+        _tape_bwd_kv[(triton.cdiv(n, c["BN"]), b * h)](
+            q, k, v, e, do, deo, lse, delta, dk, dvv, dee, *common,
+            BM=c["BM"], BN=c["BN"], num_warps=c["num_warps"], num_stages=c["num_stages"], **meta,
+        )  # fmt: skip
+        c = _cfg("bwd_q", d, dv, de, q.dtype)
+        _tape_bwd_q[(triton.cdiv(n, c["BM"]), b * h)](
+            q, k, v, e, do, deo, lse, delta, dq, *common,
+            BM=c["BM"], BN=c["BN"], num_warps=c["num_warps"], num_stages=c["num_stages"], **meta,
+        )  # fmt: skip
+        if hk != h:  # GQA: sum the per-query-head gradients of each kv head
+            dk = dk.view(b, hk, h // hk, n, d).sum(2).to(k.dtype)
+            dvv = dvv.view(b, hk, h // hk, n, dv).sum(2).to(v.dtype)
+        return dq, dk, dvv, dee, None
+
+
+def tape_attention_triton(q, k, v, e, scale=None):
+    """The fused kernel (no fallback): returns (out, e_out)."""
+    return _TapeAttention.apply(q, k, v, e, scale)
+
+
+def tape_attention(q, k, v, e, scale=None):
+    """Causal attention of v and the position streams e with shared scores.
+
+    q, k (B, H, N, d) position-transformed; v (B, Hk, N, dv); e (B, H, N, X); Nq == Nk.
+    Returns (out (B, H, N, dv), e_out (B, H, N, X)). Uses the Triton kernel when available
+    (CUDA tensors, or TRITON_INTERPRET=1), else the sdpa reference with one log line.
+    """
+    if kernel_available(q):
+        return tape_attention_triton(q, k, v, e, scale)
+    from peeval.models.attention import log_once
+
+    why = "triton is not installed" if triton is None else f"tensors on {q.device.type}"
+    log_once(f"tape_attention: fused Triton kernel unavailable ({why}): using the sdpa reference")
+    return tape_attention_reference(q, k, v, e, scale)
