@@ -1,7 +1,10 @@
 """Forward speed and peak memory of every encoding, as ratios to ``rope`` in the same run.
 
     python -m peeval.bench                       # CPU: all encodings, lengths 512..8192
-    python -m peeval.bench --pe rope tape --lengths 1024 4096 --device cuda
+    python -m peeval.bench --pe rope tape tape@triton pope@triton --device cuda --dtype bfloat16 --train
+
+An entry ``pe@backend`` picks the attention back-end (default sdpa); ``--train`` times a
+forward + backward (training step without the optimizer) instead of a forward.
 
 Speed: the encodings are timed interleaved with ``rope`` (round robin, median of
 ``--reps``), so a noisy machine shifts both sides alike. Memory: on CUDA
@@ -31,12 +34,15 @@ SHAPE = dict(
 )  # fmt: skip
 
 
-def build(pe: str, device: str, dtype: torch.dtype, max_len: int):
+def build(spec: str, device: str, dtype: torch.dtype, max_len: int):
+    pe, _, backend = spec.partition("@")
     torch.manual_seed(0)
     opts = {"max_positions": max(32768, 2 * max_len)} if pe == "randpe" else {}
     # learned: a table as long as the longest measured input, so it can be timed at all
     mpe = max_len if pe == "learned" else SHAPE["max_position_embeddings"]
-    cfg = PeevalConfig(**{**SHAPE, "max_position_embeddings": mpe}, pe=pe, pe_options=opts)
+    cfg = PeevalConfig(
+        **{**SHAPE, "max_position_embeddings": mpe}, pe=pe, pe_options=opts, attn_backend=backend or "sdpa"
+    )
     return PeevalForCausalLM(cfg).to(device=device, dtype=dtype).eval()
 
 
@@ -55,11 +61,19 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
-@torch.no_grad()
-def time_forward(model, x, device) -> float:
+def step(model, x, train: bool) -> None:
+    if train:
+        model(x, labels=x, use_cache=False).loss.backward()
+        model.zero_grad(set_to_none=True)
+    else:
+        with torch.no_grad():
+            model(x, use_cache=False)
+
+
+def time_step(model, x, device, train=False) -> float:
     _sync(device)
     t = time.perf_counter()
-    model(x, use_cache=False)
+    step(model, x, train)
     _sync(device)
     return time.perf_counter() - t
 
@@ -69,12 +83,12 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def cpu_peak_memory(pe: str, n: int) -> float:
-    """Peak RSS growth (MiB) of one forward, measured in a fresh interpreter."""
+def cpu_peak_memory(spec: str, n: int, train: bool = False) -> float:
+    """Peak RSS growth (MiB) of one step, measured in a fresh interpreter."""
     code = (
-        "import json,resource,torch; from peeval.bench import build, rss_bytes;"
-        f"m=build({pe!r},'cpu',torch.float32,{n}); x=torch.randint(0,8192,(1,{n}));"
-        "r=rss_bytes();\nwith torch.no_grad(): m(x,use_cache=False)\n"
+        "import json,resource,torch; from peeval.bench import build, rss_bytes, step;"
+        f"m=build({spec!r},'cpu',torch.float32,{n}).train({train}); x=torch.randint(0,8192,(1,{n}));"
+        f"step(m,x[:,:8],{train}); r=rss_bytes(); step(m,x,{train});"
         "print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss*1024-r))"
     )
     env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
@@ -82,35 +96,34 @@ def cpu_peak_memory(pe: str, n: int) -> float:
     return max(0, json.loads(out.stdout.strip().splitlines()[-1])) / 2**20
 
 
-def gpu_peak_memory(model, x) -> float:
+def gpu_peak_memory(model, x, train=False) -> float:
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()
-    with torch.no_grad():
-        model(x, use_cache=False)
+    step(model, x, train)
     return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
-def run(pes, lengths, device, dtype, reps, memory=True):
+def run(pes, lengths, device, dtype, reps, memory=True, train=False):
     rows = []
     for n in lengths:
         models = {pe: build(pe, device, dtype, n) for pe in dict.fromkeys(["rope", *pes])}
         models["llama(hf)"] = llama_twin(models["rope"])
         x = torch.randint(0, SHAPE["vocab_size"], (1, n), device=device)
         times: dict[str, list[float]] = {k: [] for k in models}
-        for m in models.values():  # warm-up
-            time_forward(m, x, device)
+        for m in models.values():  # warm-up (and Triton compilation)
+            m.train(train)
+            time_step(m, x, device, train)
         for _ in range(reps):  # round robin: rope and each encoding side by side
             for k, m in models.items():
-                times[k].append(time_forward(m, x, device))
+                times[k].append(time_step(m, x, device, train))
         med = {k: statistics.median(v) for k, v in times.items()}
         for k in models:
             mem = None
             if memory:
-                mem = (
-                    gpu_peak_memory(models[k], x)
-                    if device.startswith("cuda")
-                    else (cpu_peak_memory(k, n) if k != "llama(hf)" else None)
-                )
+                if device.startswith("cuda"):
+                    mem = gpu_peak_memory(models[k], x, train)
+                elif k != "llama(hf)":  # a fresh process per measurement: peeval models only
+                    mem = cpu_peak_memory(k, n, train)
             rows.append({"pe": k, "length": n, "tokens_per_s": n / med[k], "time_ratio_to_rope": med[k] / med["rope"],
                          "peak_mib": mem})  # fmt: skip
         del models
@@ -139,10 +152,12 @@ def main(argv=None) -> None:
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--no-memory", action="store_true")
+    p.add_argument("--train", action="store_true", help="time forward + backward instead of forward")
     p.add_argument("--json", help="also write the rows to this JSON file")
     a = p.parse_args(argv)
-    rows = run(a.pe, a.lengths, a.device, getattr(torch, a.dtype), a.reps, memory=not a.no_memory)
-    print(f"device={a.device} dtype={a.dtype} threads={torch.get_num_threads()} shape={SHAPE} batch=1")
+    rows = run(a.pe, a.lengths, a.device, getattr(torch, a.dtype), a.reps, memory=not a.no_memory, train=a.train)
+    mode = "forward+backward" if a.train else "forward"
+    print(f"{mode} device={a.device} dtype={a.dtype} threads={torch.get_num_threads()} shape={SHAPE} batch=1")
     print(format_table(rows))
     if a.json:
         with open(a.json + ".tmp", "w") as f:
