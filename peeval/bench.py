@@ -78,22 +78,31 @@ def time_step(model, x, device, train=False) -> float:
     return time.perf_counter() - t
 
 
-def rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
+
+
+def cpu_step_peak_mib(model, x, train: bool) -> float:
+    """Peak resident-set growth of one step: reset the high-water mark (Linux clear_refs), step, read VmHWM."""
+    step(model, x[:, :8], train)  # load lazy libraries and thread pools first
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    before = _status_kib("VmRSS")
+    step(model, x, train)
+    return max(0, _status_kib("VmHWM") - before) / 1024
 
 
 def cpu_peak_memory(spec: str, n: int, train: bool = False) -> float:
-    """Peak RSS growth (MiB) of one step, measured in a fresh interpreter."""
+    """``cpu_step_peak_mib`` in a fresh interpreter, so that no earlier run's heap is reused."""
     code = (
-        "import json,resource,torch; from peeval.bench import build, rss_bytes, step;"
+        "import torch; from peeval.bench import build, cpu_step_peak_mib;"
         f"m=build({spec!r},'cpu',torch.float32,{n}).train({train}); x=torch.randint(0,8192,(1,{n}));"
-        f"step(m,x[:,:8],{train}); r=rss_bytes(); step(m,x,{train});"
-        "print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss*1024-r))"
+        f"print(cpu_step_peak_mib(m,x,{train}))"
     )
     env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    return max(0, json.loads(out.stdout.strip().splitlines()[-1])) / 2**20
+    return float(out.stdout.strip().splitlines()[-1])
 
 
 def gpu_peak_memory(model, x, train=False) -> float:
