@@ -25,34 +25,21 @@ and accumulators in fp32; q̃/k̃ are rounded to the input dtype for the tensor-
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 import torch.nn.functional as F
 
+from ._common import LOG2E, dot_precision, fallback_reason, interpret, kernel_available, last_contig, np2, tl, triton
+
 try:
-    import triton
-    import triton.language as tl
     from triton.language.extra import libdevice
-except ImportError:  # pragma: no cover - exercised where triton is absent
-    triton = None
-    tl = None
+except ImportError:  # pragma: no cover
     libdevice = None
 
 __all__ = ["pope_attention", "pope_attention_reference", "pope_attention_triton", "kernel_available", "CONFIG"]
 
-LOG2E = 1.4426950408889634
-
 #: Launch-config overrides (keys: fwd, bwd_kv, bwd_q), e.g. for block-size sweeps.
 CONFIG: dict[str, dict] = {}
-
-
-def _interpret() -> bool:
-    return os.environ.get("TRITON_INTERPRET") == "1"
-
-
-def kernel_available(t: torch.Tensor) -> bool:
-    return triton is not None and (t.is_cuda or _interpret())
 
 
 def _positions(pos: torch.Tensor, b: int, n: int, device) -> torch.Tensor:
@@ -394,16 +381,12 @@ if triton is not None:
         )
 
 
-def _np2(x: int) -> int:
-    return max(16, triton.next_power_of_2(x))
-
-
 def _cfg(kind: str, d: int, dv: int, dtype: torch.dtype) -> dict:
     if kind in CONFIG:
         return dict(CONFIG[kind])
-    if _interpret():
+    if interpret():
         return dict(BM=16, BN=16, num_warps=4, num_stages=1)
-    wide = max(_np2(d), _np2(dv)) > 64 or dtype == torch.float32
+    wide = max(np2(d), np2(dv)) > 64 or dtype == torch.float32
     if kind == "fwd":
         return dict(BM=64, BN=64, num_warps=4, num_stages=2) if wide else dict(BM=128, BN=64, num_warps=8, num_stages=3)
     if kind == "bwd_kv":  # d=64 choices from the H100 sweep (benchmarks/gpu_attention.py --sweep)
@@ -411,27 +394,17 @@ def _cfg(kind: str, d: int, dv: int, dtype: torch.dtype) -> dict:
     return dict(BM=64, BN=32, num_warps=4, num_stages=2) if wide else dict(BM=128, BN=32, num_warps=8, num_stages=2)
 
 
-def _last_contig(t: torch.Tensor) -> torch.Tensor:
-    return t if t.stride(-1) == 1 else t.contiguous()
-
-
-def _prec(dtype: torch.dtype) -> str:
-    if dtype == torch.float32:
-        return "ieee"
-    return "upcast" if dtype == torch.bfloat16 and _interpret() else "tf32"
-
-
 class _PopeAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, q_pos, k_pos, theta, delta, softplus, scale):
-        q, k, v = (_last_contig(t) for t in (q, k, v))
+        q, k, v = (last_contig(t) for t in (q, k, v))
         b, h, n, d = q.shape
         hk, dv = v.shape[1], v.shape[-1]
         assert k.shape == (b, hk, n, d) and v.shape[:3] == (b, hk, n) and h % hk == 0 and q.dtype == k.dtype, (
             "pope_attention: q (B,H,N,d), k (B,Hk,N,d), v (B,Hk,N,dv), causal with Nq == Nk"
         )
-        qp = _last_contig(_positions(q_pos, b, n, q.device))
-        kp = _last_contig(_positions(k_pos, b, n, q.device))
+        qp = last_contig(_positions(q_pos, b, n, q.device))
+        kp = last_contig(_positions(k_pos, b, n, q.device))
         th = theta.to(device=q.device, dtype=torch.float32).contiguous()
         assert th.shape == (d,)
         has_delta = delta is not None
@@ -445,8 +418,8 @@ class _PopeAttention(torch.autograd.Function):
             q, k, v, qp, kp, th, dl, out, lse,
             *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3], qp.stride(0), kp.stride(0),
             h, h // hk, n, sm_scale * LOG2E,
-            D=d, DV=dv, BD=_np2(d), BDV=_np2(dv), BM=c["BM"], BN=c["BN"], PREC=_prec(q.dtype),
-            SOFTPLUS=bool(softplus), HAS_DELTA=has_delta, FAST=not _interpret(),
+            D=d, DV=dv, BD=np2(d), BDV=np2(dv), BM=c["BM"], BN=c["BN"], PREC=dot_precision(q.dtype),
+            SOFTPLUS=bool(softplus), HAS_DELTA=has_delta, FAST=not interpret(),
             num_warps=c["num_warps"], num_stages=c["num_stages"],
         )  # fmt: skip
         ctx.save_for_backward(q, k, v, qp, kp, th, dl, out, lse)
@@ -459,8 +432,8 @@ class _PopeAttention(torch.autograd.Function):
         sm_scale, softplus, has_delta, delta_dtype = ctx.cfg
         b, h, n, d = q.shape
         hk, dv = v.shape[1], v.shape[-1]
-        do = _last_contig(do)
-        bd, bdv = _np2(d), _np2(dv)
+        do = last_contig(do)
+        bd, bdv = np2(d), np2(dv)
         delta = torch.empty_like(lse)
         _pope_bwd_pre[(triton.cdiv(n, 64), b * h)](
             out, do, delta, *out.stride()[:3], *do.stride()[:3], h, n, DV=dv, BDV=bdv, BM=64
@@ -478,10 +451,10 @@ class _PopeAttention(torch.autograd.Function):
             DV=dv,
             BD=bd,
             BDV=bdv,
-            PREC=_prec(q.dtype),
+            PREC=dot_precision(q.dtype),
             SOFTPLUS=softplus,
             HAS_DELTA=has_delta,
-            FAST=not _interpret(),
+            FAST=not interpret(),
         )
         c = _cfg("bwd_kv", d, dv, q.dtype)
         nb = triton.cdiv(n, c["BN"])
@@ -519,6 +492,6 @@ def pope_attention(q, k, v, q_pos, k_pos, theta, delta=None, softplus=True, scal
         return pope_attention_triton(q, k, v, q_pos, k_pos, theta, delta, softplus, scale)
     from peeval.models.attention import log_once
 
-    why = "triton is not installed" if triton is None else f"tensors on {q.device.type}"
+    why = fallback_reason(q)
     log_once(f"pope_attention: fused Triton kernel unavailable ({why}): using the sdpa reference")
     return pope_attention_reference(q, k, v, q_pos, k_pos, theta, delta, softplus, scale)

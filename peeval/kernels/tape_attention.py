@@ -23,33 +23,17 @@ one log line.
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 import torch.nn.functional as F
 
-try:  # triton is optional (the ``gpu`` / ``dev`` extras)
-    import triton
-    import triton.language as tl
-except ImportError:  # pragma: no cover - exercised where triton is absent
-    triton = None
-    tl = None
+from ._common import LOG2E, dot_precision, fallback_reason, interpret, kernel_available, last_contig, np2, tl, triton
 
 __all__ = ["tape_attention", "tape_attention_reference", "tape_attention_triton", "kernel_available", "CONFIG"]
-
-LOG2E = 1.4426950408889634
 
 #: Launch-config overrides, e.g. ``CONFIG["fwd"] = dict(BM=128, BN=64, num_warps=8, num_stages=3)``
 #: (keys: fwd, bwd_kv, bwd_q). Used by benchmarks/gpu_attention.py to sweep block sizes.
 CONFIG: dict[str, dict] = {}
-
-
-def _interpret() -> bool:
-    return os.environ.get("TRITON_INTERPRET") == "1"
-
-
-def kernel_available(t: torch.Tensor) -> bool:
-    return triton is not None and (t.is_cuda or _interpret())
 
 
 # ----------------------------------------------------------------------------------------
@@ -343,16 +327,12 @@ if triton is not None:
         )
 
 
-def _np2(x: int) -> int:
-    return max(16, triton.next_power_of_2(x))
-
-
 def _cfg(kind: str, d: int, dv: int, de: int, dtype: torch.dtype) -> dict:
     if kind in CONFIG:
         return dict(CONFIG[kind])
-    if _interpret():
+    if interpret():
         return dict(BM=16, BN=16, num_warps=4, num_stages=1)
-    wide = max(_np2(d), _np2(dv), _np2(de)) > 128 or dtype == torch.float32
+    wide = max(np2(d), np2(dv), np2(de)) > 128 or dtype == torch.float32
     if kind == "fwd":
         return dict(BM=64, BN=64, num_warps=4, num_stages=2 if wide else 3)
     if kind == "bwd_kv":  # d=64 choices from the H100 sweep (benchmarks/gpu_attention.py --sweep)
@@ -360,20 +340,10 @@ def _cfg(kind: str, d: int, dv: int, de: int, dtype: torch.dtype) -> dict:
     return dict(BM=64, BN=32, num_warps=4, num_stages=2) if wide else dict(BM=128, BN=32, num_warps=8, num_stages=2)
 
 
-def _last_contig(t: torch.Tensor) -> torch.Tensor:
-    return t if t.stride(-1) == 1 else t.contiguous()
-
-
-def _prec(dtype: torch.dtype) -> str:
-    if dtype == torch.float32:
-        return "ieee"
-    return "upcast" if dtype == torch.bfloat16 and _interpret() else "tf32"
-
-
 class _TapeAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, e, scale):
-        q, k, v, e = (_last_contig(t) for t in (q, k, v, e))
+        q, k, v, e = (last_contig(t) for t in (q, k, v, e))
         b, h, n, d = q.shape
         hk, dv, de = v.shape[1], v.shape[-1], e.shape[-1]
         assert k.shape == (b, hk, n, d) and v.shape[:3] == (b, hk, n) and e.shape[:3] == (b, h, n), (
@@ -391,8 +361,8 @@ class _TapeAttention(torch.autograd.Function):
             *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *e.stride()[:3],
             *out.stride()[:3], *e_out.stride()[:3],
             h, h // hk, n, sm_scale * LOG2E,
-            D=d, DV=dv, DE=de, BD=_np2(d), BDV=_np2(dv), BDE=_np2(de),
-            BM=c["BM"], BN=c["BN"], PREC=_prec(q.dtype), num_warps=c["num_warps"], num_stages=c["num_stages"],
+            D=d, DV=dv, DE=de, BD=np2(d), BDV=np2(dv), BDE=np2(de),
+            BM=c["BM"], BN=c["BN"], PREC=dot_precision(q.dtype), num_warps=c["num_warps"], num_stages=c["num_stages"],
         )  # fmt: skip
         ctx.save_for_backward(q, k, v, e, out, e_out, lse)
         ctx.sm_scale = sm_scale
@@ -403,10 +373,10 @@ class _TapeAttention(torch.autograd.Function):
         q, k, v, e, out, e_out, lse = ctx.saved_tensors
         b, h, n, d = q.shape
         hk, dv, de = v.shape[1], v.shape[-1], e.shape[-1]
-        do = torch.zeros_like(out) if do is None else _last_contig(do)
-        deo = torch.zeros_like(e_out) if deo is None else _last_contig(deo)
+        do = torch.zeros_like(out) if do is None else last_contig(do)
+        deo = torch.zeros_like(e_out) if deo is None else last_contig(deo)
         delta = torch.empty_like(lse)
-        bdv, bde, bd = _np2(dv), _np2(de), _np2(d)
+        bdv, bde, bd = np2(dv), np2(de), np2(d)
         _tape_bwd_pre[(triton.cdiv(n, 64), b * h)](
             out, do, e_out, deo, delta,
             *out.stride()[:3], *do.stride()[:3], *e_out.stride()[:3], *deo.stride()[:3],
@@ -422,7 +392,7 @@ class _TapeAttention(torch.autograd.Function):
             *do.stride()[:3], *deo.stride()[:3],
             h, h // hk, n, ctx.sm_scale * LOG2E, ctx.sm_scale,
         )  # fmt: skip
-        meta = dict(D=d, DV=dv, DE=de, BD=bd, BDV=bdv, BDE=bde, PREC=_prec(q.dtype))
+        meta = dict(D=d, DV=dv, DE=de, BD=bd, BDV=bdv, BDE=bde, PREC=dot_precision(q.dtype))
         c = _cfg("bwd_kv", d, dv, de, q.dtype)
         _tape_bwd_kv[(triton.cdiv(n, c["BN"]), b * h)](
             q, k, v, e, do, deo, lse, delta, dk, dvv, dee, *common,
@@ -455,6 +425,6 @@ def tape_attention(q, k, v, e, scale=None):
         return tape_attention_triton(q, k, v, e, scale)
     from peeval.models.attention import log_once
 
-    why = "triton is not installed" if triton is None else f"tensors on {q.device.type}"
+    why = fallback_reason(q)
     log_once(f"tape_attention: fused Triton kernel unavailable ({why}): using the sdpa reference")
     return tape_attention_reference(q, k, v, e, scale)
