@@ -1,0 +1,44 @@
+"""KERPLE (Chi et al. 2022): conditionally positive definite kernels of the distance.
+
+log:   bias_h(i, j) = −r1_h·log(1 + r2_h·(i − j))
+power: bias_h(i, j) = −r1_h·(i − j)^r2_h, r2 ∈ (0, 2]
+r1, r2 learnable per head and layer, used clamped to >= 0.01 (and r2 <= 2 for power), and
+initialised as the authors' code (chijames/KERPLE): r1 ~ U(0, 2), r2 ~ U(0, 1).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import initialization as init
+
+from .base import Encoding, Option
+
+EPS = 1e-2
+
+
+class Kerple(Encoding):
+    name = "kerple"
+    options = {"variant": Option("log", ("log", "power"), help="the kernel: log or power")}
+
+    def __init__(self, config) -> None:
+        super().__init__(config)
+        self.r1 = nn.Parameter(torch.empty(self.num_layers, self.num_heads))
+        self.r2 = nn.Parameter(torch.empty(self.num_layers, self.num_heads))
+
+    def init_weights(self) -> None:
+        init.uniform_(self.r1, 0.0, 2.0)
+        init.uniform_(self.r2, 0.0, 1.0)
+
+    def kernel_params(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(r1, r2) of ``layer`` as used: clamped to the kernel's valid range."""
+        r1 = self.r1[layer].clamp(min=EPS)
+        r2 = self.r2[layer].clamp(min=EPS, max=2.0 if self.opts["variant"] == "power" else None)
+        return r1, r2
+
+    def bias(self, layer, q, k, ctx):
+        dist = ctx.relative_positions().clamp(min=0).float()[:, None]  # (B, 1, Nq, Nk)
+        r1, r2 = (p[None, :, None, None] for p in self.kernel_params(layer))
+        if self.opts["variant"] == "log":
+            return -r1 * torch.log1p(r2 * dist)
+        return -r1 * dist.pow(r2)
