@@ -86,6 +86,16 @@ def test_eager_matches_sdpa(pe):
 
 
 @pytest.mark.parametrize("pe", ALL)
+def test_bfloat16_train_step(pe):
+    """Half precision end to end (what GPU training and evaluation use)."""
+    m = tiny_model(pe).to(torch.bfloat16).train()
+    x = torch.randint(0, 61, (2, 12))
+    out = m(x, labels=x)
+    assert out.logits.dtype == torch.bfloat16 and torch.isfinite(out.loss)
+    out.loss.backward()
+
+
+@pytest.mark.parametrize("pe", ALL)
 def test_unknown_option_fails_naming_it(pe):
     with pytest.raises(ValueError, match="no_such_option"):
         tiny_config(pe, pe_options={"no_such_option": 1})

@@ -46,8 +46,8 @@ class FIRE(Encoding):
 
     def normalised_distance(self, layer: int, pos_q: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:
         """ψ(i − j) / (ψ(max(i, L)) + 1e−6) for rel (B, Nq, Nk) and query positions (B, Nq)."""
-        c = self.c[layer]
-        threshold = (self.L_mult[layer] * self.opts["init_L"]).abs()
+        c = self.c[layer].float()
+        threshold = (self.L_mult[layer].float() * self.opts["init_L"]).abs()
 
         def psi(x):
             return torch.log(torch.abs(c * x) + 1)
@@ -56,9 +56,9 @@ class FIRE(Encoding):
         return psi(rel.clamp(min=0).float()) / norm[:, :, None]
 
     def mlp(self, layer: int, x: torch.Tensor) -> torch.Tensor:
-        """f_θ on a (...,) tensor of scalars -> (..., H)."""
-        hid = torch.relu(x[..., None] * self.w1[layer] + self.b1[layer])
-        return hid @ self.w2[layer] + self.b2[layer]
+        """f_θ on a (...,) float32 tensor of scalars -> (..., H), computed in float32."""
+        hid = torch.relu(x[..., None] * self.w1[layer].float() + self.b1[layer].float())
+        return hid @ self.w2[layer].float() + self.b2[layer].float()
 
     def bias(self, layer, q, k, ctx):
         rel = ctx.relative_positions()
