@@ -1,0 +1,121 @@
+"""Make peeval's models and tasks visible to lm-evaluation-harness with no flags.
+
+lm-eval 0.4.13 scans no entry points, so a ``.pth`` file (installed next to this module as
+the top-level ``_peeval_lm_eval_hook``) imports this module at interpreter start. It must
+stay cheap (stdlib only, no lm_eval / torch import) and lazy: it only adds a finder that
+waits for lm_eval's own modules and then
+
+- after ``lm_eval.api.registry`` runs: imports ``lm_eval.models`` first (its built-ins
+  register only into an empty registry) and registers ``peeval``, ``peeval-llama`` and
+  ``peeval-<pe>`` for every encoding as lazy placeholders (nothing heavy is imported until
+  a model is used);
+- after ``lm_eval.tasks.manager`` runs: puts peeval's task folder on every TaskManager's
+  include path, before the user's paths so those can still override.
+
+Safe to run twice (a ``lib64 -> lib`` symlink can execute the .pth twice).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+_FLAG = "_peeval_lm_eval_hook_installed"
+PLUGIN = "peeval.lm_eval_plugin"
+
+
+def _peeval_dir() -> str | None:
+    spec = importlib.util.find_spec("peeval")  # locates the package without importing it
+    return spec.submodule_search_locations[0] if spec and spec.submodule_search_locations else None
+
+
+def encoding_names() -> list[str]:
+    """Keys of ``peeval.models.encodings.ENCODINGS``, read without importing torch."""
+    root = _peeval_dir()
+    if root is None:
+        return []
+    with open(os.path.join(root, "models", "encodings", "__init__.py"), encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        targets = [node.target] if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [])
+        if any(getattr(t, "id", None) == "ENCODINGS" for t in targets) and isinstance(node.value, ast.Dict):
+            return [k.value for k in node.value.keys]
+    return []
+
+
+def model_targets() -> dict[str, str]:
+    names = {"peeval": f"{PLUGIN}:PeevalLM", "peeval-llama": f"{PLUGIN}:PeevalLlamaLM"}
+    names.update({f"peeval-{pe}": f"{PLUGIN}:PeevalLM_{pe}" for pe in encoding_names()})
+    return names
+
+
+def tasks_dir() -> str | None:
+    root = _peeval_dir()
+    return os.path.join(root, "tasks") if root else None
+
+
+def _on_registry(module) -> None:
+    import lm_eval.models  # noqa: F401  (registers the built-ins into the still-empty registry)
+
+    for name, target in model_targets().items():
+        if name not in module.model_registry:
+            module.model_registry.register(name, target=target)
+
+
+def _on_task_manager(module) -> None:
+    cls = module.TaskManager
+    if getattr(cls, "_peeval_wrapped", False):
+        return
+    init = cls.__init__
+    ours = tasks_dir()
+
+    def __init__(self, verbosity=None, include_path=None, include_defaults=True, metadata=None, *args, **kwargs):
+        paths = list(include_path) if isinstance(include_path, (list, tuple)) else [include_path]
+        paths = [p for p in paths if p is not None]
+        if ours and all(os.path.abspath(str(p)) != ours for p in paths):
+            paths.insert(0, ours)  # ours first: later paths override earlier ones
+        init(self, verbosity, paths, include_defaults, metadata, *args, **kwargs)
+
+    cls.__init__ = __init__
+    cls._peeval_wrapped = True
+
+
+WATCH = {"lm_eval.api.registry": _on_registry, "lm_eval.tasks.manager": _on_task_manager}
+
+
+class _PostImportFinder:
+    """A meta-path finder that runs a callback right after a watched module executes."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in WATCH:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_then_hook(module):
+            exec_module(module)
+            try:
+                WATCH[name](module)
+            except Exception as e:  # never break lm_eval itself
+                print(f"peeval: could not register with lm_eval ({e!r})", file=sys.stderr)
+
+        spec.loader.exec_module = exec_then_hook
+        return spec
+
+
+def install() -> None:
+    if getattr(sys, _FLAG, False):
+        return
+    setattr(sys, _FLAG, True)
+    for name, callback in WATCH.items():  # lm_eval already imported (e.g. a late import)
+        if name in sys.modules:
+            callback(sys.modules[name])
+    sys.meta_path.insert(0, _PostImportFinder())
+
+
+install()

@@ -1,0 +1,136 @@
+"""lm-eval model wrappers: ``peeval`` / ``peeval-<pe>`` (peeval checkpoints) and ``peeval-llama``.
+
+They subclass lm-eval's ``HFLM`` (batching, generation through the KV cache, accelerate data
+parallelism unchanged) and add: device = cuda if available else cpu; ``max_length`` may be
+set beyond the training length (extrapolation is what is measured); a checkpoint whose
+``pe`` differs from the model name is an error; and the exact-window perplexity protocol of
+``peeval_ppl_*`` (``loglikelihood_rolling`` requests whose doc carries ``peeval_window``).
+Registered by the import hook in ``peeval/_lm_eval_hook.py``, so no ``--include_path``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from lm_eval.models.huggingface import HFLM
+from tqdm import tqdm
+
+import peeval.models  # noqa: F401  (registers model_type "peeval" with the Auto classes)
+
+logger = logging.getLogger("peeval")
+
+
+def _device(device: str | None) -> str:
+    if device and device.startswith("cuda") and not torch.cuda.is_available():
+        logger.warning("peeval: CUDA is not available, evaluating on cpu")
+        return "cpu"
+    return device or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class _PeevalHFLM(HFLM):
+    """What the peeval wrappers add to HFLM."""
+
+    def __init__(self, pretrained, device: str | None = None, **kwargs):
+        super().__init__(pretrained=pretrained, device=_device(device), **kwargs)
+
+    # -- exact-window perplexity (peeval_ppl_*) -------------------------------------
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
+        ours = [i for i, r in enumerate(requests) if isinstance(r.doc, dict) and "peeval_window" in r.doc]
+        if not ours:
+            return super().loglikelihood_rolling(requests, disable_tqdm)
+        others = [i for i in range(len(requests)) if i not in set(ours)]
+        out: list = [None] * len(requests)
+        if others:
+            for i, v in zip(others, super().loglikelihood_rolling([requests[i] for i in others], disable_tqdm)):
+                out[i] = v
+        for i in tqdm(ours, desc="peeval windows", disable=disable_tqdm or self.rank != 0):
+            out[i] = self.window_loglikelihood(requests[i].args[0], requests[i].doc)
+        return out
+
+    @torch.no_grad()
+    def window_loglikelihood(self, text: str, doc: dict) -> dict:
+        """Disjoint windows of exactly ``L`` tokens (or every ``stride``): sum log p of each
+        scored token, token and byte counts. Each window is one forward of length L."""
+        L, stride = int(doc["peeval_window"]), int(doc.get("peeval_stride") or doc["peeval_window"])
+        ids = self.tok_encode(text, add_special_tokens=False)
+        ll, n_tok, n_bytes, n_win = 0.0, 0, 0, 0
+        starts = range(0, len(ids) - L + 1, stride)
+        if doc.get("peeval_max_windows"):
+            starts = starts[: int(doc["peeval_max_windows"])]
+        for s in starts:
+            window = torch.tensor(ids[s : s + L], device=self.device)[None]
+            # sliding protocol: score only tokens not scored by the previous window
+            first = 1 if s == 0 or stride >= L else L - stride
+            logits = self._model_call(window).float()
+            logp = torch.log_softmax(logits[0, first - 1 : L - 1], dim=-1)
+            target = window[0, first:L]
+            ll += logp.gather(-1, target[:, None]).sum().item()
+            n_tok += L - first
+            n_bytes += len(self.tokenizer.decode(target.tolist()).encode("utf-8"))
+            n_win += 1
+        return {"ll": ll, "tokens": n_tok, "bytes": n_bytes, "windows": n_win}
+
+
+class PeevalLM(_PeevalHFLM):
+    """``--model peeval``: any peeval checkpoint; the encoding is read from it."""
+
+    expected_pe: str | None = None
+
+    def __init__(self, pretrained, **kwargs):
+        if isinstance(pretrained, str):
+            from transformers import AutoConfig
+
+            try:
+                cfg = AutoConfig.from_pretrained(pretrained)
+            except (OSError, ValueError) as e:
+                raise ValueError(f"cannot read the peeval checkpoint {pretrained!r}: {e}") from e
+            if cfg.model_type != "peeval":
+                raise ValueError(f"{pretrained!r} is a {cfg.model_type!r} checkpoint: use --model peeval-llama")
+            if self.expected_pe and cfg.pe != self.expected_pe:
+                raise ValueError(
+                    f"--model peeval-{self.expected_pe} but {pretrained!r} has pe={cfg.pe!r}: "
+                    f"use --model peeval-{cfg.pe} (or --model peeval)"
+                )
+        super().__init__(pretrained, **kwargs)
+
+
+class PeevalLlamaLM(_PeevalHFLM):
+    """``--model peeval-llama``: a HF Llama-family checkpoint or GGUF file (``gguf_file=``),
+    with optional ``rope_scaling=linear|dynamic|yarn`` + ``factor`` and ``adapter=DIR``
+    (a peft adapter directory, e.g. from ``peeval adapt``)."""
+
+    def __init__(self, pretrained, rope_scaling: str | None = None, factor: float | None = None, adapter=None, **kw):
+        if rope_scaling:  # transformers' own rope scalings, set on the config before loading
+            from transformers import AutoConfig, AutoModelForCausalLM
+
+            load = {"gguf_file": kw["gguf_file"]} if kw.get("gguf_file") else {}
+            cfg = AutoConfig.from_pretrained(pretrained, **load)
+            params = dict(cfg.rope_parameters or {"rope_theta": getattr(cfg, "rope_theta", 10000.0)})
+            params.update(rope_type=rope_scaling, factor=float(factor or 2.0))
+            if rope_scaling == "yarn":
+                params.setdefault("original_max_position_embeddings", cfg.max_position_embeddings)
+            cfg.rope_parameters = params
+            kw.setdefault("tokenizer", pretrained)
+            pretrained = AutoModelForCausalLM.from_pretrained(pretrained, config=cfg, dtype=torch.float32, **load)
+        if adapter:
+            kw["peft"] = adapter
+        super().__init__(pretrained, **kw)
+
+
+def __getattr__(name: str):
+    """``PeevalLM_<pe>``: the ``peeval-<pe>`` model class (made on first use)."""
+    if name.startswith("PeevalLM_"):
+        from peeval.models.encodings import ENCODINGS
+
+        pe = name[len("PeevalLM_") :]
+        if pe in ENCODINGS:
+            cls = type(
+                name, (PeevalLM,), {"expected_pe": pe, "__module__": __name__, "__doc__": f"--model peeval-{pe}"}
+            )
+            globals()[name] = cls
+            return cls
+    raise AttributeError(name)
+
+
+__all__ = ["PeevalLM", "PeevalLlamaLM"]

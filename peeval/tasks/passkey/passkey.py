@@ -1,0 +1,111 @@
+"""peeval_passkey: the Landmark-attention passkey prompt of the TAPE / LongLoRA scripts.
+
+    <intro>\\n<filler … filler>\\nThe pass key is K. Remember it. K is the pass key.\\n<filler …>\\n<question>
+
+K is a random integer in 1..50000; the filler is repeated until the prompt reaches the
+target length in tokens, and the needle sits at the chosen depth (0 = right after the
+intro, 1 = right before the question). Grid and sizes from ``--metadata``:
+``lengths`` (default 512…4096), ``depths`` (default 0, .25, .5, .75, 1), ``per_cell``
+(default 5), ``seed`` (0), ``tokenizer`` (a tokenizer dir used to count tokens; default the
+mirror's GPT-2 BPE, else 4 characters a token). Same metadata, same prompts, byte for byte.
+Greedy generation of a few tokens; exact match of the first integer generated, reported
+per cell (``acc@<length>@<depth>``) and overall (``acc``).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from functools import lru_cache
+
+import datasets
+from lm_eval.api.task import ConfigurableTask
+
+INTRO = (
+    "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "
+    "I will quiz you about the important information there."
+)
+FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
+NEEDLE = "The pass key is {key}. Remember it. {key} is the pass key."
+QUESTION = "What is the pass key? The pass key is"
+DEFAULTS = {"lengths": [512, 1024, 2048, 4096], "depths": [0.0, 0.25, 0.5, 0.75, 1.0], "per_cell": 5, "seed": 0}
+
+
+@lru_cache(maxsize=4)
+def _counter(tokenizer: str | None):
+    """A function counting tokens of a string."""
+    from transformers import AutoTokenizer, GPT2TokenizerFast
+
+    from peeval.data import mirror_root
+
+    if tokenizer:
+        tok = AutoTokenizer.from_pretrained(tokenizer)
+    else:
+        root = mirror_root()
+        if root is None or not (root / "tokenizers" / "gpt2" / "vocab.json").exists():
+            return lambda s: max(1, len(s) // 4)
+        d = root / "tokenizers" / "gpt2"
+        tok = GPT2TokenizerFast(vocab=str(d / "vocab.json"), merges=str(d / "merges.txt"))
+    return lambda s: len(tok(s, add_special_tokens=False)["input_ids"])
+
+
+def make_prompt(length: int, depth: float, key: int, count) -> str:
+    """The prompt of about ``length`` tokens with the needle at relative ``depth``."""
+    needle = NEEDLE.format(key=key)
+    fixed = count("\n".join([INTRO, needle, QUESTION])) + 2
+    per_filler = count(" " + FILLER)
+    n = max(0, (length - fixed) // per_filler)
+    before = round(n * depth)
+    parts = [INTRO]
+    if before:
+        parts.append(" ".join([FILLER] * before))
+    parts.append(needle)
+    if n - before:
+        parts.append(" ".join([FILLER] * (n - before)))
+    parts.append(QUESTION)
+    return "\n".join(parts)
+
+
+def build_dataset(**metadata) -> datasets.DatasetDict:
+    md = {**DEFAULTS, **{k: v for k, v in metadata.items() if k in (*DEFAULTS, "tokenizer")}}
+    count = _counter(md.get("tokenizer"))
+    rows = []
+    for length in md["lengths"]:
+        for depth in md["depths"]:
+            rng = random.Random(f"{md['seed']}-{length}-{depth}")
+            for i in range(int(md["per_cell"])):
+                key = rng.randint(1, 50000)
+                rows.append({"prompt": make_prompt(int(length), float(depth), key, count), "key": str(key),
+                             "length": int(length), "depth": float(depth), "index": i})  # fmt: skip
+    # interleave the cells so that --limit samples the whole grid
+    rows.sort(key=lambda r: (r["index"], r["length"], r["depth"]))
+    return datasets.DatasetDict({"test": datasets.Dataset.from_list(rows)})
+
+
+def first_integer(text: str) -> str | None:
+    m = re.search(r"\d+", text)
+    return m.group(0) if m else None
+
+
+class PasskeyTask(ConfigurableTask):
+    """Metrics named by the grid cells asked for."""
+
+    def __init__(self, config=None, **kwargs):
+        super().__init__(config={k: v for k, v in (config or {}).items() if k != "class"}, **kwargs)
+
+    def _cells(self):
+        md = {**DEFAULTS, **(self.config.metadata or {})}
+        return [(int(L), float(d)) for L in md["lengths"] for d in md["depths"]]
+
+    def process_results(self, doc, results):
+        hit = float(first_integer(results[0]) == doc["key"])
+        return {"acc": hit, f"acc@{doc['length']}@{doc['depth']}": hit}
+
+    def aggregation(self):
+        def mean(xs):
+            return sum(xs) / len(xs) if xs else float("nan")
+
+        return {"acc": mean, **{f"acc@{L}@{d}": mean for L, d in self._cells()}}
+
+    def higher_is_better(self):
+        return dict.fromkeys(self.aggregation(), True)
