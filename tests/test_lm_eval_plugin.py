@@ -1,0 +1,154 @@
+"""lm-eval integration: the lazy .pth hook, model registration, task discovery, the real
+``lm_eval`` CLI end to end, ``peeval eval`` provenance, and the exact-window perplexity."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO
+
+from peeval.models.encodings import ENCODINGS
+
+PY = sys.executable
+BIN = Path(sys.executable).parent
+MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
+needs_mirror = pytest.mark.skipif(not (MIRROR / "local" / "gutenberg-eval").is_dir(), reason="no data mirror")
+
+
+def run(args, **kw):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=600, **kw)
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    """A tiny TAPE checkpoint with a byte-level BPE tokenizer trained here (no download)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from peeval.models import PeevalConfig, PeevalForCausalLM
+    from peeval.tasks.passkey.passkey import FILLER, INTRO, NEEDLE, QUESTION
+
+    out = tmp_path_factory.mktemp("ckpt") / "tape"
+    tok = Tokenizer(models.BPE(unk_token=None))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    corpus = [INTRO, FILLER, NEEDLE.format(key=12345), QUESTION, "0123456789 the of and a to in is"]
+    tok.train_from_iterator(corpus * 20, trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>"],
+                            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))  # fmt: skip
+    hf_tok = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", bos_token="<|endoftext|>")
+    torch.manual_seed(0)
+    cfg = PeevalConfig(vocab_size=len(hf_tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                       num_attention_heads=2, max_position_embeddings=64, pe="tape",
+                       bos_token_id=hf_tok.bos_token_id, eos_token_id=hf_tok.eos_token_id)  # fmt: skip
+    PeevalForCausalLM(cfg).save_pretrained(out)
+    hf_tok.save_pretrained(out)
+    return out
+
+
+def test_interpreter_start_stays_lazy_and_cheap():
+    code = "import sys; print('lm_eval' in sys.modules, 'torch' in sys.modules, hasattr(sys, {!r}))".format(
+        "_peeval_lm_eval_hook_installed"
+    )
+    r = run([PY, "-c", code])
+    assert r.stdout.split() == ["False", "False", "True"], r.stderr
+    r = run([PY, "-X", "importtime", "-c", "pass"])
+    line = next(li for li in r.stderr.splitlines() if li.rstrip().endswith("_peeval_lm_eval_hook"))
+    cumulative_us = int(line.split("|")[1])
+    assert cumulative_us < 50_000, line
+
+
+def test_hook_is_idempotent():
+    code = (
+        "import sys, runpy, _peeval_lm_eval_hook as h; runpy.run_path(h.__file__); h.install();"
+        "print(sum(type(f).__name__ == '_PostImportFinder' for f in sys.meta_path))"
+    )
+    assert run([PY, "-c", code]).stdout.strip() == "1"
+
+
+def test_every_encoding_registered_and_builtins_kept():
+    code = (
+        "import json; from lm_eval.api.registry import model_registry as r, get_model;"
+        "get_model('peeval-tape'); print(json.dumps(sorted(r.keys())))"
+    )
+    r = run([PY, "-c", code])
+    names = set(json.loads(r.stdout.strip().splitlines()[-1]))
+    assert {f"peeval-{pe}" for pe in ENCODINGS} | {"peeval", "peeval-llama", "hf", "dummy", "vllm"} <= names
+
+
+def test_task_discovery_without_include_path():
+    code = (
+        "from lm_eval.tasks import TaskManager; tm = TaskManager(include_defaults=False);"
+        "print(sorted(t for t in tm.all_tasks if t.startswith('peeval')))"
+    )
+    out = run([PY, "-c", code]).stdout
+    assert "peeval_passkey" in out and "peeval_ppl_pg19" in out and "peeval_ppl_proof_pile" in out
+
+
+@needs_mirror
+def test_lm_eval_cli_end_to_end_passkey_and_ppl(ckpt):
+    """The real `lm_eval` command, no --include_path, offline."""
+    base = [str(BIN / "lm_eval"), "--model", "peeval-tape", "--model_args", f"pretrained={ckpt},max_length=256",
+            "--limit", "2", "--device", "cpu"]  # fmt: skip
+    r = run([*base, "--tasks", "peeval_passkey", "--metadata", '{"lengths": [96, 160], "depths": [0, 1]}'])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "acc@96@0.0" in r.stdout or "acc@160" in r.stdout
+    r = run([*base, "--tasks", "peeval_ppl_pg19", "--metadata", '{"lengths": [32, 128], "max_windows": 2}'])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "ppl@128" in r.stdout and "bpb@32" in r.stdout
+
+
+def test_wrong_pe_is_a_clear_error(ckpt):
+    from lm_eval.api.registry import get_model
+
+    with pytest.raises(ValueError, match=r"peeval-rope but .* pe='tape'.*peeval-tape"):
+        get_model("peeval-rope")(pretrained=str(ckpt), device="cpu")
+
+
+@needs_mirror
+def test_peeval_eval_writes_results_with_provenance(ckpt, tmp_path):
+    r = run([str(BIN / "peeval"), "eval", "--model", "peeval", "--model_args", f"pretrained={ckpt}",
+             "--tasks", "peeval_passkey,peeval_ppl_proof_pile", "--limit", "2", "--output_path", str(tmp_path),
+             "--run_name", "tiny", "--metadata", '{"lengths": [64], "depths": [0.5], "max_windows": 1}'])  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads((tmp_path / "tiny" / "results.json").read_text())
+    prov = res["peeval"]
+    assert prov["pe"] == "tape" and prov["training_length"] == 64 and prov["max_length"] == 128
+    assert len(prov["checkpoint_sha256"]) == 64 and prov["versions"]["lm_eval"] == "0.4.13"
+    assert prov["protocol"]["ppl"] == "disjoint windows" and prov["seed"] == 0
+    assert res["results"]["peeval_ppl_proof_pile"]["windows@64,none"] == 2
+    assert (tmp_path / "tiny" / "samples_peeval_passkey.jsonl").exists()
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_exact_windows_by_hand(ckpt):
+    """Disjoint: ⌊N/L⌋ windows, L−1 scored tokens each; sliding: each token scored once."""
+    from lm_eval.api.registry import get_model
+
+    lm = get_model("peeval")(pretrained=str(ckpt), device="cpu", max_length=16)
+    text = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. " * 3
+    ids = lm.tok_encode(text, add_special_tokens=False)
+    n, L = len(ids), 8
+    r = lm.window_loglikelihood(text, {"peeval_window": L})
+    assert r["windows"] == n // L and r["tokens"] == (n // L) * (L - 1)
+    with torch.no_grad():  # independent: score window k directly
+        want = 0.0
+        for s in range(0, n - L + 1, L):
+            w = torch.tensor(ids[s : s + L])[None]
+            logp = torch.log_softmax(lm.model(w).logits[0, :-1].float(), -1)
+            want += logp[torch.arange(L - 1), w[0, 1:]].sum().item()
+    assert r["ll"] == pytest.approx(want, rel=1e-5)
+    slide = lm.window_loglikelihood(text, {"peeval_window": L, "peeval_stride": 4})
+    k = len(range(0, n - L + 1, 4))
+    assert slide["windows"] == k and slide["tokens"] == (L - 1) + (k - 1) * 4
+
+
+def test_perplexity_aggregation_is_honest_when_a_model_explodes():
+    from peeval.tasks.ppl.ppl import _bpb, _ppl
+
+    assert _ppl([(-2.0, 2), (-4.0, 2)]) == pytest.approx(torch.exp(torch.tensor(1.5)).item())
+    assert _ppl([(-1e6, 10)]) == float("inf")
+    assert _bpb([(-8.0, 4)]) == pytest.approx(8.0 / (4 * 0.6931471805599453))
