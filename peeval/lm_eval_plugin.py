@@ -102,7 +102,7 @@ class PeevalLlamaLM(_PeevalHFLM):
 
     def __init__(self, pretrained, rope_scaling: str | None = None, factor: float | None = None, adapter=None, **kw):
         if rope_scaling:  # transformers' own rope scalings, set on the config before loading
-            from transformers import AutoConfig, AutoModelForCausalLM
+            from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
             load = {"gguf_file": kw["gguf_file"]} if kw.get("gguf_file") else {}
             cfg = AutoConfig.from_pretrained(pretrained, **load)
@@ -111,7 +111,8 @@ class PeevalLlamaLM(_PeevalHFLM):
             if rope_scaling == "yarn":
                 params.setdefault("original_max_position_embeddings", cfg.max_position_embeddings)
             cfg.rope_parameters = params
-            kw.setdefault("tokenizer", pretrained)
+            if not kw.get("tokenizer"):
+                kw["tokenizer"] = AutoTokenizer.from_pretrained(pretrained, **load)
             pretrained = AutoModelForCausalLM.from_pretrained(pretrained, config=cfg, dtype=torch.float32, **load)
         if adapter:
             kw["peft"] = adapter

