@@ -10,7 +10,10 @@ waits for lm_eval's own modules and then
   ``peeval-<pe>`` for every encoding as lazy placeholders (nothing heavy is imported until
   a model is used);
 - after ``lm_eval.tasks.manager`` runs: puts peeval's task folder on every TaskManager's
-  include path, before the user's paths so those can still override.
+  include path, before the user's paths so those can still override;
+- after ``lm_eval.api.task`` runs: routes the dataset download of lm-eval's own YAML tasks
+  through the offline mirror (``peeval.data.patch_lm_eval_tasks``: mirror, else hub, else one
+  error naming the dataset).
 
 Safe to run twice (a ``lib64 -> lib`` symlink can execute the .pth twice).
 """
@@ -83,7 +86,17 @@ def _on_task_manager(module) -> None:
     cls._peeval_wrapped = True
 
 
-WATCH = {"lm_eval.api.registry": _on_registry, "lm_eval.tasks.manager": _on_task_manager}
+def _on_task(module) -> None:
+    from peeval.data import patch_lm_eval_tasks  # stdlib-only module
+
+    patch_lm_eval_tasks(module)
+
+
+WATCH = {
+    "lm_eval.api.registry": _on_registry,
+    "lm_eval.tasks.manager": _on_task_manager,
+    "lm_eval.api.task": _on_task,
+}
 
 
 class _PostImportFinder:

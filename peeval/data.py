@@ -8,6 +8,7 @@ repository when that exists (SPEC 8). A hub id ``org/name`` is looked up as
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 #: hub datasets the mirror replaces with a local corpus of the same schema
@@ -29,13 +30,26 @@ def mirror_root() -> Path | None:
     return None
 
 
-def mirror_path(hub_id: str) -> Path | None:
-    """The mirror folder for a hub id (or a ``local/...`` name), if it is there."""
+def mirror_configs(folder: Path) -> list[str] | None:
+    """Config names declared in a mirror folder's README (``configs: - config_name: X``), or None."""
+    readme = folder / "README.md"
+    if not readme.is_file():
+        return None
+    names = re.findall(r"^\s*-\s*config_name:\s*[\"']?([^\"'\s]+)", readme.read_text(encoding="utf-8"), flags=re.M)
+    return names or None
+
+
+def mirror_path(hub_id: str, name: str | None = None) -> Path | None:
+    """The mirror folder for a hub id (or a ``local/...`` name), if it is there and, when
+    ``name`` is given, declares that config (a partial mirror lacks some configs)."""
     root = mirror_root()
     if root is None:
         return None
     for rel in (LOCAL.get(hub_id), f"hf/{hub_id}", hub_id if hub_id.startswith("local/") else None):
         if rel and (root / rel).is_dir():
+            configs = mirror_configs(root / rel)
+            if name and configs is not None and name not in configs:
+                return None
             return root / rel
     return None
 
@@ -44,14 +58,54 @@ def load_dataset(hub_id: str, name: str | None = None, split: str | None = None,
     """``datasets.load_dataset`` from the mirror, else the hub; a clear error if neither has it."""
     import datasets
 
-    local = mirror_path(hub_id)
+    local = mirror_path(hub_id, name)
     if local is not None:
         return datasets.load_dataset(str(local), name, split=split, **kwargs)
     try:
         return datasets.load_dataset(hub_id, name, split=split, **kwargs)
     except Exception as e:
-        root = mirror_root()
-        where = f"the mirror {root}" if root else "no mirror (set PEEVAL_DATA_MIRROR)"
-        raise FileNotFoundError(
-            f"dataset {hub_id!r}{f' ({name})' if name else ''} is neither in {where} nor reachable on the hub: {e}"
-        ) from e
+        raise _not_found(hub_id, name, e) from e
+
+
+def _not_found(hub_id: str, name: str | None, error: Exception) -> FileNotFoundError:
+    root = mirror_root()
+    where = f"the mirror {root}" if root else "no mirror (set PEEVAL_DATA_MIRROR)"
+    return FileNotFoundError(
+        f"dataset {hub_id!r}{f' ({name})' if name else ''} is neither in {where} nor reachable on the hub: {error}"
+    )
+
+
+def patch_lm_eval_tasks(task_module=None) -> None:
+    """Route lm-eval's own YAML tasks (``ConfigurableTask.download``) through the mirror.
+
+    A task whose ``dataset_path`` is a hub id present in the mirror loads ``<mirror>/hf/<id>``
+    with the task's own ``dataset_name`` and ``dataset_kwargs`` (same schema, so the task's
+    prompts, ``process_docs`` and metrics run unchanged); otherwise the hub as before; if that
+    fails, one ``FileNotFoundError`` naming the dataset. Idempotent; called by the lm-eval
+    import hook and by peeval's model wrappers."""
+    if task_module is None:
+        import lm_eval.api.task as task_module
+    cls = task_module.ConfigurableTask
+    if getattr(cls.download, "_peeval_mirror", False):
+        return
+    original = cls.download
+
+    def download(self, dataset_kwargs=None, **kwargs):
+        hub_id = getattr(self, "DATASET_PATH", None)
+        if callable(getattr(self.config, "custom_dataset", None)) or not isinstance(hub_id, str) or not hub_id:
+            return original(self, dataset_kwargs, **kwargs)
+        local = mirror_path(hub_id, getattr(self, "DATASET_NAME", None)) if not Path(hub_id).exists() else None
+        if local is not None:
+            self.DATASET_PATH = str(local)
+            try:
+                return original(self, dataset_kwargs, **kwargs)
+            finally:
+                self.DATASET_PATH = hub_id
+        try:
+            return original(self, dataset_kwargs, **kwargs)
+        except Exception as e:  # offline, unknown id, missing config: name the dataset
+            raise _not_found(hub_id, getattr(self, "DATASET_NAME", None), e) from e
+
+    download._peeval_mirror = True
+    download.__doc__ = original.__doc__
+    cls.download = download

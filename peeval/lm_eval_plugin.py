@@ -17,6 +17,9 @@ from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
 import peeval.models  # noqa: F401  (registers model_type "peeval" with the Auto classes)
+from peeval.data import patch_lm_eval_tasks
+
+patch_lm_eval_tasks()  # lm-eval's own tasks load from the mirror (also done by the import hook)
 
 logger = logging.getLogger("peeval")
 
