@@ -1,0 +1,447 @@
+"""Ingest peeval outputs into the DuckDB store (schema and column docs: ``leaderboard/schema.sql``).
+
+Inputs, found under the paths given (recursively):
+
+- ``peeval eval`` results directories: ``results.json`` (+ ``samples_<task>.jsonl``);
+- training checkpoints: ``train_summary.json`` + ``train_curve.csv``;
+- adapters: ``adapt_summary.json``.
+
+Idempotent: a run's id is the sha256 of its results.json, a checkpoint's key its path, and
+every ingest first deletes the rows it is about to write (plus older runs read from the same
+results path), so the same input twice gives the same rows. Transactional: every file is
+parsed and checked before the database is opened; a malformed or partial file raises
+:class:`IngestError` naming it and the database is left as it was. The inserts then run in
+one transaction.
+
+    python -m leaderboard.ingest --db leaderboard/peeval.duckdb results/ checkpoints/
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import hashlib
+import json
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+SCHEMA = Path(__file__).with_name("schema.sql")
+DEFAULT_DB = Path(__file__).with_name("peeval.duckdb")
+#: the generators of the diagnostic tasks (contract with peeval.tasks.diagnostics.generators.TASKS)
+DIAG_TASKS = ("indirect_indexing", "flip_flop", "selective_copy", "counting", "addition")
+TEXT_LIMIT = 3000  # samples: longer texts keep their head and tail
+CURVE_COLUMNS = ("step", "tokens", "lr", "train_loss", "val_loss", "elapsed_s")
+
+TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "runs": ("run_id", "name", "kind", "checkpoint", "pe", "pe_options", "params", "seed", "git_commit",
+             "peeval_version", "lm_eval_version", "torch_version", "transformers_version", "date", "max_length",
+             "training_length", "protocol", "dtype", "results_path", "diag_task"),
+    "metrics": ("run_id", "task", "metric", "filter", "value", "stderr", "n"),
+    "ppl_by_length": ("run_id", "corpus", "length", "ppl", "bpb", "tokens", "windows", "protocol"),
+    "passkey_cells": ("run_id", "length", "depth", "acc", "n"),
+    "diagnostic_cells": ("run_id", "task", "split", "cell", "len_a", "len_b", "acc", "n"),
+    "samples": ("run_id", "task", "doc_id", "prompt", "target", "response", "correct"),
+    "training_curves": ("checkpoint", *CURVE_COLUMNS),
+    "efficiency": ("checkpoint", "pe", "params", "flops_per_token", "tokens_per_s", "train_time_s", "task", "steps",
+                   "tokens", "final_val_loss", "final_val_ppl", "total_params", "summary"),
+}  # fmt: skip
+RUN_TABLES = ("metrics", "ppl_by_length", "passkey_cells", "diagnostic_cells", "samples", "runs")
+CHECKPOINT_TABLES = ("training_curves", "efficiency")
+
+
+class IngestError(ValueError):
+    """A malformed, partial or unreadable input file (the message names it)."""
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise IngestError(f"{path}: not a readable JSON file ({e})") from e
+
+
+def _num(value: Any, where: str) -> float | None:
+    """A metric value: number, bool, None or lm-eval's 'N/A'."""
+    if value is None or value == "N/A":
+        return None
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and value.lower() in ("inf", "infinity", "-inf", "nan"):
+        return float(value)
+    raise ValueError(f"{where}: expected a number, got {value!r}")
+
+
+def _int(value: Any) -> int | None:
+    if value is None or value == "":
+        return None
+    f = float(value)
+    return int(f) if math.isfinite(f) else None
+
+
+def _clip(text: Any) -> str | None:
+    if text is None:
+        return None
+    s = text if isinstance(text, str) else json.dumps(text, default=str)
+    if len(s) <= TEXT_LIMIT:
+        return s
+    half = TEXT_LIMIT // 2
+    return f"{s[:half]}[... {len(s) - 2 * half} characters ...]{s[-half:]}"
+
+
+def _rel(path: str | Path | None, root: Path) -> str | None:
+    """A path as stored: relative to ``root`` when inside it, else absolute."""
+    if path is None or path == "":
+        return None
+    p = Path(path)
+    full = (root / p).resolve() if not p.is_absolute() else p.resolve()
+    try:
+        return full.relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return full.as_posix()
+
+
+def encoding_label(pe: str | None, pe_options: dict | None) -> str:
+    """The leaderboard name of an encoding: ``pe`` or ``pe(k=v,...)``."""
+    opts = pe_options or {}
+    if not opts:
+        return str(pe)
+    return f"{pe}(" + ",".join(f"{k}={opts[k]}" for k in sorted(opts)) + ")"
+
+
+def split_diag_task(task: str) -> tuple[str, str] | None:
+    """``peeval_diag_<task>_<split>`` -> (task, split)."""
+    if not task.startswith("peeval_diag_"):
+        return None
+    rest = task[len("peeval_diag_") :]
+    for name in sorted(DIAG_TASKS, key=len, reverse=True):
+        if rest.startswith(name + "_"):
+            return name, rest[len(name) + 1 :]
+    head, _, split = rest.rpartition("_")
+    return (head, split) if head else (rest, "test")
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def parse_metrics(results: dict, path: Path) -> list[tuple[str, str, str, float | None, float | None]]:
+    """(task, metric, filter, value, stderr) for every metric of every task in ``results``."""
+    out = []
+    for task, entry in results.items():
+        if not isinstance(entry, dict):
+            raise IngestError(f"{path}: results[{task!r}] is not an object")
+        for key, value in entry.items():
+            if "," not in key or key.split(",")[0].endswith("_stderr"):
+                continue
+            metric, filt = key.rsplit(",", 1)
+            try:
+                v = _num(value, f"results[{task!r}][{key!r}]")
+                se = _num(entry.get(f"{metric}_stderr,{filt}"), f"results[{task!r}][{metric}_stderr,{filt}]")
+            except ValueError as e:
+                raise IngestError(f"{path}: {e}") from e
+            out.append((task, metric, filt, v, se))
+    return out
+
+
+def _sample_rows(run_dir: Path, run_id: str) -> tuple[list[dict], dict[tuple[str, str, str], int]]:
+    """samples rows + documents per (task, filter, metric) from the samples_<task>.jsonl files."""
+    rows, counts = [], {}
+    for f in sorted(run_dir.glob("samples_*.jsonl")):
+        task = f.stem[len("samples_") :]
+        try:
+            lines = f.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as e:
+            raise IngestError(f"{f}: unreadable ({e})") from e
+        for i, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                s = json.loads(line)
+                if not isinstance(s, dict) or "doc_id" not in s:
+                    raise ValueError("a sample needs a doc_id")
+            except ValueError as e:
+                raise IngestError(f"{f}:{i}: malformed sample ({e})") from e
+            filt = str(s.get("filter", "none"))
+            for m in s.get("metrics") or []:
+                counts[(task, filt, m)] = counts.get((task, filt, m), 0) + 1
+            args = s.get("arguments") or []
+            prompt = args[0][0] if args and isinstance(args[0], (list, tuple)) and args[0] else None
+            resp = s.get("filtered_resps", s.get("resps"))
+            if isinstance(resp, list) and len(resp) == 1:
+                resp = resp[0]
+            correct = next((s[k] for k in ("acc", "exact_match", "em") if isinstance(s.get(k), (int, float))), None)
+            rows.append({"run_id": run_id, "task": task, "doc_id": int(s["doc_id"]), "prompt": _clip(prompt),
+                         "target": _clip(s.get("target")), "response": _clip(resp),
+                         "correct": None if correct is None else bool(correct)})  # fmt: skip
+    return rows, counts
+
+
+def parse_results_dir(run_dir: Path, root: Path) -> dict[str, list[dict]]:
+    """All rows one ``peeval eval`` results directory contributes."""
+    path = run_dir / "results.json"
+    raw = path.read_bytes() if path.is_file() else b""
+    doc = _read_json(path)
+    if not isinstance(doc, dict) or not isinstance(doc.get("results"), dict) or not doc["results"]:
+        raise IngestError(f"{path}: no 'results' object (partial or not an lm-eval results file)")
+    prov = doc.get("peeval")
+    if not isinstance(prov, dict) or "model" not in prov or "date" not in prov:
+        raise IngestError(f"{path}: no 'peeval' provenance (write results with `peeval eval`)")
+    run_id = hashlib.sha256(raw).hexdigest()[:16]
+    metrics = parse_metrics(doc["results"], path)
+    if not metrics:
+        raise IngestError(f"{path}: the results hold no metric")
+    samples, cell_counts = _sample_rows(run_dir, run_id)
+    n_samples = doc.get("n-samples") or {}
+
+    def n_of(task: str, metric: str, filt: str) -> int | None:
+        if (task, filt, metric) in cell_counts:
+            return cell_counts[(task, filt, metric)]
+        ns = n_samples.get(task) or {}
+        return _int(ns.get("effective")) if "@" not in metric else None
+
+    model_args = prov.get("model_args") or {}
+    ckpt_raw = model_args.get("adapter") or prov.get("checkpoint")
+    checkpoint = _rel(ckpt_raw, root)
+    ckdir = (root / ckpt_raw) if ckpt_raw and not Path(ckpt_raw).is_absolute() else Path(ckpt_raw or ".")
+    pe, pe_options = prov.get("pe"), prov.get("pe_options") or {}
+    train = adapt = None
+    if (ckdir / "adapt_summary.json").is_file():
+        adapt = _read_json(ckdir / "adapt_summary.json")
+    elif (ckdir / "train_summary.json").is_file():
+        train = _read_json(ckdir / "train_summary.json")
+    if adapt is not None or model_args.get("adapter"):
+        kind = "adapt"
+        name = str((adapt or {}).get("method") or Path(str(ckpt_raw)).name)
+    elif train is not None:
+        kind = "diagnostic" if train.get("task") else "pretrain"
+        pe_options = train.get("pe_options") or pe_options
+        pe = train.get("pe") or pe
+        name = encoding_label(pe, pe_options)
+    else:
+        kind = "external"
+        name = f"{prov['model']}:{Path(str(ckpt_raw)).name}" if ckpt_raw else str(prov["model"])
+    versions = prov.get("versions") or {}
+    try:
+        date = dt.datetime.fromisoformat(str(prov["date"])).astimezone(dt.UTC).replace(tzinfo=None)
+    except ValueError as e:
+        raise IngestError(f"{path}: bad peeval.date ({e})") from e
+    params = {
+        "train": (train or {}).get("params"),
+        "adapt": adapt,
+        "model": prov.get("model"),
+        "model_args": model_args,
+        "limit": prov.get("limit"),
+        "device": prov.get("device"),
+        "checkpoint_sha256": prov.get("checkpoint_sha256"),
+        "rope_parameters": prov.get("rope_parameters"),
+        "eval_metadata": (prov.get("protocol") or {}).get("metadata"),
+        "versions": versions,
+    }
+    protocol = (prov.get("protocol") or {}).get("ppl")
+    seed = (train or {}).get("seed", prov.get("seed"))
+    rows: dict[str, list[dict]] = {t: [] for t in RUN_TABLES}
+    rows["runs"].append({
+        "run_id": run_id, "name": name, "kind": kind, "checkpoint": checkpoint, "pe": pe,
+        "pe_options": json.dumps(pe_options, sort_keys=True), "params": json.dumps(params, sort_keys=True, default=str),
+        "seed": _int(seed), "git_commit": prov.get("git_commit"), "peeval_version": prov.get("peeval_version"),
+        "lm_eval_version": versions.get("lm_eval") or doc.get("lm_eval_version"),
+        "torch_version": versions.get("torch"),
+        "transformers_version": versions.get("transformers") or doc.get("transformers_version"),
+        "date": date, "max_length": _int(prov.get("max_length")),
+        "training_length": _int((train or {}).get("training_length") or prov.get("training_length")),
+        "protocol": protocol, "dtype": prov.get("dtype"), "results_path": _rel(path, root),
+        "diag_task": (train or {}).get("task"),
+    })  # fmt: skip
+    ppl: dict[tuple[str, int], dict] = {}
+    for task, metric, filt, value, se in metrics:
+        rows["metrics"].append({"run_id": run_id, "task": task, "metric": metric, "filter": filt, "value": value,
+                                "stderr": se, "n": n_of(task, metric, filt)})  # fmt: skip
+        base, _, cell = metric.partition("@")
+        if not cell or filt != "none":
+            continue
+        if task.startswith("peeval_ppl_") and base in ("ppl", "bpb", "tokens", "windows") and cell.isdigit():
+            r = ppl.setdefault((task[len("peeval_ppl_") :], int(cell)), {})
+            r[base] = value
+        elif task == "peeval_passkey" and base == "acc" and cell.count("@") == 1:
+            length, depth = cell.split("@")
+            rows["passkey_cells"].append({"run_id": run_id, "length": int(length), "depth": float(depth),
+                                          "acc": value, "n": n_of(task, metric, filt)})  # fmt: skip
+        elif (diag := split_diag_task(task)) and base == "acc":
+            m = re.fullmatch(r"(\d+)x(\d+)", cell)
+            rows["diagnostic_cells"].append({"run_id": run_id, "task": diag[0], "split": diag[1], "cell": cell,
+                                             "len_a": int(m[1]) if m else None, "len_b": int(m[2]) if m else None,
+                                             "acc": value, "n": n_of(task, metric, filt)})  # fmt: skip
+    for task, metric, filt, value, _ in metrics:
+        if (diag := split_diag_task(task)) and metric == "acc" and filt == "none":
+            rows["diagnostic_cells"].append({"run_id": run_id, "task": diag[0], "split": diag[1], "cell": "all",
+                                             "len_a": None, "len_b": None, "acc": value,
+                                             "n": n_of(task, metric, filt)})  # fmt: skip
+    for (corpus, length), r in sorted(ppl.items()):
+        rows["ppl_by_length"].append({"run_id": run_id, "corpus": corpus, "length": length, "ppl": r.get("ppl"),
+                                      "bpb": r.get("bpb"), "tokens": _int(r.get("tokens")),
+                                      "windows": _int(r.get("windows")), "protocol": protocol})  # fmt: skip
+    rows["samples"] = samples
+    return rows
+
+
+def parse_checkpoint_dir(ck: Path, root: Path) -> dict[str, list[dict]]:
+    """training_curves + efficiency rows of a training or adaptation output directory."""
+    key = _rel(ck, root)
+    rows: dict[str, list[dict]] = {t: [] for t in CHECKPOINT_TABLES}
+    if (ck / "adapt_summary.json").is_file():
+        s = _read_json(ck / "adapt_summary.json")
+        if not isinstance(s, dict) or "method" not in s:
+            raise IngestError(f"{ck / 'adapt_summary.json'}: no 'method' (partial adapt summary)")
+        rows["efficiency"].append({
+            "checkpoint": key, "pe": f"adapt:{s['method']}", "params": _int(s.get("trainable_params")),
+            "flops_per_token": None, "tokens_per_s": s.get("tokens_per_s"), "train_time_s": s.get("train_time_s"),
+            "task": None, "steps": _int(s.get("steps")), "tokens": _int(s.get("tokens")), "final_val_loss": None,
+            "final_val_ppl": None, "total_params": _int(s.get("total_params")), "summary": json.dumps(s, default=str),
+        })  # fmt: skip
+    if (ck / "train_summary.json").is_file():
+        s = _read_json(ck / "train_summary.json")
+        if not isinstance(s, dict) or "pe" not in s or "params" not in s:
+            raise IngestError(f"{ck / 'train_summary.json'}: needs 'pe' and 'params' (partial train summary)")
+        try:
+            rows["efficiency"].append({
+                "checkpoint": key, "pe": encoding_label(s["pe"], s.get("pe_options")), "params": _int(s["params"]),
+                "flops_per_token": _num(s.get("flops_per_token"), "flops_per_token"),
+                "tokens_per_s": _num(s.get("tokens_per_s"), "tokens_per_s"),
+                "train_time_s": _num(s.get("train_time_s"), "train_time_s"), "task": s.get("task"),
+                "steps": _int(s.get("steps")), "tokens": _int(s.get("tokens")),
+                "final_val_loss": _num(s.get("final_val_loss"), "final_val_loss"),
+                "final_val_ppl": _num(s.get("final_val_ppl"), "final_val_ppl"), "total_params": _int(s["params"]),
+                "summary": json.dumps(s, default=str),
+            })  # fmt: skip
+        except (ValueError, TypeError) as e:
+            raise IngestError(f"{ck / 'train_summary.json'}: {e}") from e
+    curve = ck / "train_curve.csv"
+    if curve.is_file():
+        try:
+            with curve.open(newline="", encoding="utf-8") as fh:
+                reader = csv.DictReader(fh)
+                missing = set(CURVE_COLUMNS) - set(reader.fieldnames or ())
+                if missing:
+                    raise ValueError(f"missing columns {sorted(missing)}")
+                for i, r in enumerate(reader, 2):
+                    if None in r.values() or None in r:
+                        raise ValueError(f"line {i} has the wrong number of fields")
+                    rows["training_curves"].append({
+                        "checkpoint": key, "step": int(r["step"]), "tokens": _int(r["tokens"]),
+                        **{c: (float(r[c]) if r[c] not in ("", None) else None)
+                           for c in ("lr", "train_loss", "val_loss", "elapsed_s")},
+                    })  # fmt: skip
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            raise IngestError(f"{curve}: malformed training curve ({e})") from e
+    return rows
+
+
+def discover(paths: list[Path]) -> tuple[list[Path], list[Path]]:
+    """(results directories, checkpoint directories) under ``paths``."""
+    results, checkpoints = set(), set()
+    for p in paths:
+        if not p.exists():
+            raise IngestError(f"{p}: no such file or directory")
+        if p.is_file():
+            p = p.parent
+        for f in [p / "results.json", *p.rglob("results.json")]:
+            if f.is_file():
+                results.add(f.parent)
+        for name in ("train_summary.json", "adapt_summary.json"):
+            for f in [p / name, *p.rglob(name)]:
+                if f.is_file():
+                    checkpoints.add(f.parent)
+    return sorted(results), sorted(checkpoints)
+
+
+# ----------------------------------------------------------------------------- database
+
+
+def connect(db: str | Path, read_only: bool = False):
+    """A DuckDB connection with the schema applied (created if missing)."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=read_only)
+    if not read_only:
+        con.execute(SCHEMA.read_text(encoding="utf-8"))
+    return con
+
+
+def _insert(con, table: str, rows: list[dict]) -> None:
+    if not rows:
+        return
+    import pyarrow as pa
+
+    cols = TABLE_COLUMNS[table]
+    data = pa.table({c: pa.array([r.get(c) for r in rows]) for c in cols})
+    con.register("_peeval_rows", data)
+    try:
+        con.execute(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(cols)} FROM _peeval_rows")
+    finally:
+        con.unregister("_peeval_rows")
+
+
+def ingest(paths: list[str | Path], db: str | Path = DEFAULT_DB, root: str | Path | None = None) -> dict[str, int]:
+    """Ingest every results / checkpoint directory under ``paths`` into ``db``; rows written per table."""
+    root = Path(root or Path.cwd())
+    result_dirs, ck_dirs = discover([Path(p) for p in paths])
+    if not result_dirs and not ck_dirs:
+        raise IngestError(f"nothing to ingest under {[str(p) for p in paths]} (no results.json / *_summary.json)")
+    rows: dict[str, list[dict]] = {t: [] for t in TABLE_COLUMNS}
+    for d in result_dirs:  # parse everything first: a bad file stops us before the database is touched
+        for t, rs in parse_results_dir(d, root).items():
+            rows[t].extend(rs)
+    for d in ck_dirs:
+        for t, rs in parse_checkpoint_dir(d, root).items():
+            rows[t].extend(rs)
+    run_ids = sorted({r["run_id"] for r in rows["runs"]})
+    paths_ = sorted({r["results_path"] for r in rows["runs"]})
+    cks = sorted({r["checkpoint"] for t in CHECKPOINT_TABLES for r in rows[t]})
+    con = connect(db)
+    try:
+        con.execute("BEGIN TRANSACTION")
+        if run_ids:
+            old = [r[0] for r in con.execute("SELECT run_id FROM runs WHERE list_contains(?, results_path)",
+                                             [paths_]).fetchall()]  # fmt: skip
+            stale = sorted(set(run_ids) | set(old))
+            for t in RUN_TABLES:
+                con.execute(f"DELETE FROM {t} WHERE list_contains(?, run_id)", [stale])
+        if cks:
+            for t in CHECKPOINT_TABLES:
+                con.execute(f"DELETE FROM {t} WHERE list_contains(?, checkpoint)", [cks])
+        for t in TABLE_COLUMNS:
+            _insert(con, t, rows[t])
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    finally:
+        con.close()
+    return {t: len(rs) for t, rs in rows.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m leaderboard.ingest", description=__doc__.split("\n\n")[0])
+    p.add_argument("paths", nargs="+", help="results / checkpoint directories (searched recursively)")
+    p.add_argument("--db", default=str(DEFAULT_DB), help="DuckDB file (default: %(default)s)")
+    p.add_argument("--root", default=None, help="paths are stored relative to this directory (default: cwd)")
+    args = p.parse_args(argv)
+    try:
+        counts = ingest(args.paths, args.db, args.root)
+    except IngestError as e:
+        print(f"ingest: error: {e}", file=sys.stderr)
+        return 2
+    print(f"ingest: {args.db}: " + ", ".join(f"{t} {n}" for t, n in counts.items() if n))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

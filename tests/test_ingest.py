@@ -1,0 +1,178 @@
+"""DuckDB ingest: the '@' metric names land in the per-cell tables, ingest is idempotent, and a
+malformed or partial file is rejected with its name while the database stays as it was."""
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+from conftest import REPO
+
+sys.path.insert(0, REPO)
+from leaderboard.ingest import IngestError, ingest, main  # noqa: E402
+
+TABLES = ("runs", "metrics", "ppl_by_length", "passkey_cells", "diagnostic_cells", "samples", "training_curves",
+          "efficiency")  # fmt: skip
+
+
+def write_checkpoint(d: Path, pe="tape", task=None, pe_options=None):
+    d.mkdir(parents=True)
+    (d / "train_summary.json").write_text(json.dumps({
+        "pe": pe, "pe_options": pe_options or {}, "task": task, "profile": "smoke", "seed": 3, "params": 12345,
+        "steps": 2, "tokens": 256, "train_time_s": 1.5, "tokens_per_s": 170.7, "flops_per_token": 74070.0,
+        "final_val_loss": 5.0, "final_val_ppl": 148.4, "training_length": 64,
+    }))  # fmt: skip
+    (d / "train_curve.csv").write_text(
+        "step,tokens,lr,train_loss,val_loss,elapsed_s\n1,128,0.001,6.0,,0.7\n2,256,0.0005,5.5,5.0,1.5\n"
+    )
+
+
+def write_results(d: Path, ckpt: Path, results: dict, samples: dict, n_samples: dict):
+    d.mkdir(parents=True)
+    doc = {
+        "results": results,
+        "n-samples": n_samples,
+        "peeval": {"peeval_version": "0.1.0", "git_commit": "abc", "model": "peeval",
+                   "model_args": {"pretrained": str(ckpt)}, "checkpoint": str(ckpt), "pe": "tape", "pe_options": {},
+                   "training_length": 64, "max_length": 256, "protocol": {"ppl": "disjoint windows", "metadata": {}},
+                   "dtype": "torch.float32", "seed": 0, "versions": {"lm_eval": "0.4.13", "torch": "2.13.0"},
+                   "date": "2026-11-22T22:22:27+00:00"},
+    }  # fmt: skip
+    (d / "results.json").write_text(json.dumps(doc))
+    for task, rows in samples.items():
+        (d / f"samples_{task}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def passkey_sample(i, length, depth, hit):
+    m = f"acc@{length}@{depth}"
+    return {"doc_id": i, "target": "123", "arguments": [[f"prompt <b>{i}</b>", {}]], "filtered_resps": ["123" if hit
+            else "9"], "filter": "none", "metrics": ["acc", m], "acc": float(hit), m: float(hit)}  # fmt: skip
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """results/{lm,diag}/ + checkpoints/{tape,diag} under tmp_path, values chosen by hand."""
+    ck, dk = tmp_path / "checkpoints" / "tape", tmp_path / "checkpoints" / "tape-addition"
+    write_checkpoint(ck)
+    write_checkpoint(dk, task="addition")
+    # passkey: 3 documents in cell (64, 0.0) of which 2 right, 1 document in (64, 1.0), wrong
+    samples = [passkey_sample(0, 64, 0.0, True), passkey_sample(1, 64, 1.0, False), passkey_sample(2, 64, 0.0, True),
+               passkey_sample(3, 64, 0.0, False)]  # fmt: skip
+    results = {
+        "peeval_passkey": {"acc,none": 0.5, "acc_stderr,none": 0.2887, "acc@64@0.0,none": 2 / 3,
+                           "acc@64@0.0_stderr,none": "N/A", "acc@64@1.0,none": 0.0, "acc@64@1.0_stderr,none": "N/A"},
+        "peeval_ppl_pg19": {"ppl@32,none": 411.5, "ppl@32_stderr,none": "N/A", "bpb@32,none": 3.79,
+                            "tokens@32,none": 62, "windows@32,none": 2, "ppl@64,none": float("inf"),
+                            "bpb@64,none": 9.5, "tokens@64,none": 126, "windows@64,none": 2},
+    }  # fmt: skip
+    n_samples = {"peeval_passkey": {"original": 10, "effective": 4}, "peeval_ppl_pg19": {"effective": 2}}
+    write_results(tmp_path / "results" / "lm", ck, results, {"peeval_passkey": samples}, n_samples)
+    diag = {"peeval_diag_addition_test": {"acc,none": 0.25, "acc@1x2,none": 0.5, "acc@3x3,none": 0.0}}
+    write_results(tmp_path / "results" / "diag", dk, diag, {}, {"peeval_diag_addition_test": {"effective": 4}})
+    return tmp_path
+
+
+def dump(db: Path) -> dict:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {t: sorted(map(repr, con.execute(f"select * from {t}").fetchall())) for t in TABLES}
+    finally:
+        con.close()
+
+
+def test_cells_parsed_from_metric_names(tree):
+    db = tree / "p.duckdb"
+    ingest([tree / "results", tree / "checkpoints"], db, root=tree)
+    con = duckdb.connect(str(db))
+    assert con.execute("select length, depth, acc, n from passkey_cells order by depth").fetchall() == [
+        (64, 0.0, pytest.approx(2 / 3), 3),
+        (64, 1.0, 0.0, 1),
+    ]
+    ppl = con.execute("select corpus, length, ppl, bpb, tokens, windows from ppl_by_length order by length").fetchall()
+    assert ppl[0] == ("pg19", 32, 411.5, 3.79, 62, 2) and ppl[1][:2] == ("pg19", 64) and math.isinf(ppl[1][2])
+    cells = con.execute("select task, split, cell, len_a, len_b, acc from diagnostic_cells order by cell").fetchall()
+    assert cells == [("addition", "test", "1x2", 1, 2, 0.5), ("addition", "test", "3x3", 3, 3, 0.0),
+                     ("addition", "test", "all", None, None, 0.25)]  # fmt: skip
+    kinds = dict(con.execute("select kind, checkpoint from runs").fetchall())
+    assert kinds == {"pretrain": "checkpoints/tape", "diagnostic": "checkpoints/tape-addition"}
+    assert con.execute("select diag_task, seed, training_length from runs where kind='diagnostic'").fetchone() == (
+        "addition", 3, 64)  # fmt: skip
+    assert con.execute("select stderr, n from metrics where metric='acc' and task='peeval_passkey'").fetchone() == (
+        0.2887, 4)  # fmt: skip
+    assert con.execute("select stderr from metrics where metric='ppl@32'").fetchone() == (None,)
+    curve = con.execute("select step, val_loss from training_curves where checkpoint='checkpoints/tape' order by step")
+    assert curve.fetchall() == [(1, None), (2, 5.0)]
+    assert con.execute("select count(*) from efficiency").fetchone() == (2,)
+    assert con.execute("select response, correct from samples where doc_id=1").fetchone() == ("9", False)
+
+
+def test_ingest_twice_gives_the_same_rows(tree):
+    db = tree / "p.duckdb"
+    ingest([tree / "results", tree / "checkpoints"], db, root=tree)
+    first = dump(db)
+    ingest([tree / "results", tree / "checkpoints"], db, root=tree)
+    ingest([tree / "results" / "lm"], db, root=tree)
+    assert dump(db) == first and len(first["runs"]) == 2 and len(first["samples"]) == 4
+
+
+def test_a_rerun_replaces_the_old_run_of_the_same_results_path(tree):
+    db = tree / "p.duckdb"
+    ingest([tree / "results"], db, root=tree)
+    f = tree / "results" / "lm" / "results.json"
+    doc = json.loads(f.read_text())
+    doc["results"]["peeval_passkey"]["acc,none"] = 0.75
+    f.write_text(json.dumps(doc))
+    ingest([tree / "results"], db, root=tree)
+    con = duckdb.connect(str(db))
+    assert con.execute("select count(*) from runs").fetchone() == (2,)
+    assert con.execute("select value from metrics where task='peeval_passkey' and metric='acc'").fetchall() == [(0.75,)]
+
+
+@pytest.mark.parametrize(
+    "damage, named",
+    [
+        (lambda t: (t / "results/diag/results.json").write_text('{"results": {"peeval_diag_addition_test": {"ac'),
+         "results/diag/results.json"),
+        (lambda t: (t / "results/diag/results.json").write_text('{"results": {}}'), "results/diag/results.json"),
+        (lambda t: (t / "results/lm/samples_peeval_passkey.jsonl").open("a").write('{"doc_id": 9, "targ'),
+         "samples_peeval_passkey.jsonl:5"),
+        (lambda t: (t / "checkpoints/tape/train_curve.csv").open("a").write("3,300\n"), "tape/train_curve.csv"),
+        (lambda t: (t / "results/diag/results.json").write_text(
+            (t / "results/diag/results.json").read_text().replace("0.25", '"high"')), "results/diag/results.json"),
+    ],
+)  # fmt: skip
+def test_malformed_input_is_rejected_and_the_database_untouched(tree, damage, named):
+    db = tree / "p.duckdb"
+    ingest([tree / "results", tree / "checkpoints"], db, root=tree)
+    before = dump(db)
+    # a new, good run next to the damaged file must not land either: all or nothing
+    shutil.copytree(tree / "results" / "lm", tree / "results" / "lm2")
+    lm2 = tree / "results/lm2/results.json"
+    lm2.write_text(lm2.read_text().replace("0.5", "0.6"))
+    damage(tree)
+    with pytest.raises(IngestError, match=named.replace(".", r"\.")):
+        ingest([tree / "results", tree / "checkpoints"], db, root=tree)
+    assert dump(db) == before
+
+
+def test_malformed_input_creates_no_database(tree, capsys):
+    (tree / "results/lm/results.json").write_text("{")
+    db = tree / "new.duckdb"
+    assert main(["--db", str(db), "--root", str(tree), str(tree / "results")]) == 2
+    assert "results/lm/results.json" in capsys.readouterr().err and not db.exists()
+
+
+def test_duckdb_cli_reads_the_store(tree):
+    cli = Path(sys.executable).parent / "duckdb"
+    if not cli.exists():
+        pytest.skip("duckdb CLI (PyPI duckdb-cli) not installed")
+    db = tree / "p.duckdb"
+    ingest([tree / "results", tree / "checkpoints"], db, root=tree)
+    r = subprocess.run([str(cli), "-csv", str(db), "select name, kind from runs order by kind"],
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["name,kind", "tape,diagnostic", "tape,pretrain"]
