@@ -78,7 +78,9 @@ class DiagTask(ConfigurableTask):
         args = [(ctx, " " + doc["answer"])]
         if self.diag_task == "flip_flop":
             args += [(c, " " + bit) for c, bit in read_positions(doc["prompt"])]
-        return [Instance(request_type="loglikelihood", doc=doc, arguments=a, idx=i, **kwargs) for i, a in enumerate(args)]
+        return [
+            Instance(request_type="loglikelihood", doc=doc, arguments=a, idx=i, **kwargs) for i, a in enumerate(args)
+        ]
 
     def process_results(self, doc, results):
         hit = float(bool(results[0][1]))

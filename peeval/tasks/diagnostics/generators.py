@@ -205,10 +205,8 @@ def _addition(rng: random.Random, split: str, n: int, p: dict) -> list[dict]:
     n_max = p["n_max"]
     if split == "train":
         return [_addition_example(rng, rng.randint(1, n_max), rng.randint(1, n_max)) for _ in range(n)]
-    top = 2 * n_max
-    return [
-        _addition_example(rng, la, lb) for _ in range(p["per_cell"]) for la in range(1, top + 1) for lb in range(1, top + 1)
-    ]
+    cells = [(la, lb) for la in range(1, 2 * n_max + 1) for lb in range(1, 2 * n_max + 1)]
+    return [_addition_example(rng, la, lb) for _ in range(p["per_cell"]) for la, lb in cells]
 
 
 _GEN = {
