@@ -1,0 +1,133 @@
+"""lm-eval's own YAML tasks through the offline mirror: they load from ``<mirror>/hf/<id>`` with
+their own prompts; a dataset in no mirror and off the hub is one clear error; and hellaswag
+(not mirrored) read from a hub-schema fixture gives the same requests as lm-eval builds when
+the hub serves that data."""
+
+import os
+from pathlib import Path
+
+import datasets
+import pytest
+from conftest import REPO
+
+MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
+needs_mirror = pytest.mark.skipif(not (MIRROR / "hf" / "allenai" / "ai2_arc").is_dir(), reason="no data mirror")
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)  # read at import time: set them too
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    from peeval.data import patch_lm_eval_tasks
+
+    patch_lm_eval_tasks()
+
+
+def _task(name: str, folder: str, metadata=None):
+    import lm_eval.tasks
+    from lm_eval.tasks import TaskManager
+
+    root = Path(lm_eval.tasks.__file__).parent / folder
+    tm = TaskManager(include_path=[str(root)], include_defaults=False, metadata=metadata)
+    return tm.load_task_or_group([name])[name]
+
+
+def _requests(task, limit: int) -> list:
+    task.build_all_requests(limit=limit, rank=0, world_size=1)
+    return [inst.arguments for inst in sorted(task.instances, key=lambda i: (i.doc_id, i.idx))]
+
+
+@needs_mirror
+def test_builtin_tasks_load_from_the_mirror(monkeypatch):
+    monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(MIRROR))
+    arc = _task("arc_easy", "arc")
+    assert len(arc.test_docs()) == 2376 and len(arc.training_docs()) == 2251  # the mirror README's counts
+    doc = arc.test_docs()[0]
+    assert arc.doc_to_text(doc).startswith("Question: ") and arc.doc_to_text(doc).endswith("\nAnswer:")
+    lam = _task("lambada_openai", "lambada")
+    assert len(lam.test_docs()) == 5153
+    req = _requests(lam, 1)[0]
+    text = lam.test_docs()[0]["text"]
+    assert req == (text.rsplit(" ", 1)[0], " " + text.rsplit(" ", 1)[1])  # lm-eval's own prompt
+    mmlu = _task("mmlu_anatomy", "mmlu/default")
+    assert len(mmlu.test_docs()) == 135
+
+
+def _hellaswag_rows(split: str) -> list[dict]:
+    """Rows in the hub schema of ``Rowan/hellaswag`` (label is a string there)."""
+    base = [
+        ("Removing ice from car", "Then, the man writes over the snow covering the window of a car, and a woman",
+         "wearing winter clothes smiles.", "then", ["the man adds wax.", "a woman walks.", "the man scrapes.", "x."]),
+        ("Baking cookies", "A woman pours flour into a bowl. [title] She", "mixes it.", "she",
+         ["stirs slowly.", "bakes [step] it.", "sings.", "leaves."]),
+        ("Personal Care and Style", "[header] How to tie a tie [title] Cross the wide end.", "", "then",
+         ["loop it.", "cut it.", "burn it.", "eat it."]),
+    ]  # fmt: skip
+    return [
+        {"ind": i, "activity_label": a, "ctx_a": ca, "ctx_b": cb, "ctx": f"{ca} {cb}", "endings": e,
+         "source_id": f"src~{i}", "split": split, "split_type": "indomain", "label": str(i % 4)}
+        for i, (a, ca, _x, cb, e) in enumerate(base)
+    ]  # fmt: skip
+
+
+def _write_hub_layout(root: Path) -> datasets.DatasetDict:
+    dd = datasets.DatasetDict({s: datasets.Dataset.from_list(_hellaswag_rows(s)) for s in ("train", "validation")})
+    folder = root / "hf" / "Rowan" / "hellaswag"
+    for split, ds in dd.items():
+        (folder / "data").mkdir(parents=True, exist_ok=True)
+        ds.to_parquet(folder / "data" / f"{split}-00000-of-00001.parquet")
+    (folder / "README.md").write_text(
+        "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n    path: data/train-*\n"
+        "  - split: validation\n    path: data/validation-*\n---\n"
+    )
+    return dd
+
+
+def test_hellaswag_from_a_mirror_gives_the_hub_requests(tmp_path, monkeypatch):
+    dd = _write_hub_layout(tmp_path)
+    monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(tmp_path))
+    mirrored = _requests(_task("hellaswag", "hellaswag"), 3)
+
+    # the hub path: lm-eval's own download, with datasets.load_dataset serving the same rows for the hub id
+    import lm_eval.api.task as api_task
+
+    real = api_task.datasets.load_dataset
+    seen = []
+
+    def hub(path, name=None, **kw):
+        seen.append(path)
+        assert path == "Rowan/hellaswag"
+        return dd
+
+    monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(tmp_path / "empty"))
+    monkeypatch.setattr(api_task.datasets, "load_dataset", hub)
+    from_hub = _requests(_task("hellaswag", "hellaswag"), 3)
+    monkeypatch.setattr(api_task.datasets, "load_dataset", real)
+    assert seen == ["Rowan/hellaswag"]
+    assert len(mirrored) == 12 and mirrored == from_hub  # 3 docs x 4 endings
+    # lm-eval's preprocessing ran on the mirrored rows ("[title]" -> ". ", brackets removed)
+    assert mirrored[4][0] == "Baking cookies: A woman pours flour into a bowl.. She She"
+    assert mirrored[5][1] == " bakes it."
+
+
+def test_missing_dataset_is_one_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match=r"dataset 'Rowan/hellaswag' is neither in the mirror .* nor reachable"):
+        _task("hellaswag", "hellaswag")
+
+
+def test_partial_mirror_config_is_not_taken_for_the_dataset(monkeypatch):
+    from peeval.data import load_dataset, mirror_path
+
+    monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(MIRROR))
+    if not (MIRROR / "hf" / "tau" / "scrolls").is_dir():
+        pytest.skip("no data mirror")
+    assert mirror_path("tau/scrolls", "qmsum") == MIRROR / "hf" / "tau" / "scrolls"
+    assert mirror_path("tau/scrolls", "qasper") is None
+    with pytest.raises(FileNotFoundError, match=r"'tau/scrolls' \(qasper\)"):
+        load_dataset("tau/scrolls", "qasper", split="validation")
