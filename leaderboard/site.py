@@ -1,0 +1,528 @@
+"""Build the static leaderboard site from the DuckDB store: plain HTML + inline SVG + one small
+script (sorting, filtering), so ``leaderboard/site/index.html`` opens from file:// offline.
+
+Pages: ``index.html`` (leaderboard: encodings x task groups, mean ± stderr over seeds; context
+extension; all runs), ``ppl.html``, ``passkey.html``, ``diagnostics.html``, ``training.html``,
+``efficiency.html``, ``runs/<run_id>.html`` (provenance + metrics + samples), ``claims.html``
+when ``leaderboard/claims_page.py`` renders one, and ``data/<table>.csv|json`` for every
+store table and every table shown. Every text from the store is HTML-escaped.
+
+    python -m leaderboard.site --db leaderboard/peeval.duckdb --out leaderboard/site
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib
+import importlib.util
+import io
+import json
+import math
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from leaderboard.charts import heatmap, line_chart
+
+DEFAULT_OUT = Path(__file__).with_name("site")
+STORE_TABLES = ("runs", "metrics", "ppl_by_length", "passkey_cells", "diagnostic_cells", "training_curves",
+                "efficiency", "samples", "claims")  # fmt: skip
+LOWER_IS_BETTER = ("ppl", "bpb", "loss", "perplexity", "word_perplexity", "byte_perplexity", "bits_per_byte")
+PRIMARY = ("acc_norm", "acc", "exact_match", "em", "f1", "rougeL", "mcc")
+SKIP_METRICS = ("tokens", "windows", "sample_len")
+SAMPLES_PER_TASK = 100
+
+CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
+header{background:#1d3557;color:#fff;padding:10px 20px}header h1{margin:0;font-size:20px}
+nav a{color:#cfe3ff;margin-right:14px;text-decoration:none}nav a:hover{text-decoration:underline}
+main{padding:14px 20px;max-width:1400px}h2{margin-top:26px;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;background:#fff;margin:6px 0 4px}
+th,td{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#eef2f7;cursor:pointer;user-select:none;white-space:nowrap}
+th.sorted-asc::after{content:" ▲"}th.sorted-desc::after{content:" ▼"}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}.se{color:#777;font-size:12px}
+.tools{margin:6px 0}.tools input{padding:3px 6px;width:260px}.dl{font-size:12px;margin-left:10px}
+.charts{display:flex;flex-wrap:wrap;gap:14px}svg.chart{background:#fff;border:1px solid #ddd}
+svg .frame{fill:none;stroke:#999}svg .grid{stroke:#eee}svg .tick,svg .legend{font-size:11px;fill:#444}
+svg .label{font-size:12px;fill:#222}svg .ctitle{font-size:13px;font-weight:600;fill:#222}
+svg .line{stroke-width:2}svg .cell{font-size:10px}pre{background:#fff;border:1px solid #ddd;padding:8px;
+white-space:pre-wrap;word-break:break-all;max-height:320px;overflow:auto;margin:0}.empty{color:#888}
+.best{font-weight:700}.note{color:#555;font-size:13px}
+"""
+
+JS = """
+document.querySelectorAll('table.sortable').forEach(function (t) {
+  t.querySelectorAll('th').forEach(function (th, i) {
+    th.addEventListener('click', function () {
+      var asc = !th.classList.contains('sorted-asc');
+      t.querySelectorAll('th').forEach(function (h) { h.classList.remove('sorted-asc', 'sorted-desc'); });
+      th.classList.add(asc ? 'sorted-asc' : 'sorted-desc');
+      var body = t.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+      function key(r) {
+        var c = r.cells[i], s = c ? (c.getAttribute('data-sort') || c.textContent) : '';
+        var f = parseFloat(s);
+        return isNaN(f) || !/^\\s*[-+]?(\\d|\\.\\d|inf)/i.test(s) ? [1, s.toLowerCase()] : [0, f];
+      }
+      rows.sort(function (a, b) {
+        var x = key(a), y = key(b);
+        if (x[0] !== y[0]) return x[0] - y[0];
+        var d = x[1] < y[1] ? -1 : x[1] > y[1] ? 1 : 0;
+        return asc ? d : -d;
+      });
+      rows.forEach(function (r) { body.appendChild(r); });
+    });
+  });
+});
+document.querySelectorAll('input.filter').forEach(function (inp) {
+  inp.addEventListener('input', function () {
+    var t = document.getElementById(inp.getAttribute('data-table')), q = inp.value.toLowerCase();
+    Array.prototype.forEach.call(t.tBodies[0].rows, function (r) {
+      r.style.display = r.textContent.toLowerCase().indexOf(q) >= 0 ? '' : 'none';
+    });
+  });
+});
+"""
+
+
+@dataclass
+class Cell:
+    """A table cell: shown text, the value sorting uses, an optional link and css class."""
+
+    text: str
+    sort: Any = None
+    href: str | None = None
+    cls: str = ""
+    extra: str = ""  # already-escaped HTML appended (e.g. ± stderr)
+
+
+def fmt(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        a = abs(v)
+        return f"{v:.3e}" if a and (a >= 1e6 or a < 1e-3) else f"{v:.4g}"
+    return str(v)
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    if hasattr(v, "isoformat"):
+        return v.isoformat()
+    return v
+
+
+class Site:
+    """Collects pages and downloadable tables, then writes them in one go."""
+
+    def __init__(self, con, out: Path):
+        self.con, self.out = con, out
+        self.files: dict[str, str] = {}
+        self.claims_html = _claims_page(con)
+        self.table_ids: set[str] = set()
+
+    # -- helpers
+    def q(self, sql: str, params: list | None = None) -> list[dict]:
+        cur = self.con.execute(sql, params or [])
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+    def has_table(self, name: str) -> bool:
+        return bool(self.q("select 1 from information_schema.tables where table_name = ?", [name]))
+
+    def data_files(self, tid: str, headers: list[str], rows: list[list[Any]]) -> None:
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(headers)
+        w.writerows([[_jsonable(v) for v in r] for r in rows])
+        self.files[f"data/{tid}.csv"] = buf.getvalue()
+        records = [{h: _jsonable(v) for h, v in zip(headers, r)} for r in rows]
+        self.files[f"data/{tid}.json"] = json.dumps(records, indent=1, default=str)
+
+    def table(self, tid: str, headers: list[str], rows: list[list[Any]], *, prefix: str = "", filt: bool = True) -> str:
+        """A sortable, filterable table plus its CSV / JSON downloads."""
+        assert tid not in self.table_ids, tid
+        self.table_ids.add(tid)
+        plain = [[c.sort if isinstance(c, Cell) and c.sort is not None else (c.text if isinstance(c, Cell) else c)
+                  for c in r] for r in rows]  # fmt: skip
+        self.data_files(tid, headers, plain)
+        tools = ('<div class="tools">' + (f'<input class="filter" data-table="{tid}" placeholder="filter rows…">'
+                 if filt else "") + f'<a class="dl" href="{prefix}data/{tid}.csv" download>CSV</a>'
+                 f'<a class="dl" href="{prefix}data/{tid}.json" download>JSON</a></div>')  # fmt: skip
+        head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+        body = []
+        for r in rows:
+            tds = []
+            for c in r:
+                if not isinstance(c, Cell):
+                    num = isinstance(c, (int, float)) and not isinstance(c, bool)
+                    c = Cell(fmt(c), c if num else None, cls="num" if num else "")
+                inner = escape(c.text)
+                if c.href:
+                    inner = f'<a href="{escape(c.href)}">{inner}</a>'
+                sort = "" if c.sort is None else f' data-sort="{escape(str(_jsonable(c.sort)))}"'
+                cls = f' class="{c.cls}"' if c.cls else ""
+                tds.append(f"<td{cls}{sort}>{inner}{c.extra}</td>")
+            body.append("<tr>" + "".join(tds) + "</tr>")
+        return (f'{tools}<table id="{tid}" class="sortable"><thead><tr>{head}</tr></thead>'
+                f'<tbody>{"".join(body)}</tbody></table>')  # fmt: skip
+
+    def page(self, path: str, title: str, body: str) -> None:
+        prefix = "../" * path.count("/")
+        links = [("index.html", "Leaderboard"), ("ppl.html", "Perplexity"), ("passkey.html", "Passkey"),
+                 ("diagnostics.html", "Diagnostics"), ("training.html", "Training"),
+                 ("efficiency.html", "Efficiency")]  # fmt: skip
+        if self.claims_html:
+            links.append(("claims.html", "Claims"))
+        links.append(("data.html", "Data"))
+        nav = "".join(f'<a href="{prefix}{h}">{escape(t)}</a>' for h, t in links)
+        self.files[path] = (
+            f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)} · peeval</title>'
+            f'<link rel="icon" href="data:,"><link rel="stylesheet" href="{prefix}assets/site.css">'
+            f'<meta name="viewport" content="width=device-width,initial-scale=1"></head><body>'
+            f"<header><h1>peeval · {escape(title)}</h1><nav>{nav}</nav></header><main>{body}</main>"
+            f'<script src="{prefix}assets/site.js"></script></body></html>'
+        )
+
+    # -- leaderboard
+    def columns(self, kinds: tuple[str, ...]) -> tuple[list[str], dict[str, dict[str, list[tuple]]], list[bool]]:
+        """(column labels, name -> label -> [(value, stderr)], lower-is-better flags) for runs of ``kinds``."""
+        rows = self.q(
+            "select r.name, r.run_id, m.task, m.metric, m.value, m.stderr from metrics m join runs r using (run_id) "
+            "where m.filter = 'none' and list_contains(?, r.kind) order by r.name, m.task, m.metric",
+            [list(kinds)],
+        )
+        by_task: dict[str, set[str]] = defaultdict(set)
+        for r in rows:
+            by_task[r["task"]].add(r["metric"])
+        chosen: list[tuple[str, str, str]] = []  # (task, metric, label)
+        for task in sorted(by_task):
+            ms = by_task[task]
+            if task.startswith("peeval_ppl_"):
+                lengths = sorted(int(m[4:]) for m in ms if m.startswith("ppl@") and m[4:].isdigit())
+                for L in sorted({lengths[0], lengths[-1]}) if lengths else []:
+                    chosen.append((task, f"ppl@{L}", f"{task[len('peeval_ppl_') :]} ppl@{L}"))
+            elif task == "peeval_passkey":
+                chosen.append((task, "acc", "passkey acc"))
+            elif task.startswith("peeval_diag_"):
+                chosen += [(task, m, f"{task[len('peeval_diag_') :]} {m}") for m in ("acc", "seq_acc") if m in ms]
+            else:
+                plain = [m for m in ms if "@" not in m and m not in SKIP_METRICS]
+                m = next((p for p in PRIMARY if p in plain), sorted(plain)[0] if plain else None)
+                if m:
+                    chosen.append((task, m, f"{task} {m}"))
+        want = {(t, m): label for t, m, label in chosen}
+        cells: dict[str, dict[str, list[tuple]]] = defaultdict(lambda: defaultdict(list))
+        for r in rows:
+            label = want.get((r["task"], r["metric"]))
+            if label:
+                cells[r["name"]][label].append((r["value"], r["stderr"]))
+        labels = [label for _, _, label in chosen]
+        lower = [m.split("@")[0] in LOWER_IS_BETTER for _, m, _ in chosen]
+        return labels, cells, lower
+
+    def leaderboard_table(self, tid: str, kinds: tuple[str, ...], first: str) -> str:
+        labels, cells, lower = self.columns(kinds)
+        if not cells:
+            return '<p class="empty">no runs yet</p>'
+        stats: dict[str, dict[str, tuple]] = {}
+        for name, by in cells.items():
+            stats[name] = {}
+            for label, vals in by.items():
+                xs = [v for v, _ in vals if v is not None]
+                if not xs:
+                    continue
+                mean = sum(xs) / len(xs)
+                if len(xs) > 1 and all(math.isfinite(x) for x in xs):
+                    se = statistics.stdev(xs) / math.sqrt(len(xs))
+                else:
+                    se = vals[0][1] if len(vals) == 1 else None
+                stats[name][label] = (mean, se, len(xs))
+        best = {}
+        for label, low in zip(labels, lower):
+            vs = [s[label][0] for s in stats.values() if label in s and math.isfinite(s[label][0])]
+            if vs:
+                best[label] = min(vs) if low else max(vs)
+        headers = [first] + [f"{lab} {'↓' if low else '↑'}" for lab, low in zip(labels, lower)]
+        rows = []
+        for name in sorted(stats):
+            row: list[Any] = [Cell(name, name)]
+            for label in labels:
+                s = stats[name].get(label)
+                if s is None:
+                    row.append(Cell("–", None, cls="num"))
+                    continue
+                mean, se, k = s
+                extra = f' <span class="se">± {escape(fmt(se))}</span>' if se is not None else ""
+                extra += f' <span class="se">({k} seeds)</span>' if k > 1 else ""
+                cls = "num best" if best.get(label) == mean else "num"
+                row.append(Cell(fmt(mean), mean, cls=cls, extra=extra))
+            rows.append(row)
+        return self.table(tid, headers, rows)
+
+    def index(self) -> None:
+        runs = self.q("select * from runs order by kind, name, date")
+        run_rows = [[Cell(r["name"], r["name"], href=f"runs/{r['run_id']}.html"), r["kind"], r["pe"],
+                     r["checkpoint"], r["seed"], r["max_length"], r["training_length"], str(r["date"]),
+                     Cell(r["run_id"], r["run_id"], href=f"runs/{r['run_id']}.html")] for r in runs]  # fmt: skip
+        body = (
+            '<p class="note">Rows: encodings trained with identical data, budget and hyper-parameters (only the '
+            "positional encoding differs); columns: task groups. Mean ± standard error over seeds, or lm-eval's "
+            "stderr for a single run. Click a header to sort, type to filter. Bold = best in column.</p>"
+            "<h2>Encodings</h2>" + self.leaderboard_table("leaderboard", ("pretrain", "diagnostic"), "encoding") +
+            "<h2>Context extension (adapted and external models)</h2>" +
+            self.leaderboard_table("extension", ("adapt", "external"), "model / method") +
+            "<h2>All runs</h2>" + self.table("runs_list", ["name", "kind", "pe", "checkpoint", "seed", "max_length",
+                                             "training_length", "date", "run"], run_rows)
+        )  # fmt: skip
+        self.page("index.html", "leaderboard", body)
+
+    # -- charts
+    def ppl_page(self) -> None:
+        rows = self.q("select r.name, p.corpus, p.length, avg(p.ppl) ppl, avg(p.bpb) bpb, sum(p.tokens) tokens, "
+                      "sum(p.windows) windows, count(*) runs from ppl_by_length p join runs r using (run_id) "
+                      "group by all order by corpus, name, length")  # fmt: skip
+        charts = []
+        for corpus in sorted({r["corpus"] for r in rows}):
+            for metric in ("ppl", "bpb"):
+                series: dict[str, list] = defaultdict(list)
+                for r in rows:
+                    if r["corpus"] == corpus:
+                        series[r["name"]].append((r["length"], r[metric]))
+                charts.append(line_chart(series, title=f"{corpus}: {metric} vs context length",
+                                         xlabel="context length (tokens)", ylabel=metric, logx=True,
+                                         logy=metric == "ppl"))  # fmt: skip
+        table = self.table("ppl_by_length_table", ["name", "corpus", "length", "ppl", "bpb", "tokens", "windows",
+                           "runs"], [list(r.values()) for r in rows])  # fmt: skip
+        body = ('<p class="note">Disjoint windows of exactly L tokens (every predicted token scored), averaged over '
+                "runs of the same name. Infinite / exploding values are listed in the table and left off the "
+                f'charts.</p><div class="charts">{"".join(charts) or "<p class=empty>no perplexity runs</p>"}</div>'
+                f"<h2>Table</h2>{table}")  # fmt: skip
+        self.page("ppl.html", "perplexity vs context length", body)
+
+    def passkey_page(self) -> None:
+        rows = self.q("select r.name, c.length, c.depth, avg(c.acc) acc, sum(c.n) n from passkey_cells c "
+                      "join runs r using (run_id) group by all order by name, length, depth")  # fmt: skip
+        charts = []
+        for name in sorted({r["name"] for r in rows}):
+            mine = [r for r in rows if r["name"] == name]
+            depths = sorted({r["depth"] for r in mine})
+            lengths = sorted({r["length"] for r in mine})
+            vals = {(r["depth"], r["length"]): r["acc"] for r in mine}
+            charts.append(heatmap(depths, lengths, vals, title=f"passkey: {name}", row_label="depth",
+                                  col_label="length"))  # fmt: skip
+        table = self.table("passkey_table", ["name", "length", "depth", "acc", "n"], [list(r.values()) for r in rows])
+        body = (f'<p class="note">Exact match of the pass key per (context length, needle depth) cell.</p>'
+                f'<div class="charts">{"".join(charts) or "<p class=empty>no passkey runs</p>"}</div>'
+                f"<h2>Table</h2>{table}")  # fmt: skip
+        self.page("passkey.html", "passkey retrieval", body)
+
+    def diagnostics_page(self) -> None:
+        rows = self.q("select r.name, d.task, d.split, d.cell, d.len_a, d.len_b, avg(d.acc) acc, sum(d.n) n "
+                      "from diagnostic_cells d join runs r using (run_id) group by all "
+                      "order by task, split, name, len_a, len_b, cell")  # fmt: skip
+        charts = []
+        overall = [r for r in rows if r["cell"] == "all"]
+        for task in sorted({r["task"] for r in overall}):
+            mine = [r for r in overall if r["task"] == task]
+            names, splits = sorted({r["name"] for r in mine}), sorted({r["split"] for r in mine})
+            vals = {(r["name"], r["split"]): r["acc"] for r in mine}
+            charts.append(heatmap(names, splits, vals, title=f"{task}: accuracy by split", row_label="encoding",
+                                  col_label="split", cell=70))  # fmt: skip
+        add = [r for r in rows if r["len_a"] is not None]
+        for task, split, name in sorted({(r["task"], r["split"], r["name"]) for r in add}):
+            mine = [r for r in add if (r["task"], r["split"], r["name"]) == (task, split, name)]
+            la, lb = sorted({r["len_a"] for r in mine}), sorted({r["len_b"] for r in mine})
+            vals = {(r["len_a"], r["len_b"]): r["acc"] for r in mine}
+            charts.append(heatmap(la, lb, vals, title=f"{task} {split}: {name}", row_label="len a",
+                                  col_label="len b", cell=26))  # fmt: skip
+        table = self.table("diagnostics_table", ["name", "task", "split", "cell", "len_a", "len_b", "acc", "n"],
+                           [list(r.values()) for r in rows])  # fmt: skip
+        body = (f'<p class="note">Exact match of the answer (greedy). Addition: accuracy per (length of a, length '
+                f"of b) cell; the training lengths are the top-left block.</p>"
+                f'<div class="charts">{"".join(charts) or "<p class=empty>no diagnostic runs</p>"}</div>'
+                f"<h2>Table</h2>{table}")  # fmt: skip
+        self.page("diagnostics.html", "diagnostics", body)
+
+    def training_page(self) -> None:
+        rows = self.q("select c.*, e.pe, e.task from training_curves c left join efficiency e using (checkpoint) "
+                      "order by checkpoint, step")  # fmt: skip
+        charts = []
+        groups = sorted({r["task"] or "" for r in rows})
+        for task in groups:
+            for col in ("train_loss", "val_loss"):
+                series: dict[str, list] = defaultdict(list)
+                for r in rows:
+                    if (r["task"] or "") == task and r[col] is not None:
+                        series[r["pe"] or r["checkpoint"]].append((r["step"], r[col]))
+                if series:
+                    charts.append(line_chart(series, title=f"{task or 'text pretraining'}: {col}", xlabel="step",
+                                             ylabel=col))  # fmt: skip
+        table = self.table("training_curves_table", ["checkpoint", "step", "tokens", "lr", "train_loss",
+                           "val_loss", "elapsed_s", "pe", "task"], [list(r.values()) for r in rows])  # fmt: skip
+        body = (f'<div class="charts">{"".join(charts) or "<p class=empty>no training curves</p>"}</div>'
+                f"<h2>Table</h2>{table}")  # fmt: skip
+        self.page("training.html", "training curves", body)
+
+    def efficiency_page(self) -> None:
+        rows = self.q(
+            "select checkpoint, pe, task, params, total_params, flops_per_token, tokens_per_s, "
+            "train_time_s, steps, tokens, final_val_loss, final_val_ppl from efficiency order by task, pe"
+        )
+        headers = ["checkpoint", "pe", "task", "params", "total_params", "flops_per_token", "tokens_per_s",
+                   "train_time_s", "steps", "tokens", "final_val_loss", "final_val_ppl"]  # fmt: skip
+        body = ('<p class="note">Parameters (trainable ones for adapters), FLOPs per token and throughput of each '
+                "training / adaptation run on the machine it ran on.</p>" +
+                self.table("efficiency_table", headers, [list(r.values()) for r in rows]))  # fmt: skip
+        self.page("efficiency.html", "efficiency", body)
+
+    def run_pages(self) -> None:
+        for run in self.q("select * from runs"):
+            rid = run["run_id"]
+            prov = "".join(f"<tr><th>{escape(k)}</th><td>{self._prov_value(k, v)}</td></tr>" for k, v in run.items())
+            metrics = self.q("select task, metric, filter, value, stderr, n from metrics where run_id = ? "
+                             "order by task, metric", [rid])  # fmt: skip
+            samples = self.q(
+                "select task, doc_id, prompt, target, response, correct from ("
+                "select *, row_number() over (partition by task order by doc_id) k from samples "
+                "where run_id = ?) where k <= ? order by task, doc_id",
+                [rid, SAMPLES_PER_TASK],
+            )
+            srows = "".join(
+                f"<tr><td>{escape(s['task'])}</td><td class=num>{s['doc_id']}</td>"
+                f"<td><pre>{escape(s['prompt'] or '')}</pre></td><td><pre>{escape(s['target'] or '')}</pre></td>"
+                f"<td><pre>{escape(s['response'] or '')}</pre></td><td>{escape(fmt(s['correct']))}</td></tr>"
+                for s in samples
+            )
+            self.data_files(f"samples_{rid}", ["task", "doc_id", "prompt", "target", "response", "correct"],
+                            [list(s.values()) for s in samples])  # fmt: skip
+            body = (
+                f"<h2>Provenance</h2><table>{prov}</table>"
+                f"<h2>Metrics</h2>"
+                + self.table(f"metrics_{rid}", ["task", "metric", "filter", "value", "stderr", "n"],
+                             [list(m.values()) for m in metrics], prefix="../")
+                + f"<h2>Samples (first {SAMPLES_PER_TASK} per task)</h2>"
+                f'<div class="tools"><a class="dl" href="../data/samples_{rid}.csv" download>CSV</a>'
+                f'<a class="dl" href="../data/samples_{rid}.json" download>JSON</a></div>'
+                f"<table><thead><tr><th>task</th><th>doc</th><th>prompt</th><th>target</th><th>response</th>"
+                f"<th>correct</th></tr></thead><tbody>{srows}</tbody></table>"
+            )  # fmt: skip
+            self.page(f"runs/{rid}.html", f"run {run['name']} ({rid})", body)
+
+    @staticmethod
+    def _prov_value(key: str, v: Any) -> str:
+        if key in ("params", "pe_options") and isinstance(v, str):
+            try:
+                return f"<pre>{escape(json.dumps(json.loads(v), indent=1, sort_keys=True))}</pre>"
+            except ValueError:
+                pass
+        return escape(fmt(v))
+
+    def data_page(self) -> None:
+        items = []
+        for t in STORE_TABLES:
+            if not self.has_table(t):
+                continue
+            cur = self.con.execute(f"select * from {t}")
+            headers = [d[0] for d in cur.description]
+            self.data_files(t, headers, [list(r) for r in cur.fetchall()])
+            items.append(f'<li>{escape(t)}: <a href="data/{t}.csv" download>CSV</a> · '
+                         f'<a href="data/{t}.json" download>JSON</a></li>')  # fmt: skip
+        shown = sorted(self.table_ids)
+        body = (
+            "<h2>Store tables</h2><p class=note>The whole DuckDB store, table by table (schema: "
+            "<code>leaderboard/schema.sql</code>). Query it directly: <code>duckdb leaderboard/peeval.duckdb "
+            '"select * from runs"</code>.</p><ul>' + "".join(items) + "</ul><h2>Tables shown on the site</h2><ul>"
+            + "".join(f'<li>{escape(t)}: <a href="data/{escape(t)}.csv" download>CSV</a> · '
+                      f'<a href="data/{escape(t)}.json" download>JSON</a></li>' for t in shown)
+            + "</ul>"
+        )  # fmt: skip
+        self.page("data.html", "data downloads", body)
+
+    def build(self) -> Path:
+        self.index()
+        self.ppl_page()
+        self.passkey_page()
+        self.diagnostics_page()
+        self.training_page()
+        self.efficiency_page()
+        self.run_pages()
+        if self.claims_html:
+            self.files["claims.html"] = self.claims_html
+        self.data_page()
+        self.files["assets/site.css"] = CSS
+        self.files["assets/site.js"] = JS
+        return _write_tree(self.out, self.files)
+
+
+def _claims_page(con) -> str | None:
+    """The CLAIMS helper's page (``leaderboard/claims_page.render_claims_page``) when that module exists."""
+    if importlib.util.find_spec("leaderboard.claims_page") is None:
+        return None
+    mod = importlib.import_module("leaderboard.claims_page")
+    return mod.render_claims_page(con)
+
+
+def _write_tree(out: Path, files: dict[str, str]) -> Path:
+    """Write into a temporary sibling folder, then swap it in (no half-built site)."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    for rel, text in files.items():
+        p = tmp / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+    os.chmod(tmp, 0o755)
+    if out.exists():
+        old = out.with_name(f".{out.name}-old")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(out, old)
+        os.replace(tmp, out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, out)
+    return out / "index.html"
+
+
+def build_site(db: str | Path, out: str | Path = DEFAULT_OUT) -> Path:
+    """Build the site for the store ``db`` into ``out``; returns the path of index.html."""
+    import duckdb
+
+    if not Path(db).is_file():
+        raise FileNotFoundError(f"{db}: no such DuckDB store (run the ingest first)")
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return Site(con, Path(out)).build()
+    finally:
+        con.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m leaderboard.site", description=__doc__.split("\n\n")[0])
+    p.add_argument("--db", default=str(Path(__file__).with_name("peeval.duckdb")))
+    p.add_argument("--out", default=str(DEFAULT_OUT))
+    args = p.parse_args(argv)
+    try:
+        index = build_site(args.db, args.out)
+    except FileNotFoundError as e:
+        print(f"site: error: {e}", file=sys.stderr)
+        return 2
+    print(f"site: {index.resolve()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

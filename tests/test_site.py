@@ -1,0 +1,182 @@
+"""The static leaderboard site: built from a store of three encodings (one with a hostile name),
+checked as HTML (escaping, downloads, run pages) and in Debian's headless Chromium through
+Playwright (one row per encoding, sorting, drawn charts, no console errors, a screenshot)."""
+
+import csv
+import json
+import math
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+sys.path.insert(0, REPO)
+from leaderboard.ingest import ingest  # noqa: E402
+from leaderboard.site import build_site  # noqa: E402
+
+CHROMIUM = os.environ.get("PEEVAL_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+EVIL = "<script>alert(1)</script>"
+#: (pe, pe_options, ppl at 64 / 128 / 256, passkey acc, addition acc) chosen by hand; 'nope' is worst
+ENCODINGS = [
+    ("rope", {}, (30.0, 45.0, 300.0), 0.5, 0.4),
+    ("nope", {}, (32.0, 90.0, 900.0), 0.1, 0.2),
+    ("tape", {"note": EVIL}, (29.0, 35.0, 60.0), 0.9, 0.8),
+]
+
+
+def _results(d: Path, ckpt: Path, results: dict, samples: list):
+    d.mkdir(parents=True)
+    prov = {"peeval_version": "0.1.0", "git_commit": "abc", "model": "peeval", "model_args": {"pretrained": str(ckpt)},
+            "checkpoint": str(ckpt), "pe": "x", "max_length": 320, "training_length": 64, "dtype": "torch.float32",
+            "protocol": {"ppl": "disjoint windows"}, "seed": 0, "versions": {"lm_eval": "0.4.13"},
+            "date": "2026-11-22T10:00:00+00:00"}  # fmt: skip
+    (d / "results.json").write_text(json.dumps({"results": results, "peeval": prov}))
+    (d / "samples_peeval_passkey.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+
+
+def _checkpoint(d: Path, pe: str, opts: dict, task=None, loss0=6.0):
+    d.mkdir(parents=True)
+    (d / "train_summary.json").write_text(json.dumps({"pe": pe, "pe_options": opts, "task": task, "seed": 0,
+        "params": 1000, "steps": 3, "tokens": 300, "train_time_s": 2.0, "tokens_per_s": 150.0,
+        "flops_per_token": 6000.0, "final_val_loss": loss0 - 1, "final_val_ppl": math.exp(loss0 - 1),
+        "training_length": 64}))  # fmt: skip
+    rows = "".join(f"{s},{100 * s},0.001,{loss0 - 0.4 * s},{'' if s % 2 else loss0 - 0.3 * s},{s}\n" for s in (1, 2, 3))
+    (d / "train_curve.csv").write_text("step,tokens,lr,train_loss,val_loss,elapsed_s\n" + rows)
+
+
+def make_store(root: Path) -> Path:
+    """A store with three encodings: perplexity, passkey, addition diagnostics, curves, samples."""
+    for pe, opts, ppl, pk, add in ENCODINGS:
+        ck, dk = root / "checkpoints" / pe, root / "checkpoints" / f"{pe}-addition"
+        _checkpoint(ck, pe, opts)
+        _checkpoint(dk, pe, opts, task="addition", loss0=3.0)
+        res = {
+            "peeval_ppl_pg19": {f"ppl@{L},none": v for L, v in zip((64, 128, 256), ppl)}
+            | {f"bpb@{L},none": math.log2(v) / 4 for L, v in zip((64, 128, 256), ppl)},
+            "peeval_passkey": {"acc,none": pk, "acc_stderr,none": 0.1}
+            | {f"acc@{L}@{d},none": min(1.0, pk * (1.5 - d) * 64 / L) for L in (64, 128, 256) for d in (0.0, 1.0)},
+        }
+        samples = [{"doc_id": i, "target": "4242", "arguments": [[f"{EVIL} The pass key is 4242 #{i}", {}]],
+                    "filtered_resps": [f"</td>{EVIL}"], "filter": "none", "metrics": ["acc"], "acc": 0.0}
+                   for i in range(3)]  # fmt: skip
+        _results(root / "results" / pe, ck, res, samples)
+        diag = {
+            "peeval_diag_addition_test": {"acc,none": add}
+            | {f"acc@{a}x{b},none": add if a + b <= 4 else add / 4 for a in (1, 2, 3) for b in (1, 2, 3)}
+        }
+        _results(root / "results" / f"{pe}-addition", dk, diag, [])
+    db = root / "peeval.duckdb"
+    ingest([root / "results", root / "checkpoints"], db, root=root)
+    return db
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("site")
+    index = build_site(make_store(root), root / "site")
+    return index
+
+
+def test_pages_downloads_and_escaping(site):
+    out = site.parent
+    pages = ["index.html", "ppl.html", "passkey.html", "diagnostics.html", "training.html", "efficiency.html"]
+    for p in pages:
+        assert (out / p).is_file(), p
+    runs = list((out / "runs").glob("*.html"))
+    assert len(runs) == 6
+    for f in [*out.glob("*.html"), *runs]:
+        html = f.read_text()
+        assert "<script>alert" not in html, f  # every hostile string arrives escaped
+        assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "") and "https://" not in html, f
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in (out / "index.html").read_text()
+    with open(out / "data" / "leaderboard.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert sorted(r["encoding"] for r in rows) == sorted(["nope", "rope", f"tape(note={EVIL})"])
+    nope = next(r for r in rows if r["encoding"] == "nope")
+    assert float(nope["pg19 ppl@256 ↓"]) == 900.0 and float(nope["passkey acc ↑"]) == 0.1
+    assert json.loads((out / "data" / "runs.json").read_text())[0]["run_id"]
+    linked = {p.name for p in runs}
+    index = (out / "index.html").read_text()
+    assert all(f"runs/{name}" in index for name in linked)
+
+
+def test_claims_page_hook(tmp_path, monkeypatch):
+    import types
+
+    import leaderboard.site as site_mod
+
+    mod = types.ModuleType("leaderboard.claims_page")
+    mod.render_claims_page = lambda con: "<!doctype html><title>claims</title><p>claims table</p>"
+    monkeypatch.setitem(sys.modules, "leaderboard.claims_page", mod)
+    monkeypatch.setattr(site_mod.importlib.util, "find_spec", lambda name: object())
+    index = build_site(make_store(tmp_path), tmp_path / "site")
+    assert (index.parent / "claims.html").read_text().endswith("<p>claims table</p>")
+    assert 'href="claims.html"' in index.read_text()
+    mod.render_claims_page = lambda con: None  # an empty claims table: no page, no link
+    index = build_site(tmp_path / "peeval.duckdb", tmp_path / "site2")
+    assert not (index.parent / "claims.html").exists() and "claims.html" not in index.read_text()
+
+
+def check_in_browser(index: Path, n_rows: int, screenshot: Path) -> None:
+    """Open the site from file:// in headless Chromium and check what a visitor sees."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium)")
+    from playwright.sync_api import sync_playwright
+
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1300, "height": 900})
+            page.on("console", lambda m: errors.append(f"{m.type}: {m.text}") if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+            page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
+            page.goto(index.as_uri())
+            rows = page.locator("#leaderboard tbody tr")
+            assert rows.count() == n_rows
+            names = lambda: page.locator("#leaderboard tbody tr td:first-child").all_inner_texts()  # noqa: E731
+            before = names()
+            header = page.locator("#leaderboard thead th").nth(1)  # a numeric column
+            header.click()
+            asc = names()
+            header.click()
+            desc = names()
+            assert asc != desc and (asc != before or desc != before) and asc == desc[::-1]
+            page.fill("input.filter[data-table=leaderboard]", before[0])
+            assert page.locator("#leaderboard tbody tr:visible").count() < n_rows or n_rows == 1
+            page.fill("input.filter[data-table=leaderboard]", "")
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(screenshot), full_page=True)
+            for name in ("ppl.html", "passkey.html", "diagnostics.html", "training.html"):
+                page.goto((index.parent / name).as_uri())
+                charts = page.locator("svg.chart")
+                assert charts.count() > 0, name
+                for i in range(charts.count()):
+                    marks = charts.nth(i).locator(".mark")
+                    assert marks.count() > 0, f"{name}: chart {i} has no marks"
+                    box = marks.first.bounding_box()
+                    assert box and (box["width"] > 0 or box["height"] > 0), f"{name}: chart {i} drew nothing"
+            for name in ("efficiency.html", "data.html"):
+                page.goto((index.parent / name).as_uri())
+            page.goto(index.as_uri())
+            run = page.locator("#runs_list tbody tr", has_text="pretrain").first.locator("a").first
+            page.goto((index.parent / run.get_attribute("href")).as_uri())
+            assert page.locator("pre", has_text="<script>alert(1)</script>").count() > 0  # shown as text
+            assert page.evaluate("window.__pwned === undefined")
+        finally:
+            browser.close()
+    assert not errors, errors
+
+
+def test_site_in_headless_chromium(site, tmp_path):
+    shot = tmp_path / "site.png"
+    check_in_browser(site, len(ENCODINGS), shot)
+    assert shot.stat().st_size > 10_000
+    report = Path("/tmp/pipeline")
+    if report.is_dir():
+        shutil.copy(shot, report / "site_test.png")
