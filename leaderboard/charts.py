@@ -166,6 +166,7 @@ def heatmap(
                        f"<title>{escape(f'{row_label} {r}, {col_label} {c}: {_fmt(v)}')}</title></rect>"
                        f'<text x="{x + cell / 2}" y="{y + cell / 2 + 4}" class="cell" fill="{fg}" '
                        f'text-anchor="middle">{label}</text>')  # fmt: skip
-    out.append(f'<text x="4" y="{height - 8}" class="label">columns: {escape(col_label)}, rows: {escape(row_label)}</text>')
+    axes = f"columns: {escape(col_label)}, rows: {escape(row_label)}"
+    out.append(f'<text x="4" y="{height - 8}" class="label">{axes}</text>')
     out.append("</svg>")
     return "".join(out)
