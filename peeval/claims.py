@@ -455,12 +455,20 @@ def run_method(r: dict) -> str | None:
 
 
 def matching_runs(
-    store: Store, variant: Variant, ablations: dict[str, set[str]], run_params: dict | None = None
-) -> list[str]:
-    """Run ids of this variant, one per seed (the latest by date)."""
+    store: Store,
+    variant: Variant,
+    ablations: dict[str, set[str]],
+    run_params: dict | None = None,
+    tasks: list[str] | None = None,
+) -> list[list[str]]:
+    """This variant's evidence, one unit per seed: the run ids (latest first) of the one
+    checkpoint per seed whose latest run has one of ``tasks``. Several ``peeval eval`` runs of
+    a checkpoint (one per task, say) form one unit; re-evaluations of a seed do not count twice."""
     hits = []
     for r in store.runs.values():
         if run_params and not _run_params_match(r, run_params):
+            continue
+        if tasks is not None and not any((str(r["run_id"]), t) in store.values for t in tasks):
             continue
         if variant.method:
             if r.get("kind") != "adapt" or run_method(r) != variant.method:
@@ -474,12 +482,15 @@ def matching_runs(
             if any(norm.get(k) != want.get(k) for k in keys):
                 continue
         hits.append(r)
-    best: dict[Any, dict] = {}
-    for r in hits:
+    hits.sort(key=lambda r: (str(r.get("date") or ""), str(r["run_id"])), reverse=True)
+    units: dict[Any, list[str]] = {}
+    ckpt_of_seed: dict[Any, Any] = {}
+    for r in hits:  # latest first: the latest run fixes each seed's checkpoint
         seed = r.get("seed")
-        if seed not in best or str(r.get("date") or "") >= str(best[seed].get("date") or ""):
-            best[seed] = r
-    return sorted(str(r["run_id"]) for r in best.values())
+        ckpt = r.get("checkpoint") or r["run_id"]
+        if ckpt_of_seed.setdefault(seed, ckpt) == ckpt:
+            units.setdefault(seed, []).append(str(r["run_id"]))
+    return [units[s] for s in sorted(units, key=lambda s: (s is None, s if s is not None else 0))]
 
 
 def _leaf_tasks(task) -> list[str]:
@@ -494,21 +505,22 @@ def _pattern(metric: str) -> re.Pattern | None:
     return re.compile(rf"^{rx}$")
 
 
-def resolve_metric(claim: Claim, store: Store, run_ids: list[str]) -> str | None:
-    """``ppl@{max}`` -> the largest value that every run has; ``{train}``: <= training length."""
+def resolve_metric(claim: Claim, store: Store, units: list[list[str]]) -> str | None:
+    """``ppl@{max}`` -> the largest value that every unit has; ``{train}``: <= training length."""
     pat = _pattern(claim.metric)
     if pat is None:
         return claim.metric
     common: set[int] | None = None
-    for run_id in run_ids:
+    for unit in units:
         have: set[int] = set()
-        for task in _leaf_tasks(claim.task):
-            for m in store.values.get((run_id, task), {}):
-                mm = pat.match(m)
-                if mm:
-                    have.add(int(mm.group(1)))
+        for run_id in unit:
+            for task in _leaf_tasks(claim.task):
+                for m in store.values.get((run_id, task), {}):
+                    mm = pat.match(m)
+                    if mm:
+                        have.add(int(mm.group(1)))
         if "{train}" in claim.metric:
-            tl = store.runs[run_id].get("training_length")
+            tl = store.runs[unit[0]].get("training_length")
             have = {x for x in have if tl is None or x <= int(tl)}
         common = have if common is None else common & have
     if not common:
@@ -516,11 +528,16 @@ def resolve_metric(claim: Claim, store: Store, run_ids: list[str]) -> str | None
     return re.sub(r"\{max\}|\{train\}", str(max(common)), claim.metric, count=1)
 
 
-def run_value(store: Store, run_id: str, task, metric: str) -> tuple[float, float | None, int | None] | None:
-    """One run's raw metric; a list of tasks is the mean (stderr combined as independent)."""
+def run_value(store: Store, unit: list[str], task, metric: str) -> tuple[float, float | None, int | None] | None:
+    """One checkpoint's raw metric (from its latest run that has it); a list of tasks is the
+    mean (stderr combined as independent)."""
     if isinstance(task, str):
-        return store.values.get((run_id, task), {}).get(metric)
-    parts = [run_value(store, run_id, t, metric) for t in task]
+        for run_id in unit:
+            got = store.values.get((run_id, task), {}).get(metric)
+            if got is not None:
+                return got
+        return None
+    parts = [run_value(store, unit, t, metric) for t in task]
     if any(p is None for p in parts):
         return None
     k = len(parts)
@@ -531,18 +548,19 @@ def run_value(store: Store, run_id: str, task, metric: str) -> tuple[float, floa
     return mean, se, (sum(ns) if all(n is not None for n in ns) else None)
 
 
-def estimate(claim: Claim, store: Store, run_ids: list[str], metric: str) -> Estimate | None:
+def estimate(claim: Claim, store: Store, units: list[list[str]], metric: str) -> Estimate | None:
     per_seed, used = [], []
     acc_like = claim.unit in ACC_UNITS
-    for run_id in run_ids:
-        raw = run_value(store, run_id, claim.task, metric)
+    leaves = _leaf_tasks(claim.task)
+    for unit in units:
+        raw = run_value(store, unit, claim.task, metric)
         if raw is None:
             continue
         v, se, n = raw
         if se is None and acc_like and n and isinstance(claim.task, str):
             se = binomial_stderr(min(max(v, 0.0), 1.0), int(n))
         per_seed.append((v, se, n))
-        used.append(run_id)
+        used += [rid for rid in unit if any((rid, t) in store.values for t in leaves)]
     est = combine_seeds(per_seed, acc_like)
     if est is None:
         return None
@@ -576,7 +594,8 @@ def evaluate_claims(claims: list[Claim], store: Store, z: float = Z) -> tuple[li
     abl = ablation_keys(claims)
     rows, values = [], []
     for c in claims:
-        runs = {name: matching_runs(store, v, abl, c.run_params) for name, v in c.variants.items()}
+        leaves = _leaf_tasks(c.task)
+        runs = {name: matching_runs(store, v, abl, c.run_params, leaves) for name, v in c.variants.items()}
         focus = c.variants[c.focus]
         ests: dict[str, Estimate | None] = {}
         metric_used: dict[str, str | None] = {}
@@ -610,7 +629,7 @@ def evaluate_claims(claims: list[Claim], store: Store, z: float = Z) -> tuple[li
             v = verdict(diff, se, c.higher_is_better, sign, kind, c.tolerance, z)
             seeds = min(fe.seeds, oe.seeds) if fe and oe else (fe or oe).seeds if (fe or oe) else 0
             n = (fe.n or 0) + (oe.n or 0) if fe and oe and fe.n is not None and oe.n is not None else None
-            peeval_side = _setting_summary(store, (fe.run_ids if fe else []) or runs[c.focus])
+            peeval_side = _setting_summary(store, (fe.run_ids if fe else []) or [r for u in runs[c.focus] for r in u])
             setting = f"paper: {c.setting} | peeval: {peeval_side or 'no runs'}; {seeds} seed(s)"
             if missing:
                 setting += " | " + "; ".join(missing)
