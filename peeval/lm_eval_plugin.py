@@ -101,9 +101,11 @@ class PeevalLM(_PeevalHFLM):
 class PeevalLlamaLM(_PeevalHFLM):
     """``--model peeval-llama``: a HF Llama-family checkpoint or GGUF file (``gguf_file=``),
     with optional ``rope_scaling=linear|dynamic|yarn`` + ``factor`` and ``adapter=DIR``
-    (a peft adapter directory, e.g. from ``peeval adapt``)."""
+    (a ``peeval adapt`` directory: tape, lora, theta, pi or yarn, see ``peeval.models.llama_adapters``)."""
 
     def __init__(self, pretrained, rope_scaling: str | None = None, factor: float | None = None, adapter=None, **kw):
+        if adapter and rope_scaling:  # an adapter carries its own rope parameters
+            raise ValueError("peeval-llama: give either adapter= or rope_scaling=, not both")
         if rope_scaling:  # transformers' own rope scalings, set on the config before loading
             from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -117,8 +119,15 @@ class PeevalLlamaLM(_PeevalHFLM):
             if not kw.get("tokenizer"):
                 kw["tokenizer"] = AutoTokenizer.from_pretrained(pretrained, **load)
             pretrained = AutoModelForCausalLM.from_pretrained(pretrained, config=cfg, dtype=torch.float32, **load)
-        if adapter:
-            kw["peft"] = adapter
+        if adapter:  # a `peeval adapt` folder (tape / lora / theta / pi / yarn): it sets its own rope scaling
+            from transformers import AutoTokenizer
+
+            from peeval.models.llama_adapters import load_adapted
+
+            if not kw.get("tokenizer"):
+                load = {"gguf_file": kw["gguf_file"]} if kw.get("gguf_file") else {}
+                kw["tokenizer"] = AutoTokenizer.from_pretrained(pretrained, **load)
+            pretrained = load_adapted(pretrained, adapter, gguf_file=kw.get("gguf_file"))
         super().__init__(pretrained, **kw)
 
 

