@@ -1,0 +1,138 @@
+"""TAPE table 8 measurement: the formulas on hand-built tensors, Proposition 4.2 (a pure id
+shift leaves RoPE and equivariant TAPE unchanged, for any weights) and its failure for the
+non-equivariant ablation, and the command's ingestible results file."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
+
+import peeval.models  # noqa: F401
+from peeval import shift_stability as S
+
+
+def _model(pe: str, seed: int = 0, **opts):
+    torch.manual_seed(seed)
+    cfg = AutoConfig.for_model(
+        "peeval",
+        pe=pe,
+        pe_options=opts,
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        num_hidden_layers=4,
+        vocab_size=50,
+        bos_token_id=1,
+        max_position_embeddings=256,
+    )
+    m = AutoModelForCausalLM.from_config(cfg).float().eval()
+    with torch.no_grad():  # non-trivial position updates (TAPE starts as RoPE: W1 = w_a = 0)
+        for p in m.model.pe.parameters():
+            p.normal_(0.0, 0.3)
+        for layer in m.model.layers:  # peaky attention, so that shifts matter
+            layer.self_attn.q_proj.weight.mul_(4.0)
+    return m
+
+
+IDS = torch.randint(2, 50, (2, 24), generator=torch.Generator().manual_seed(1))
+
+
+def test_tv_distance_by_hand():
+    a = torch.tensor([[[[1.0, 0.0], [0.5, 0.5]]]])  # (1, 1, 2, 2)
+    same = S.tv_distance(a, a, 0)
+    assert same == 0.0
+    b = torch.tensor([[[[1.0, 0.0], [0.9, 0.1]]]])
+    assert S.tv_distance(b, a, 0) == pytest.approx((0.0 + 0.5 * 0.8) / 2)
+    # one extra leading key holding 0.2 of each row's mass; the rest scaled by 0.8
+    c = torch.tensor([[[[1.0, 0.0, 0.0], [0.2, 0.8, 0.0], [0.2, 0.4, 0.4]]]])
+    # row 1: ½(0.2 + |0.8-1| + 0) = 0.2; row 2: ½(0.2 + 0.1 + 0.1) = 0.2
+    assert S.tv_distance(c, a, 1) == pytest.approx(0.2)
+
+
+def test_rope_dot_products_are_rotations_by_the_offset():
+    theta = 0.3
+    pos = torch.arange(5.0)
+    c, s = torch.cos(theta * pos), torch.sin(theta * pos)
+    e = torch.stack([torch.stack([c, s], -1), torch.stack([-s, c], -1)], -2)  # (N, L=2, R=2): [[c, s], [-s, c]]
+    e = e[None, None, :, :, :, None]  # (1, 1, N, 2, 2, M=1)
+    p = S.dot_products(e)[0, 0, 0]  # (N, N, 2, 2)
+    for i in range(5):
+        for j in range(5):
+            d = theta * (i - j)
+            want = torch.tensor([[math.cos(d), math.sin(d)], [-math.sin(d), math.cos(d)]])
+            assert torch.allclose(p[i, j], want, atol=1e-6)
+    assert S.pe_dot_diff(e, e, 0) == 0.0
+
+
+@pytest.mark.parametrize("pe, opts", [("rope", {}), ("tape", {})])
+def test_pure_id_shift_leaves_rope_and_tape_unchanged(pe, opts):
+    r = S.shift_stability(_model(pe, **opts), IDS)
+    layers = sorted({int(k.rsplit("@", 1)[1]) for k in r})
+    assert layers == [1, 2, 3, 4]
+    for layer in layers:
+        assert r[f"attn_diff@shift_ids@{layer}"] < 1e-5
+        assert r[f"pe_dot_diff@shift_ids@{layer}"] < 1e-3  # percent
+        assert r[f"attn_diff@add_tokens@{layer}"] > 1e-3  # three BOS tokens do take attention
+
+
+def test_non_equivariant_tape_is_not_shift_invariant():
+    eq = S.shift_stability(_model("tape"), IDS)
+    neq = S.shift_stability(_model("tape", equivariant=False), IDS)
+    assert neq["pe_dot_diff@shift_ids@1"] < 1e-3  # layer 1 still sees the RoPE initialisation
+    deepest = 4
+    assert neq[f"pe_dot_diff@shift_ids@{deepest}"] > 100 * max(eq[f"pe_dot_diff@shift_ids@{deepest}"], 1e-4)
+    assert neq[f"attn_diff@shift_ids@{deepest}"] > 100 * max(eq[f"attn_diff@shift_ids@{deepest}"], 1e-8)
+
+
+def test_absolute_encoding_is_not_shift_invariant_and_has_no_pe_dot():
+    r = S.shift_stability(_model("learned"), IDS)
+    assert r["attn_diff@shift_ids@1"] > 1e-3
+    assert not any(k.startswith("pe_dot_diff") for k in r)
+
+
+def test_no_bos_is_a_clear_error():
+    m = _model("rope")
+    m.config.bos_token_id = None
+    with pytest.raises(ValueError, match="bos_token_id"):
+        S.shift_stability(m, IDS)
+
+
+def test_command_writes_an_ingestible_results_file(tmp_path):
+    pytest.importorskip("tokenizers")
+    from peeval.data import mirror_path
+
+    if mirror_path("deepmind/pg19") is None:
+        pytest.skip("no PG-19 mirror (local/gutenberg-eval)")
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<unk>": 0, "<s>": 1, **{chr(97 + i): 2 + i for i in range(26)}}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    fast = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<s>", unk_token="<unk>")
+    ck = tmp_path / "ck"
+    m = _model("tape")
+    m.config.vocab_size = 50
+    m.save_pretrained(ck)
+    fast.save_pretrained(ck)
+    assert S.main(["--checkpoint", str(ck), "--out", str(tmp_path / "out"), "--sequences", "2", "--length", "16"]) == 0
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    res = doc["results"][S.TASK]
+    assert res["attn_diff@shift_ids@4,none"] < 1e-5
+    assert "pe_dot_diff@add_tokens@2_stderr,none" in res
+    assert doc["peeval"]["pe"] == "tape" and doc["peeval"]["model"] == "peeval" and doc["peeval"]["date"]
+    ingest = pytest.importorskip("leaderboard.ingest")
+    rows = ingest.parse_results_dir(tmp_path / "out", tmp_path)
+    got = {(r["task"], r["metric"]) for r in rows["metrics"]}
+    assert (S.TASK, "attn_diff@shift_ids@4") in got
+
+
+def test_command_rejects_a_non_checkpoint(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        S.main(["--checkpoint", str(tmp_path), "--out", str(tmp_path / "o")])
+    assert "no config.json" in capsys.readouterr().err
