@@ -420,3 +420,69 @@ def test_real_claims_file_on_an_empty_store_is_all_inconclusive():
     assert rows and all(r["verdict"] == "inconclusive" for r in rows)
     n_pairs = sum(len(c.variants) - 1 for c in C.load_claims())
     assert con.execute("SELECT count(*) FROM claims").fetchone()[0] == n_pairs
+
+
+# --------------------------------------------------------------------------- page and stage
+def _page_db():
+    con = _db()
+    C.write_claims(
+        con,
+        [
+            dict(claim_id=f"c-{v}:a-vs-b", paper=p, ref="Table 1", task="peeval_diag_x_test", metric="acc",
+                 compared="a vs b", paper_value=1.5, peeval_value=2.0, stderr=0.5, n=100, seeds=3, verdict=v,
+                 setting_diff="paper: <b>big</b> & long | peeval: tiny", run_ids=json.dumps(["r<1>", "r2"]))
+            for v, p in (("reproduced", "PoPE"), ("contradicted", "CoPE"), ("inconclusive", "TAPE"))
+        ],
+        [
+            dict(claim_id="c-reproduced", variant="a", encoding="<script>alert(1)</script>", paper_value=90.0,
+                 paper_std=2.0, peeval_value=80.0, stderr=1.0, n=50, seeds=3, run_ids="[]"),
+            dict(claim_id="c-reproduced", variant="b", encoding="rope", paper_value=10.0, paper_std=None,
+                 peeval_value=None, stderr=None, n=None, seeds=0, run_ids="[]"),
+        ],
+    )  # fmt: skip
+    return con
+
+
+def test_claims_page_escapes_and_shows_every_verdict():
+    from leaderboard.claims_page import render_claims_page
+
+    html = render_claims_page(_page_db())
+    assert html.startswith("<!doctype html>") and html.rstrip().endswith("</html>")
+    for v, cls in (("reproduced", "ok"), ("contradicted", "bad"), ("inconclusive", "unk")):
+        assert f'<td class="verdict {cls}">{v}</td>' in html
+    assert "<b>big</b>" not in html and "&lt;b&gt;big&lt;/b&gt; &amp; long" in html
+    assert 'href="runs/r&lt;1&gt;.html"' in html and 'href="runs/r2.html"' in html
+    assert "<script" not in html
+    assert "90 ± 2" in html and "80 ± 1 (3 seeds)" in html  # paper vs peeval per encoding
+    assert html.index(">PoPE</h2>") < html.index(">CoPE</h2>") < html.index(">TAPE</h2>")
+
+
+def test_claims_page_without_table_is_none():
+    from leaderboard.claims_page import render_claims_page
+
+    assert render_claims_page(duckdb.connect()) is None
+
+
+def test_stage_script_on_a_database(tmp_path, capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("claims_stage", ROOT / "pipelines" / "claims.py")
+    stage = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stage)
+    db = tmp_path / "p.duckdb"
+    assert stage.main(["--db", str(db)]) == 2
+    assert "no such database" in capsys.readouterr().err
+    con = duckdb.connect(str(db))
+    if SCHEMA.is_file():
+        con.execute(SCHEMA.read_text())
+    con.close()
+    out = tmp_path / "summary.json"
+    assert stage.main(["--db", str(db), "--summary", str(out)]) == 0
+    s = json.loads(out.read_text())
+    assert s["comparisons"] == s["inconclusive"] > 40 and s["reproduced"] == 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(_one(unit="nope")))
+    before = duckdb.connect(str(db)).execute("SELECT count(*) FROM claims").fetchone()[0]
+    assert stage.main(["--db", str(db), "--claims", str(bad)]) == 2
+    assert "'x-claim'" in capsys.readouterr().err
+    assert duckdb.connect(str(db)).execute("SELECT count(*) FROM claims").fetchone()[0] == before
