@@ -486,3 +486,40 @@ def test_stage_script_on_a_database(tmp_path, capsys):
     assert stage.main(["--db", str(db), "--claims", str(bad)]) == 2
     assert "'x-claim'" in capsys.readouterr().err
     assert duckdb.connect(str(db)).execute("SELECT count(*) FROM claims").fetchone()[0] == before
+
+
+def test_claims_page_in_headless_chromium(tmp_path):
+    """The site builder writes the page and links it; a visitor sees every verdict, hostile text as text."""
+    import os
+
+    chromium = os.environ.get("PEEVAL_CHROMIUM", "/usr/bin/chromium")
+    if not Path(chromium).exists():
+        pytest.skip(f"no Chromium at {chromium}")
+    site = pytest.importorskip("leaderboard.site")
+    from playwright.sync_api import sync_playwright
+
+    db = tmp_path / "peeval.duckdb"
+    con = _page_db()
+    con.execute(f"ATTACH '{db}' AS f")
+    con.execute("COPY FROM DATABASE memory TO f")
+    con.execute("DETACH f")
+    index = site.build_site(db, tmp_path / "site")
+    page_path = index.parent / "claims.html"
+    assert page_path.is_file() and "claims.html" in index.read_text()
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox"], headless=True)
+        try:
+            page = browser.new_page()
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(page_path.as_uri())
+            for v in C.VERDICTS:
+                assert page.locator("td.verdict", has_text=v).count() == 1
+            assert page.locator("h2").all_inner_texts() == ["PoPE", "CoPE", "TAPE"]
+            assert page.locator("td", has_text="<b>big</b> & long").count() == 3  # shown as text
+            link = page.locator("a", has_text="r2").first.get_attribute("href")
+            assert link == "runs/r2.html"
+        finally:
+            browser.close()
+    assert not errors, errors
