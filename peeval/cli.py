@@ -55,11 +55,14 @@ def task_manager(names: list[str], metadata: dict | None):
     """A TaskManager over peeval's tasks plus only the lm-eval folders the names need."""
     from lm_eval.tasks import TaskManager
 
-    tm = TaskManager(include_path=[str(PEEVAL_TASKS)], include_defaults=False, metadata=metadata)
+    from peeval.tasks.groups import builtin_dirs  # the lm-eval folders of peeval's suites
+
+    suites = builtin_dirs(names)
+    tm = TaskManager(include_path=[str(PEEVAL_TASKS), *suites], include_defaults=False, metadata=metadata)
     missing = [n for n in names if n not in tm.all_tasks]
     if missing:
         tm = TaskManager(
-            include_path=[str(PEEVAL_TASKS), *map(str, lm_eval_task_dirs(missing))],
+            include_path=[str(PEEVAL_TASKS), *suites, *map(str, lm_eval_task_dirs(missing))],
             include_defaults=False,
             metadata=metadata,
         )
