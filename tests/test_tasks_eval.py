@@ -1,0 +1,94 @@
+"""``peeval eval`` end to end on a tiny checkpoint, offline: lm-eval's built-in tasks from the
+mirror, hellaswag and CBT from hub-schema fixtures added to a copy of the mirror, SCROLLS,
+the diagnostics and (slow) the two suites."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO
+from test_tasks_cbt import write_cbt_mirror
+from test_tasks_mirror import _write_hub_layout
+
+BIN = Path(sys.executable).parent
+MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
+needs_mirror = pytest.mark.skipif(not (MIRROR / "hf" / "allenai" / "ai2_arc").is_dir(), reason="no data mirror")
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    """A tiny rope checkpoint with a byte-level BPE tokenizer trained here (no download)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from peeval.models import PeevalConfig, PeevalForCausalLM
+
+    out = tmp_path_factory.mktemp("ckpt") / "rope"
+    tok = Tokenizer(models.BPE(unk_token=None))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    corpus = ["The quick brown fox jumps over the lazy dog. Question: Answer: 0123456789 the of and a to in is"]
+    tok.train_from_iterator(corpus * 20, trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
+                            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))  # fmt: skip
+    hf_tok = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", bos_token="<|endoftext|>")
+    torch.manual_seed(0)
+    cfg = PeevalConfig(vocab_size=len(hf_tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                       num_attention_heads=2, max_position_embeddings=256, pe="rope",
+                       bos_token_id=hf_tok.bos_token_id, eos_token_id=hf_tok.eos_token_id)  # fmt: skip
+    PeevalForCausalLM(cfg).save_pretrained(out)
+    hf_tok.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory):
+    """The real mirror (linked) plus hub-schema fixtures of hellaswag and CBT."""
+    root = tmp_path_factory.mktemp("mirror")
+    for org in (MIRROR / "hf").iterdir():
+        if org.is_dir():
+            (root / "hf" / org.name).mkdir(parents=True)
+            for ds in org.iterdir():
+                (root / "hf" / org.name / ds.name).symlink_to(ds)
+    _write_hub_layout(root)
+    write_cbt_mirror(root)
+    return root
+
+
+def peeval_eval(ckpt, mirror, tasks: str, out: Path, limit: int = 2):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "PEEVAL_DATA_MIRROR": str(mirror)}  # fmt: skip
+    args = [str(BIN / "peeval"), "eval", "--model", "peeval", "--model_args", f"pretrained={ckpt},max_length=1024",
+            "--tasks", tasks, "--limit", str(limit), "--output_path", str(out), "--run_name", "run"]  # fmt: skip
+    r = subprocess.run(args, capture_output=True, text=True, env=env, timeout=900)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return json.loads((out / "run" / "results.json").read_text())["results"]
+
+
+@needs_mirror
+def test_builtin_fixture_scrolls_and_diagnostic_tasks_run(ckpt, mirror, tmp_path):
+    tasks = ["lambada_openai", "blimp_adjunct_island", "piqa", "arc_easy", "arc_challenge", "mmlu_anatomy",
+             "hellaswag", "peeval_cbt_ne", "peeval_scrolls_quality", "peeval_diag_addition_test"]  # fmt: skip
+    res = peeval_eval(ckpt, mirror, ",".join(tasks), tmp_path)
+    for t in tasks:
+        assert res[t]["sample_len"] == 2, t
+    for t in tasks[:8]:
+        assert 0.0 <= res[t]["acc,none"] <= 1.0, t
+    assert 0.0 <= res["peeval_scrolls_quality"]["em,none"] <= 100.0
+    assert "acc@1x1,none" in res["peeval_diag_addition_test"]
+
+
+@pytest.mark.slow
+@needs_mirror
+def test_suites_run(ckpt, mirror, tmp_path):
+    res = peeval_eval(ckpt, mirror, "peeval_zeroshot,peeval_tape_suite,peeval_diag,peeval_scrolls_qmsum", tmp_path, 1)
+    assert 0.0 <= res["peeval_zeroshot"]["acc,none"] <= 1.0
+    for t in ("lambada_openai", "blimp", "peeval_cbt", "hellaswag", "piqa", "arc_easy"):
+        assert t in res
+    for t in ("mmlu_humanities", "mmlu_social_sciences", "mmlu_stem", "mmlu_other", "arc_challenge"):
+        assert 0.0 <= res[t]["acc,none"] <= 1.0
+    assert "rouge_gm,none" in res["peeval_scrolls_qmsum"]
+    assert sum(t.startswith("peeval_diag_") for t in res) == 11
