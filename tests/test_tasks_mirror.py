@@ -131,3 +131,18 @@ def test_partial_mirror_config_is_not_taken_for_the_dataset(monkeypatch):
     assert mirror_path("tau/scrolls", "qasper") is None
     with pytest.raises(FileNotFoundError, match=r"'tau/scrolls' \(qasper\)"):
         load_dataset("tau/scrolls", "qasper", split="validation")
+
+
+def test_import_hook_routes_builtin_tasks_through_the_mirror():
+    """The hook's source (as a fresh install ships it) patches lm-eval's task class on import."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != '_PostImportFinder'];"
+        "sys.__dict__.pop('_peeval_lm_eval_hook_installed', None);"
+        "import peeval._lm_eval_hook; import lm_eval.api.task as t;"
+        "print(getattr(t.ConfigurableTask.download, '_peeval_mirror', False))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.stdout.strip().splitlines()[-1] == "True", r.stderr[-2000:]
