@@ -67,6 +67,17 @@ def test_diagnostic_task_names_exist():
             assert m and m[1] in gen.TASKS and m[2] in gen.splits(m[1]), c.task
 
 
+def test_peeval_task_names_exist():
+    """Every peeval_* task a claim reads is a task YAML of the package (or the shift-stability stage)."""
+    names = {p.stem for p in (ROOT / "peeval" / "tasks").rglob("peeval_*.yaml")}
+    if not names:
+        pytest.skip("no task YAMLs")
+    for c in C.load_claims():
+        for t in C._leaf_tasks(c.task):
+            if t.startswith("peeval_") and t != "peeval_shift_stability":
+                assert t in names, (c.id, t)
+
+
 # numbers the seed's OCR mangled, checked by hand: CoPE table 3 prints "53" for 5.3, table 7
 # runs CoPE's "0.03 (0.06)" together as "0.030.060" and absolute PE's "21.7 (7.9)" as "21.77.9)"
 OCR_EXCEPTIONS = {
