@@ -366,7 +366,8 @@ def read_store(con) -> Store:
         d.setdefault(str(metric), (float(value), None if stderr is None else float(stderr), n))
 
     if "metrics" in tables:
-        for r in con.execute("SELECT run_id, task, metric, value, stderr, n FROM metrics").fetchall():
+        q = "SELECT run_id, task, metric, value, stderr, n FROM metrics ORDER BY filter <> 'none', filter"
+        for r in con.execute(q).fetchall():  # the 'none' filter first: it wins
             put(*r)
     if "ppl_by_length" in tables:
         q = "SELECT run_id, corpus, length, ppl, tokens FROM ppl_by_length"

@@ -366,7 +366,8 @@ def test_adapt_runs_and_run_params(tmp_path):
     con = _db()
     _run(con, "ad1", "rope", 0, kind="adapt", params={"adapt": {"method": "tape"}})
     _run(con, "ad2", "rope", 0, kind="adapt", params={"adapt": {"method": "lora"}})
-    _metric(con, "ad1", "peeval_passkey", "acc", 0.9, 0.03, 100)
+    con.execute("INSERT INTO metrics VALUES ('ad1', 'peeval_passkey', 'acc', 'strict-match', 0.0, 0.0, 100)")
+    _metric(con, "ad1", "peeval_passkey", "acc", 0.9, 0.03, 100)  # the 'none' filter is the one read
     _metric(con, "ad2", "peeval_passkey", "acc", 0.5, 0.05, 100)
     _run(con, "c3", "cope", 0, params={"train": {"n_vars": 3}})
     _run(con, "c1", "cope", 1)  # no n_vars recorded: the generator default 1
