@@ -1,0 +1,14 @@
+"""Stage `adapt@<method>`: extend SmolLM2-135M's context with one method (TAPE table 2)."""
+
+import sys
+
+from common import ADAPT, params
+
+from peeval.adapt import run_adapt
+
+if __name__ == "__main__":
+    method = sys.argv[1]
+    p = params()
+    overrides = p["adapt"]["train"].get("set") or {}
+    s = run_adapt(ADAPT / method, method, profile=p["profile"], seed=p["seed"], **overrides)
+    print(f"adapt {method}: {s.get('trainable_params')} trainable parameters, {s.get('steps')} steps")

@@ -1,0 +1,61 @@
+"""Stage `site`: the static leaderboard, plus the files `dvc metrics show` (headline numbers per
+encoding) and `dvc plots show` (perplexity vs context length) read."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+from common import DB, SITE
+
+from leaderboard.site import Site, build_site
+
+METRICS = Path("leaderboard/metrics.json")
+PLOTS = Path("leaderboard/plots")
+
+
+def _atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def headline(con) -> dict:
+    """{encoding: {column: mean over seeds}} for the leaderboard's columns (finite values only)."""
+    labels, cells, _ = Site(con, SITE).columns(("pretrain", "diagnostic", "adapt", "external"))
+    out = {}
+    for name in sorted(cells):
+        row = {}
+        for label in labels:
+            xs = [v for v, _ in cells[name].get(label, []) if v is not None and math.isfinite(v)]
+            if xs:
+                row[label.replace(" ", "_")] = round(sum(xs) / len(xs), 6)
+        out[name] = row
+    return out
+
+
+def ppl_rows(con) -> list[dict]:
+    cur = con.execute("select r.name as encoding_, p.corpus, p.length, avg(p.ppl) ppl, avg(p.bpb) bpb "
+                      "from ppl_by_length p join runs r using (run_id) where isfinite(p.ppl) "
+                      "group by all order by corpus, encoding_, length")  # fmt: skip
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+if __name__ == "__main__":
+    import duckdb
+
+    index = build_site(DB, SITE)
+    con = duckdb.connect(str(DB), read_only=True)
+    try:
+        _atomic(METRICS, json.dumps(headline(con), indent=1, sort_keys=True))
+        rows = ppl_rows(con)
+    finally:
+        con.close()
+    fields = ["encoding_", "corpus", "length", "ppl", "bpb"]
+    lines = ["encoding,corpus,length,ppl,bpb"] + [",".join(str(r[f]) for f in fields) for r in rows]
+    _atomic(PLOTS / "ppl_vs_length.csv", "\n".join(lines) + "\n")
+    print(f"site: {index.resolve()}")
