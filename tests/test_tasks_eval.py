@@ -83,12 +83,19 @@ def test_builtin_fixture_scrolls_and_diagnostic_tasks_run(ckpt, mirror, tmp_path
 
 @pytest.mark.slow
 @needs_mirror
-def test_suites_run(ckpt, mirror, tmp_path):
-    res = peeval_eval(ckpt, mirror, "peeval_zeroshot,peeval_tape_suite,peeval_diag,peeval_scrolls_qmsum", tmp_path, 1)
+def test_zeroshot_suite_and_diagnostics_run(ckpt, mirror, tmp_path):
+    res = peeval_eval(ckpt, mirror, "peeval_zeroshot,peeval_diag,peeval_scrolls_qmsum", tmp_path, 1)
     assert 0.0 <= res["peeval_zeroshot"]["acc,none"] <= 1.0
     for t in ("lambada_openai", "blimp", "peeval_cbt", "hellaswag", "piqa", "arc_easy"):
-        assert t in res
-    for t in ("mmlu_humanities", "mmlu_social_sciences", "mmlu_stem", "mmlu_other", "arc_challenge"):
-        assert 0.0 <= res[t]["acc,none"] <= 1.0
+        assert 0.0 <= res[t]["acc,none"] <= 1.0, t
     assert "rouge_gm,none" in res["peeval_scrolls_qmsum"]
     assert sum(t.startswith("peeval_diag_") for t in res) == 11
+
+
+@pytest.mark.slow
+@needs_mirror
+def test_tape_suite_runs(ckpt, mirror, tmp_path):
+    """(lm-eval refuses one task in two requested groups: run the suites separately.)"""
+    res = peeval_eval(ckpt, mirror, "peeval_tape_suite", tmp_path, 1)
+    for t in ("mmlu_humanities", "mmlu_social_sciences", "mmlu_stem", "mmlu_other", "arc_challenge", "arc_easy"):
+        assert 0.0 <= res[t]["acc,none"] <= 1.0, t
