@@ -1,9 +1,10 @@
-# One command each: `make test` (venv + install + tests), `make bench`, `make lint`.
+# One command each: `make test` (venv + install + tests), `make leaderboard` (the whole pipeline:
+# `dvc repro` on params.yaml, the cpu profile by default; PROFILE=smoke|paper switches), `make bench`, `make lint`.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.peeval-installed
 
-.PHONY: test test-slow lint format bench venv
+.PHONY: test test-slow lint format bench venv leaderboard
 
 venv: $(STAMP)
 
@@ -31,3 +32,9 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m peeval.bench
+
+# offline, no git or DVC remote; stage scripts run with the venv's python first on PATH
+leaderboard: $(STAMP)
+	@if [ -n "$(PROFILE)" ]; then $(PY) pipelines/use_profile.py $(PROFILE); fi
+	PATH="$(abspath $(VENV))/bin:$$PATH" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(VENV)/bin/dvc repro
+	@echo "leaderboard: file://$(abspath leaderboard/site/index.html)"

@@ -1,0 +1,95 @@
+"""The whole `dvc repro` on the `smoke` profile in a copy of the repository (offline, no git or
+DVC remote): data -> tokenizer -> train -> diagnostics -> adapt -> eval -> ingest (+ claims) ->
+site; then a second `dvc repro` is a no-op, changing one encoding's parameters invalidates only
+that encoding's stage, and the built site passes the browser checks of test_site."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+import yaml
+from conftest import REPO
+from test_site import check_in_browser
+
+BIN = Path(sys.executable).parent
+MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
+pytestmark = pytest.mark.skipif(not (MIRROR / "local" / "gutenberg-train").is_dir(), reason="no data mirror")
+
+
+def sh(args, cwd, timeout=900):
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1",
+           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PEEVAL_DATA_MIRROR": str(MIRROR)}  # fmt: skip
+    r = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, f"{args}:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    return r.stdout + r.stderr
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    """A copy of the working tree (what a fresh clone has) with the smoke pipeline reproduced."""
+    work = tmp_path_factory.mktemp("smoke") / "repo"
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True,
+                           check=True).stdout.decode().split("\0")  # fmt: skip
+    for rel in filter(None, files):
+        src = Path(REPO) / rel
+        if src.is_file():
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, work / rel)
+    sh([str(BIN / "dvc"), "config", "--local", "core.no_scm", "true"], work)  # the copy is not a git repository
+    sh([sys.executable, "pipelines/use_profile.py", "smoke"], work)
+    t0 = time.perf_counter()
+    log = sh([str(BIN / "dvc"), "repro"], work)
+    return work, log, time.perf_counter() - t0
+
+
+def test_smoke_pipeline_end_to_end(smoke):
+    work, log, wall = smoke
+    p = yaml.safe_load((work / "params.yaml").read_text())
+    print(f"smoke dvc repro: {wall:.0f} s")
+    for stage in ("data", "tokenizer", "ingest", "site", *(f"train@{e}" for e in p["encodings"])):
+        assert f"Running stage '{stage}'" in log, stage
+    con = duckdb.connect(str(work / "leaderboard" / "peeval.duckdb"), read_only=True)
+    names = {r[0] for r in con.execute("select distinct name from runs where kind = 'pretrain'").fetchall()}
+    assert names == set(p["encodings"])
+    lengths = {r[0] for r in con.execute("select distinct length from ppl_by_length").fetchall()}
+    assert lengths == set(p["eval"]["suites"]["lm"]["metadata"]["lengths"])
+    assert con.execute("select count(*) from passkey_cells").fetchone()[0] > 0
+    assert con.execute("select count(*) from training_curves").fetchone()[0] > 0
+    assert con.execute("select count(*) from diagnostic_cells where task = 'addition'").fetchone()[0] > 1
+    assert con.execute("select count(*) from runs where kind = 'adapt'").fetchone()[0] == len(p["adapt"]["methods"])
+    con.close()
+    headline = json.loads((work / "leaderboard" / "metrics.json").read_text())
+    assert set(p["encodings"]) <= set(headline)
+    out = sh([str(BIN / "dvc"), "metrics", "show", "--json"], work)
+    assert "passkey_acc" in out
+
+
+def test_second_repro_is_a_noop_and_one_encoding_reruns_alone(smoke):
+    work, _, _ = smoke
+    t0 = time.perf_counter()
+    log = sh([str(BIN / "dvc"), "repro"], work)
+    ran = [line for line in log.splitlines() if line.startswith("Running stage")]
+    assert ran == ["Running stage 'data':"], ran  # the mirror is re-hashed (always_changed), nothing else runs
+    assert time.perf_counter() - t0 < 60
+    params = work / "params.yaml"
+    p = yaml.safe_load(params.read_text())
+    p["encodings"]["rope"]["set"] = {"lr": 0.002}
+    params.write_text(yaml.safe_dump(p, sort_keys=False))
+    status = json.loads(sh([str(BIN / "dvc"), "status", "--json"], work).strip().splitlines()[-1])
+    assert set(status) == {"train@rope"}, status
+
+
+def test_site_of_the_smoke_run_in_chromium(smoke, tmp_path):
+    work, _, _ = smoke
+    p = yaml.safe_load((work / "params.yaml").read_text())
+    index = work / "leaderboard" / "site" / "index.html"
+    shot = tmp_path / "smoke_site.png"
+    check_in_browser(index, len(p["encodings"]), shot)
+    if Path("/tmp/pipeline").is_dir():
+        shutil.copy(shot, "/tmp/pipeline/site.png")
