@@ -254,7 +254,7 @@ class Site:
         best = {}
         for label, low in zip(labels, lower):
             vs = [s[label][0] for s in stats.values() if label in s and math.isfinite(s[label][0])]
-            if vs:
+            if len(vs) > 1:
                 best[label] = min(vs) if low else max(vs)
         headers = [first] + [f"{lab} {'↓' if low else '↑'}" for lab, low in zip(labels, lower)]
         rows = []

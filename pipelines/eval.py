@@ -52,7 +52,7 @@ def argv_for(kind: str, name: str, what: str, p: dict) -> list[str]:
         args += ["--tasks", ",".join(tasks)]
         out = RESULTS / kind / name
         run = what
-    args += ["--output_path", str(out), "--run_name", run, "--seed", str(p["seed"]), "--device", "cpu"]
+    args += ["--output_path", str(out), "--run_name", run, "--seed", str(p["seed"])]  # device: cuda if available
     if limit is not None:
         args += ["--limit", str(limit)]
     if metadata:
