@@ -280,8 +280,9 @@ def parse_results_dir(run_dir: Path, root: Path) -> dict[str, list[dict]]:
                                              "len_a": int(m[1]) if m else None, "len_b": int(m[2]) if m else None,
                                              "acc": value, "n": n_of(task, metric, filt)})  # fmt: skip
     for task, metric, filt, value, _ in metrics:
-        if (diag := split_diag_task(task)) and metric == "acc" and filt == "none":
-            rows["diagnostic_cells"].append({"run_id": run_id, "task": diag[0], "split": diag[1], "cell": "all",
+        if (diag := split_diag_task(task)) and "@" not in metric and metric.endswith("acc") and filt == "none":
+            cell = "all" if metric == "acc" else metric  # flip-flop: read_acc, seq_acc
+            rows["diagnostic_cells"].append({"run_id": run_id, "task": diag[0], "split": diag[1], "cell": cell,
                                              "len_a": None, "len_b": None, "acc": value,
                                              "n": n_of(task, metric, filt)})  # fmt: skip
     for (corpus, length), r in sorted(ppl.items()):

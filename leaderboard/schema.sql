@@ -62,8 +62,9 @@ CREATE TABLE IF NOT EXISTS passkey_cells (
     n      INTEGER
 );
 
--- peeval_diag_<task>_<split>: overall accuracy (cell 'all') and per-cell accuracies (acc@<cell>;
--- addition cells 'AxB' also fill len_a / len_b).
+-- peeval_diag_<task>_<split>: overall accuracy (cell 'all'), other accuracies under their metric name
+-- (flip-flop 'read_acc', 'seq_acc') and per-cell accuracies (acc@<cell>; addition cells 'AxB' also
+-- fill len_a / len_b).
 CREATE TABLE IF NOT EXISTS diagnostic_cells (
     run_id VARCHAR NOT NULL,
     task   VARCHAR NOT NULL,    -- generator name: indirect_indexing, flip_flop, selective_copy, counting, addition

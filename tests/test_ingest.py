@@ -71,7 +71,10 @@ def tree(tmp_path):
     }  # fmt: skip
     n_samples = {"peeval_passkey": {"original": 10, "effective": 4}, "peeval_ppl_pg19": {"effective": 2}}
     write_results(tmp_path / "results" / "lm", ck, results, {"peeval_passkey": samples}, n_samples)
-    diag = {"peeval_diag_addition_test": {"acc,none": 0.25, "acc@1x2,none": 0.5, "acc@3x3,none": 0.0}}
+    diag = {
+        "peeval_diag_addition_test": {"acc,none": 0.25, "acc@1x2,none": 0.5, "acc@3x3,none": 0.0},
+        "peeval_diag_flip_flop_ood_sparse": {"acc,none": 0.5, "read_acc,none": 0.75, "seq_acc,none": 0.125},
+    }
     write_results(tmp_path / "results" / "diag", dk, diag, {}, {"peeval_diag_addition_test": {"effective": 4}})
     return tmp_path
 
@@ -94,7 +97,11 @@ def test_cells_parsed_from_metric_names(tree):
     ]
     ppl = con.execute("select corpus, length, ppl, bpb, tokens, windows from ppl_by_length order by length").fetchall()
     assert ppl[0] == ("pg19", 32, 411.5, 3.79, 62, 2) and ppl[1][:2] == ("pg19", 64) and math.isinf(ppl[1][2])
-    cells = con.execute("select task, split, cell, len_a, len_b, acc from diagnostic_cells order by cell").fetchall()
+    ff = "select split, cell, acc from diagnostic_cells where task = 'flip_flop' order by cell"
+    assert con.execute(ff).fetchall() == [("ood_sparse", "all", 0.5), ("ood_sparse", "read_acc", 0.75),
+                                          ("ood_sparse", "seq_acc", 0.125)]  # fmt: skip
+    q = "select task, split, cell, len_a, len_b, acc from diagnostic_cells where task = 'addition' order by cell"
+    cells = con.execute(q).fetchall()
     assert cells == [("addition", "test", "1x2", 1, 2, 0.5), ("addition", "test", "3x3", 3, 3, 0.0),
                      ("addition", "test", "all", None, None, 0.25)]  # fmt: skip
     kinds = dict(con.execute("select kind, checkpoint from runs").fetchall())
