@@ -82,7 +82,8 @@ def test_second_repro_is_a_noop_and_one_encoding_reruns_alone(smoke):
     p["encodings"]["rope"]["set"] = {"lr": 0.002}
     params.write_text(yaml.safe_dump(p, sort_keys=False))
     status = json.loads(sh([str(BIN / "dvc"), "status", "--json"], work).strip().splitlines()[-1])
-    assert set(status) == {"train@rope"}, status
+    assert set(status) == {"data", "train@rope"}, status  # data: "always changed" (re-hashes the mirror)
+    assert "encodings.rope" in json.dumps(status["train@rope"])
 
 
 def test_site_of_the_smoke_run_in_chromium(smoke, tmp_path):
