@@ -19,7 +19,7 @@ from test_site import check_in_browser
 
 BIN = Path(sys.executable).parent
 MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
-pytestmark = pytest.mark.skipif(not (MIRROR / "local" / "gutenberg-train").is_dir(), reason="no data mirror")
+needs_mirror = pytest.mark.skipif(not (MIRROR / "local" / "gutenberg-train").is_dir(), reason="no data mirror")
 
 
 def sh(args, cwd, timeout=900):
@@ -48,6 +48,7 @@ def smoke(tmp_path_factory):
     return work, log, time.perf_counter() - t0
 
 
+@needs_mirror
 def test_smoke_pipeline_end_to_end(smoke):
     work, log, wall = smoke
     p = yaml.safe_load((work / "params.yaml").read_text())
@@ -70,6 +71,7 @@ def test_smoke_pipeline_end_to_end(smoke):
     assert "passkey_acc" in out
 
 
+@needs_mirror
 def test_second_repro_is_a_noop_and_one_encoding_reruns_alone(smoke):
     work, _, _ = smoke
     t0 = time.perf_counter()
@@ -86,6 +88,7 @@ def test_second_repro_is_a_noop_and_one_encoding_reruns_alone(smoke):
     assert "encodings.rope" in json.dumps(status["train@rope"])
 
 
+@needs_mirror
 def test_site_of_the_smoke_run_in_chromium(smoke, tmp_path):
     work, _, _ = smoke
     p = yaml.safe_load((work / "params.yaml").read_text())
@@ -94,3 +97,24 @@ def test_site_of_the_smoke_run_in_chromium(smoke, tmp_path):
     check_in_browser(index, len(p["encodings"]), shot)
     if Path("/tmp/pipeline").is_dir():
         shutil.copy(shot, "/tmp/pipeline/site.png")
+
+
+def test_profiles_are_consistent():
+    """params.yaml is the cpu profile; every profile names only known encodings, tasks and suites."""
+    from peeval.models.encodings import ENCODINGS
+    from peeval.tasks.diagnostics.generators import TASKS
+
+    root = Path(REPO)
+    assert (root / "params.yaml").read_text() == (root / "params" / "cpu.yaml").read_text()
+    keys = None
+    for name in ("smoke", "cpu", "paper"):
+        p = yaml.safe_load((root / "params" / f"{name}.yaml").read_text())
+        assert p["profile"] == name
+        assert keys in (None, set(p)), name
+        keys = set(p)
+        assert all(e["pe"] in ENCODINGS for e in p["encodings"].values()), name
+        assert set(p["diagnostics"]["encodings"]) <= set(p["encodings"]) and set(p["diagnostics"]["tasks"]) <= set(
+            TASKS
+        )
+        assert set(p["eval"]["pretrain"]) | set(p["eval"]["adapt"]) <= set(p["eval"]["suites"]), name
+        assert set(p["adapt"]["methods"]) <= {"tape", "lora", "theta", "pi", "yarn"}, name
