@@ -610,7 +610,9 @@ def evaluate_claims(claims: list[Claim], store: Store, z: float = Z) -> tuple[li
             ests.setdefault(c.focus, fe)
             ests[name] = oe
             other = c.variants[name]
-            paper_diff = focus.paper - other.paper if focus.paper is not None and other.paper is not None else None
+            paper_diff = None
+            if focus.paper is not None and other.paper is not None:
+                paper_diff = round(focus.paper - other.paper, 9)  # 94.82 - 11.16 is 83.66, not 83.66000000000001
             sign = 1
             if c.claim == "better" and paper_diff not in (None, 0.0):
                 sign = 1 if (paper_diff > 0) == c.higher_is_better else -1
@@ -632,6 +634,7 @@ def evaluate_claims(claims: list[Claim], store: Store, z: float = Z) -> tuple[li
             n = (fe.n or 0) + (oe.n or 0) if fe and oe and fe.n is not None and oe.n is not None else None
             peeval_side = _setting_summary(store, (fe.run_ids if fe else []) or [r for u in runs[c.focus] for r in u])
             setting = f"paper: {c.setting} | peeval: {peeval_side or 'no runs'}; {seeds} seed(s)"
+            setting += f" | CPU profile: {c.cpu} ({c.cpu_note})"
             if missing:
                 setting += " | " + "; ".join(missing)
             used = sorted(set((fe.run_ids if fe else []) + (oe.run_ids if oe else [])))
