@@ -141,7 +141,12 @@ def check_in_browser(index: Path, n_rows: int, screenshot: Path) -> None:
             assert rows.count() == n_rows
             names = lambda: page.locator("#leaderboard tbody tr td:first-child").all_inner_texts()  # noqa: E731
             before = names()
-            header = page.locator("#leaderboard thead th").nth(1)  # a numeric column
+            ncols = page.locator("#leaderboard thead th").count()
+            col = next(  # a numeric column whose values all differ (ties keep their order)
+                i for i in range(1, ncols)
+                if len(set(page.locator(f"#leaderboard tbody tr td:nth-child({i + 1})").all_inner_texts())) == n_rows
+            )  # fmt: skip
+            header = page.locator("#leaderboard thead th").nth(col)
             header.click()
             asc = names()
             header.click()
