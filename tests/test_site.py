@@ -122,7 +122,7 @@ def test_claims_page_hook(tmp_path, monkeypatch):
     assert not (index.parent / "claims.html").exists() and "claims.html" not in index.read_text()
 
 
-def check_in_browser(index: Path, n_rows: int, screenshot: Path) -> None:
+def check_in_browser(index: Path, n_rows: int, screenshot: Path, diagnostics: bool = True) -> None:
     """Open the site from file:// in headless Chromium and check what a visitor sees."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium)")
@@ -157,7 +157,7 @@ def check_in_browser(index: Path, n_rows: int, screenshot: Path) -> None:
             page.fill("input.filter[data-table=leaderboard]", "")
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(screenshot), full_page=True)
-            for name in ("ppl.html", "passkey.html", "diagnostics.html", "training.html"):
+            for name in ("ppl.html", "passkey.html", "training.html", *(["diagnostics.html"] if diagnostics else [])):
                 page.goto((index.parent / name).as_uri())
                 charts = page.locator("svg.chart")
                 assert charts.count() > 0, name
