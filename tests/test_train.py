@@ -1,0 +1,177 @@
+"""peeval train / tokenizer: loss goes down for every encoding, resume == uninterrupted,
+determinism, tokenizer determinism, schedule and baseline by hand, bad input."""
+
+import csv
+import json
+import math
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from peeval import train as tr
+from peeval.data import mirror_root
+from peeval.models.encodings import ENCODINGS
+
+TEXT = (
+    "The quick brown fox jumps over the lazy dog. The lazy dog sleeps under the old oak tree. "
+    "A fox and a dog are friends in the green field near the river. "
+) * 30
+
+TINY = dict(
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    seq_len=32,
+    batch_size=4,
+    eval_batches=2,
+    train_chars=None,
+    val_chars=None,
+)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    d = tmp_path_factory.mktemp("corpus")
+    for i in range(4):
+        (d / f"{i:02d}.txt").write_text(TEXT)
+    return str(d)
+
+
+@pytest.fixture(scope="module")
+def tok_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tok")
+    tr.train_bpe([TEXT], 200).save_pretrained(d)
+    return str(d)
+
+
+def curve(path):
+    with open(path / "train_curve.csv") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.parametrize("pe", sorted(ENCODINGS))
+def test_a_few_steps_lower_the_loss(pe, corpus, tok_dir, tmp_path):
+    s = tr.run_train(
+        tmp_path, pe, profile="smoke", tokenizer=tok_dir, corpus=corpus, steps=6, lr=1e-2, eval_every=1, **TINY
+    )
+    rows = curve(tmp_path)
+    assert [r["step"] for r in rows] == [str(i) for i in range(1, 7)]
+    val = [float(r["val_loss"]) for r in rows]
+    assert val[-1] < val[0] - 0.05, val
+    assert s["final_val_loss"] == pytest.approx(val[-1], abs=1e-5)
+    assert s["final_val_ppl"] == pytest.approx(math.exp(s["final_val_loss"]))
+    assert s["pe"] == pe and s["training_length"] == 32 and s["tokens"] == 6 * 4 * 32
+    assert (tmp_path / "model.safetensors").exists() and (tmp_path / "tokenizer.json").exists()
+    assert not (tmp_path / tr.STATE_FILE).exists()
+
+
+@pytest.mark.parametrize("pe", ["rope", "randpe"])  # randpe draws random positions: RNG state must resume
+def test_resume_equals_uninterrupted_and_determinism(pe, corpus, tok_dir, tmp_path):
+    kw = dict(profile="smoke", tokenizer=tok_dir, corpus=corpus, steps=6, save_every=3, eval_every=2, **TINY)
+    if pe == "randpe":
+        kw["pe_options"] = {"max_positions": 256}
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    tr.run_train(a, pe, **kw)
+    tr.run_train(c, pe, **kw)
+    res = tr.run_train(b, pe, stop_after=4, **kw)  # "killed" after step 4; last saved state: step 3
+    assert res == {"interrupted_at": 4}
+    assert (b / tr.STATE_FILE).exists() and not (b / "model.safetensors").exists()
+    tr.run_train(b, pe, **kw)
+    wa, wb, wc = (load_file(str(d / "model.safetensors")) for d in (a, b, c))
+    assert wa.keys() == wb.keys()
+    for k in wa:
+        assert torch.equal(wa[k], wb[k]), k  # resumed == uninterrupted, bit for bit
+        assert torch.equal(wa[k], wc[k]), k  # same seed and data -> same checkpoint
+
+    def strip(rows):
+        return [{k: v for k, v in r.items() if k != "elapsed_s"} for r in rows]
+
+    assert strip(curve(a)) == strip(curve(b))
+    d = tmp_path / "d"
+    tr.run_train(d, pe, seed=1, **kw)
+    assert any(not torch.equal(wa[k], v) for k, v in load_file(str(d / "model.safetensors")).items())
+
+
+def test_resume_refuses_other_settings(corpus, tok_dir, tmp_path):
+    kw = dict(profile="smoke", tokenizer=tok_dir, corpus=corpus, steps=6, save_every=3, **TINY)
+    tr.run_train(tmp_path, "rope", stop_after=3, **kw)
+    with pytest.raises(ValueError, match="different settings or seed"):
+        tr.run_train(tmp_path, "rope", **{**kw, "lr": 1e-4})
+
+
+def test_tokenizer_training_is_deterministic(tmp_path):
+    t1, t2 = tr.train_bpe([TEXT, "other words here"], 300), tr.train_bpe([TEXT, "other words here"], 300)
+    assert t1.backend_tokenizer.to_str() == t2.backend_tokenizer.to_str()
+    assert len(t1) == 300
+    assert t1.decode(t1(TEXT[:200])["input_ids"]) == TEXT[:200]  # byte-level: lossless
+    t3 = tr.train_bpe([TEXT], 340)
+    assert t3.backend_tokenizer.to_str() != t1.backend_tokenizer.to_str()
+
+
+@pytest.mark.skipif(mirror_root() is None, reason="the offline data mirror is not there (PEEVAL_DATA_MIRROR)")
+def test_tokenizer_cli_and_smoke_train_on_the_mirror(tmp_path):
+    from peeval.cli import main
+
+    assert main(["tokenizer", "--out", str(tmp_path / "t1"), "--profile", "smoke"]) == 0
+    assert main(["tokenizer", "--out", str(tmp_path / "t2"), "--profile", "smoke"]) == 0
+    assert (tmp_path / "t1" / "tokenizer.json").read_bytes() == (tmp_path / "t2" / "tokenizer.json").read_bytes()
+    out = tmp_path / "ckpt"
+    rc = main(
+        ["train", "--pe", "tape", "--profile", "smoke", "--out", str(out), "--tokenizer", str(tmp_path / "t1")]
+        + ["--set", "steps=3", "--pe_options", '{"mlp_update": false}']
+    )
+    assert rc == 0
+    s = json.loads((out / "train_summary.json").read_text())
+    want = "pe pe_options task profile seed params steps tokens train_time_s tokens_per_s flops_per_token "
+    want += "final_val_loss final_val_ppl training_length"
+    assert set(want.split()) <= set(s)
+    assert s["pe_options"] == {"mlp_update": False} and s["steps"] == 3 and s["unigram_val_ppl"] > 1
+    with open(out / "train_curve.csv") as f:
+        assert f.readline().strip() == "step,tokens,lr,train_loss,val_loss,elapsed_s"
+
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(out)
+    assert model.config.pe == "tape" and sum(p.numel() for p in model.parameters()) == s["params"]
+
+
+def test_lr_schedule_by_hand():
+    # warmup 4 -> 0.25, 0.5, 0.75, 1.0; then cosine from 1 to 0.1 over 8 more steps
+    assert [tr.lr_lambda(s, 4, 12, 0.1) for s in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    assert tr.lr_lambda(8, 4, 12, 0.1) == pytest.approx(0.1 + 0.9 * 0.5)  # halfway: cos(pi/2) = 0
+    assert tr.lr_lambda(12, 4, 12, 0.1) == pytest.approx(0.1)
+
+
+def test_unigram_ppl_by_hand():
+    train = torch.tensor([[0, 0, 0, 1]])  # counts+1: 4, 2, 1 over vocab 3 -> p = 4/7, 2/7, 1/7
+    val = torch.tensor([[2, 0, 1]])  # scored tokens 0 and 1 (the first of a block is not predicted)
+    want = math.exp(-(math.log(4 / 7) + math.log(2 / 7)) / 2)
+    assert tr.unigram_ppl(train, val, 3) == pytest.approx(want)
+
+
+def test_flops_per_token_by_hand():
+    from conftest import tiny_config
+
+    cfg = tiny_config()  # 2 layers, 4 heads x head_dim 8
+    assert tr.flops_per_token(cfg, 1000, 16) == 6 * 1000 + 6 * 2 * 16 * 32
+
+
+def test_bad_input(corpus, tok_dir, tmp_path):
+    from peeval.cli import main
+
+    with pytest.raises(ValueError, match="unknown train profile 'huge'"):
+        tr.run_train(tmp_path, "rope", profile="huge")
+    with pytest.raises(ValueError, match="unknown train setting 'stepz'"):
+        tr.run_train(tmp_path, "rope", profile="smoke", stepz=3)
+    with pytest.raises(ValueError, match="unknown pe 'ropez'"):
+        tr.run_train(tmp_path, "ropez", profile="smoke")
+    with pytest.raises(ValueError, match="cannot load the tokenizer"):
+        tr.run_train(tmp_path, "rope", profile="smoke", tokenizer=str(tmp_path / "nope"), corpus=corpus)
+    with pytest.raises(ValueError, match="unknown pe_options"):
+        tr.run_train(tmp_path, "rope", {"bogus": 1}, profile="smoke", tokenizer=tok_dir, corpus=corpus, **TINY)
+    assert main(["train", "--pe", "rope", "--out", str(tmp_path), "--profile", "smoke", "--set", "nokey"]) == 2
+    assert main(["train", "--pe", "rope", "--out", str(tmp_path), "--pe_options", "[1]", "--profile", "smoke"]) == 2
+    assert not (tmp_path / "model.safetensors").exists()
