@@ -175,3 +175,40 @@ def test_bad_input(corpus, tok_dir, tmp_path):
     assert main(["train", "--pe", "rope", "--out", str(tmp_path), "--profile", "smoke", "--set", "nokey"]) == 2
     assert main(["train", "--pe", "rope", "--out", str(tmp_path), "--pe_options", "[1]", "--profile", "smoke"]) == 2
     assert not (tmp_path / "model.safetensors").exists()
+
+
+def test_diagnostic_rows_score_the_answer_only():
+    from peeval.tasks.diagnostics import generators as gen
+    from peeval.train_diagnostics import encode_examples
+
+    tok = gen.tokenizer("addition")
+    rows = [{"prompt": "1 2 + 3 =", "answer": "4 2", "meta": {}}, {"prompt": "5 + 5 =", "answer": "0 1", "meta": {}}]
+    b = encode_examples(rows, tok)
+    v = {s: tok.convert_tokens_to_ids(s) for s in ["0", "1", "2", "3", "4", "5", "+", "="]}
+    pad, eos = tok.pad_token_id, tok.eos_token_id
+    assert b["input_ids"].tolist() == [
+        [v["1"], v["2"], v["+"], v["3"], v["="], v["4"], v["2"], eos],
+        [v["5"], v["+"], v["5"], v["="], v["0"], v["1"], eos, pad],
+    ]
+    assert b["labels"].tolist() == [
+        [-100] * 5 + [v["4"], v["2"], eos],
+        [-100] * 4 + [v["0"], v["1"], eos, -100],
+    ]
+    assert b["attention_mask"].tolist() == [[1] * 8, [1] * 7 + [0]]
+    # the same ids lm-eval scores: prompt, then " " + answer, no special tokens
+    assert tok(rows[0]["prompt"] + " " + rows[0]["answer"], add_special_tokens=False)["input_ids"] == [
+        v["1"], v["2"], v["+"], v["3"], v["="], v["4"], v["2"]
+    ]  # fmt: skip
+
+
+def test_diagnostic_training(tmp_path):
+    from transformers import AutoTokenizer
+
+    s = tr.run_train(tmp_path, "rope", task="addition", profile="smoke", steps=8, lr=1e-2, eval_every=1)
+    val = [float(r["val_loss"]) for r in curve(tmp_path)]
+    assert val[-1] < val[0]
+    assert s["task"] == "addition" and 0.0 <= s["final_val_exact_match"] <= 1.0
+    tok = AutoTokenizer.from_pretrained(tmp_path)  # saved with the checkpoint for lm-eval's HFLM
+    assert tok.convert_ids_to_tokens(tok("1 + 2 =")["input_ids"]) == ["1", "+", "2", "="]
+    with pytest.raises(ValueError, match="unknown diagnostic task"):
+        tr.run_train(tmp_path / "x", "rope", task="sorting", profile="smoke")

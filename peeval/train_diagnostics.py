@@ -1,0 +1,47 @@
+"""Diagnostic-task data for ``peeval train --task``: token ids with the loss on the answer only.
+
+Examples come from ``peeval.tasks.diagnostics.generators`` (seeded); each row is
+``prompt answer <eos>`` with no BOS, exactly the token sequence lm-eval scores
+(``peeval_diag_*``: prompt, then " " + answer, no special tokens). Labels are -100 on the prompt
+and the padding, so the loss (and the exact-match rate) counts the answer tokens (+ EOS) only.
+Validation rows are the task's ``test`` split.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def encode_examples(rows: list[dict], tok) -> dict[str, torch.Tensor]:
+    """Right-padded (input_ids, attention_mask, labels) for ``rows`` (prompt/answer dicts)."""
+    seqs, labs = [], []
+    for r in rows:
+        p = tok(r["prompt"], add_special_tokens=False)["input_ids"]
+        a = tok(r["answer"], add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        if tok.unk_token_id in p + a:
+            raise ValueError(f"diagnostic example has symbols outside the task vocabulary: {r['prompt'][:80]!r}")
+        seqs.append(p + a)
+        labs.append([-100] * len(p) + a)
+    n = max(map(len, seqs))
+    ids = torch.full((len(seqs), n), tok.pad_token_id, dtype=torch.long)
+    labels = torch.full((len(seqs), n), -100, dtype=torch.long)
+    mask = torch.zeros((len(seqs), n), dtype=torch.long)
+    for i, (s, lab) in enumerate(zip(seqs, labs, strict=True)):
+        ids[i, : len(s)] = torch.tensor(s)
+        labels[i, : len(s)] = torch.tensor(lab)
+        mask[i, : len(s)] = 1
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+def prepare_diagnostic(task: str, prof: dict, seed: int):
+    """(tokenizer, Batches, max_len) for diagnostic ``task`` under the diag profile ``prof``."""
+    from .tasks.diagnostics import generators as gen
+    from .train import Batches
+
+    gp = prof["gen_profile"]
+    train = gen.generate(task, "train", prof["train_examples"], seed=seed, profile=gp, **prof["task_params"])
+    val = gen.generate(task, "test", prof["val_examples"], seed=seed, profile=gp, **prof["task_params"])
+    tok = gen.tokenizer(task)
+    tr, va = encode_examples(train, tok), encode_examples(val, tok)
+    max_len = max(tr["input_ids"].shape[1], va["input_ids"].shape[1])
+    return tok, Batches(tr, va), max_len
