@@ -7,8 +7,9 @@ the encodings of one profile: data order, token budget and hyper-parameters are 
 ``paper`` follows the TAPE paper's appendix table 5 (pretraining: 12 layers, hidden 768,
 12 heads, context 1024, batch 512 sequences, lr 1e-4, 10k steps, AdamW, warmup + cosine)
 on the GPT-2 tokenizer. PoPE's OpenWebText 124M run (seeds/pope.txt table 6/7) uses the same
-GPT-2-small shape; ``paper_pope`` records its settings (nanoGPT's: lr 6e-4, batch 480 x 1024,
-600k... scaled to the paper's reported token budget is left to ``--set``).
+GPT-2-small shape with nanoGPT's optimisation (lr 6e-4, ~0.5M tokens per step): ``paper_pope``.
+``cpu``: 250 steps x 16 x 256 tokens (~1M tokens) of a 1M-parameter model; on this machine
+(1 thread) rope reaches validation ppl ~140-180 against the unigram baseline's ~605.
 """
 
 from __future__ import annotations
@@ -55,9 +56,9 @@ TRAIN_PROFILES: dict[str, dict[str, Any]] = {
         seq_len=256,
         batch_size=16,
         grad_accum=1,
-        steps=150,
+        steps=250,
         lr=3e-3,
-        warmup_steps=15,
+        warmup_steps=20,
         min_lr_ratio=0.1,
         weight_decay=0.1,
         betas=(0.9, 0.95),
@@ -150,9 +151,9 @@ DIAG_PROFILES: dict[str, dict[str, Any]] = {
         num_key_value_heads=4,
         batch_size=32,
         grad_accum=1,
-        steps=300,
+        steps=200,
         lr=2e-3,
-        warmup_steps=30,
+        warmup_steps=20,
         min_lr_ratio=0.1,
         weight_decay=0.0,
         betas=(0.9, 0.98),
@@ -218,10 +219,10 @@ ADAPT_PROFILES: dict[str, dict[str, Any]] = {
     "cpu": dict(
         seq_len=512,
         batch_size=1,
-        grad_accum=2,
-        steps=10,
+        grad_accum=1,
+        steps=5,
         lr=1e-3,
-        warmup_steps=2,
+        warmup_steps=1,
         factor=2.0,
         theta=None,
         tape_pi=True,
@@ -232,7 +233,7 @@ ADAPT_PROFILES: dict[str, dict[str, Any]] = {
         train_chars=200_000,
         val_docs=1,
         val_chars=40_000,
-        eval_batches=2,
+        eval_batches=1,
     ),
     "paper": dict(  # TAPE appendix table 5, fine-tuning column (LongLoRA recipe: 1k steps, batch 64)
         seq_len=8192,
