@@ -502,7 +502,7 @@ def run_train(
         max_len = prof["seq_len"]
         unigram = unigram_ppl(train_blocks, val_blocks, len(tok))
     vocab = len(tok)
-    if task is None and prof["tokenizer"] == "gpt2" and not tokenizer:
+    if task is None and prof["tokenizer"] == "gpt2":
         vocab = max(vocab, prof["vocab_size"])  # GPT-2: pad to a multiple of 64 (50304) as nanoGPT
     _seed_all(seed)
     from .models import PeevalForCausalLM
