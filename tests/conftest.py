@@ -45,3 +45,16 @@ def randomize_(model, seed: int = 1, std: float = 0.2) -> None:
 @pytest.fixture
 def tmp_ckpt(tmp_path):
     return tmp_path / "ckpt"
+
+
+@pytest.fixture
+def hub_offline(monkeypatch):
+    """No hub access at all, even where datasets / huggingface_hub read their flags at import."""
+    import datasets
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)

@@ -34,15 +34,7 @@ def write_cbt_mirror(root: Path, n: int = 4) -> None:
     (folder / "README.md").write_text(readme + "---\n")
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch):
-    import huggingface_hub.constants
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+pytestmark = pytest.mark.usefixtures("hub_offline")
 
 
 class _Oracle:

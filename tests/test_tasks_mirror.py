@@ -15,14 +15,7 @@ needs_mirror = pytest.mark.skipif(not (MIRROR / "hf" / "allenai" / "ai2_arc").is
 
 
 @pytest.fixture(autouse=True)
-def offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    import huggingface_hub.constants
-
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)  # read at import time: set them too
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+def offline(hub_offline):
     from peeval.data import patch_lm_eval_tasks
 
     patch_lm_eval_tasks()

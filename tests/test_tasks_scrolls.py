@@ -15,15 +15,7 @@ MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" 
 needs_mirror = pytest.mark.skipif(not (MIRROR / "hf" / "tau" / "scrolls").is_dir(), reason="no data mirror")
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch):
-    import huggingface_hub.constants
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+pytestmark = pytest.mark.usefixtures("hub_offline")
 
 
 def test_squad_normalisation_exact_match_and_f1_by_hand():
