@@ -2,13 +2,14 @@
 
 import sys
 
-from common import ADAPT, params
+from common import ADAPT, params, use_mirror
 
 from peeval.adapt import run_adapt
 
 if __name__ == "__main__":
     method = sys.argv[1]
     p = params()
+    use_mirror()
     overrides = p["adapt"]["train"].get("set") or {}
     s = run_adapt(ADAPT / method, method, profile=p["profile"], seed=p["seed"], **overrides)
     print(f"adapt {method}: {s.get('trainable_params')} trainable parameters, {s.get('steps')} steps")

@@ -1,5 +1,6 @@
 """Stage `data`: check that the offline mirror holds what the pipeline reads, and record a
-manifest (file sizes + sha256) so that a changed corpus reruns the stages after it."""
+manifest (file sizes + sha256) so that a changed corpus reruns the stages after it. DVC itself
+watches the mirror folders (dvc.yaml deps under params.yaml `data.root`)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,8 @@ import hashlib
 import json
 import os
 
-from common import params
+from common import params, use_mirror
 from tqdm import tqdm
-
-from peeval.data import mirror_root
 
 
 def sha256(path) -> str:
@@ -22,9 +21,9 @@ def sha256(path) -> str:
 
 
 def main() -> None:
-    root = mirror_root()
-    if root is None or not root.is_dir():
-        raise SystemExit("data: no offline data mirror (set PEEVAL_DATA_MIRROR or put it at ../shared/data)")
+    root = use_mirror()
+    if not root.is_dir():
+        raise SystemExit(f"data: no offline data mirror at {root} (params.yaml data.root; SPEC section 8)")
     manifest = {"mirror": str(root), "folders": {}}
     for rel in params()["data"]["mirror"]:
         d = root / rel

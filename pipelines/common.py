@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,20 @@ def params() -> dict[str, Any]:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as e:
         raise SystemExit(f"{path.resolve()}: cannot read the pipeline parameters ({e})") from e
+
+
+def use_mirror() -> Path:
+    """Point the package at the mirror DVC watches (params.yaml `data.root`, relative to the
+    repository), so that what a stage reads is what `dvc status` checks."""
+    root = (ROOT / str(params().get("data", {}).get("root", "../shared/data"))).resolve()
+    env = os.environ.get("PEEVAL_DATA_MIRROR")
+    if env and Path(env).resolve() != root:
+        raise SystemExit(
+            f"PEEVAL_DATA_MIRROR={env} but params.yaml data.root names {root}: the pipeline reads and "
+            "watches data.root, so set it to the same folder (or unset PEEVAL_DATA_MIRROR)"
+        )
+    os.environ["PEEVAL_DATA_MIRROR"] = str(root)
+    return root
 
 
 def entry(p: dict, section: str, key: str) -> dict:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 
-from common import ADAPT, DIAG, PRETRAIN, RESULTS, params, read_json
+from common import ADAPT, DIAG, PRETRAIN, RESULTS, params, read_json, use_mirror
 
 from peeval.cli import main as peeval_main
 
@@ -62,6 +62,7 @@ def argv_for(kind: str, name: str, what: str, p: dict) -> list[str]:
 
 if __name__ == "__main__":
     kind, name, what = sys.argv[1:4]
+    use_mirror()
     argv = argv_for(kind, name, what, params())
     print("peeval " + " ".join(argv), flush=True)
     sys.exit(peeval_main(argv))
