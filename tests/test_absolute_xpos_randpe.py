@@ -16,18 +16,24 @@ def _ctx(pos, keys=None, past=0):
 
 
 # -- sinusoidal ---------------------------------------------------------------------------
-@pytest.mark.parametrize("base", [10000, 100.0])
-def test_sinusoidal_values_by_hand(base):
-    kw = {} if base == 10000 else {"pe_options": {"base": base}}
-    m = tiny_model("sinusoidal", **kw)
+@pytest.mark.parametrize("base,scale", [(10000, None), (100.0, None), (10000, 1.0), (10000, 0.5)])
+def test_sinusoidal_values_by_hand(base, scale):
+    opts = {k: v for k, v in (("base", base), ("scale", scale)) if v not in (None, 10000)}
+    m = tiny_model("sinusoidal", pe_options=opts)
     c = m.config.hidden_size
+    s = 1 / math.sqrt(c) if scale is None else scale  # default: Vaswani's token:position ratio
     for p in (0, 7, 1000):  # 1000 >> max_position_embeddings=32: it extrapolates
         got = m.model.pe.embed(torch.zeros(1, 1, c), _ctx([p]))[0, 0]
         want = []
         for i in range(c // 2):
             w = 1.0 / base ** (2 * i / c)
-            want += [math.sin(p * w), math.cos(p * w)]
+            want += [s * math.sin(p * w), s * math.cos(p * w)]
         torch.testing.assert_close(got, torch.tensor(want), atol=1e-6, rtol=0)
+
+
+def test_sinusoidal_scale_must_be_positive():
+    with pytest.raises(ValueError, match="scale"):
+        tiny_model("sinusoidal", pe_options={"scale": 0})
 
 
 def test_sinusoidal_is_added_to_the_tokens():
@@ -37,7 +43,8 @@ def test_sinusoidal_is_added_to_the_tokens():
     out = m.model.pe.embed(h, _ctx(pos))
     zero = m.model.pe.embed(torch.zeros_like(h), _ctx(pos))
     torch.testing.assert_close(out, h + zero)
-    assert zero[1, 0, 0::2].abs().max() == 0 and (zero[1, 0, 1::2] == 1).all()  # position 0: sin 0, cos 1
+    c = m.config.hidden_size  # position 0: sin 0, cos 1 (times the default scale 1/√C)
+    assert zero[1, 0, 0::2].abs().max() == 0 and torch.allclose(zero[1, 0, 1::2], torch.tensor(c**-0.5))
 
 
 # -- learned ------------------------------------------------------------------------------

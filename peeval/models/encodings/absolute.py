@@ -60,15 +60,22 @@ def sinusoid(positions: torch.Tensor, dim: int, base: float) -> torch.Tensor:
 class SinusoidalPE(Encoding):
     """Fixed, computed on the fly for any position (so it extrapolates); no parameters.
 
-    Added as is to the token embeddings (no √C scaling of the embeddings: the model's
-    token embedding is shared with ``LlamaForCausalLM``-style code and left untouched).
+    Vaswani et al. multiply the token embeddings by √C before adding the sinusoid; the token
+    embedding here is shared with ``LlamaForCausalLM``-style code (std 0.02), so the sinusoid
+    is scaled by 1/√C instead (``scale``, as x-transformers does), which keeps their
+    token : position ratio. Unscaled (``scale: 1``), the ±1 sinusoid swamps the tokens and a
+    small model stays at unigram perplexity.
     """
 
     name = "sinusoidal"
-    options = {"base": Option(10000, check=is_number(1), help="a number > 1")}
+    options = {
+        "base": Option(10000, check=is_number(1), help="a number > 1"),
+        "scale": Option(None, check=lambda v: v is None or is_number(0)(v), help="a number > 0, or null: 1/√C"),
+    }
 
     def embed(self, hidden: torch.Tensor, ctx: PEContext) -> torch.Tensor:
         pos = ctx.position_ids
         lo, hi = int(pos.min()), int(pos.max())  # one table row per distinct position, then gather
         table = sinusoid(torch.arange(lo, hi + 1, device=pos.device), hidden.shape[-1], float(self.opts["base"]))
-        return hidden + table[pos - lo].to(hidden.dtype)
+        scale = self.opts["scale"] if self.opts["scale"] is not None else hidden.shape[-1] ** -0.5
+        return hidden + (scale * table[pos - lo]).to(hidden.dtype)
