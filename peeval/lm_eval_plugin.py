@@ -98,23 +98,35 @@ class PeevalLM(_PeevalHFLM):
         super().__init__(pretrained, **kwargs)
 
 
+#: peeval-llama's ``rope_scaling=`` values -> the `peeval adapt` method with the same rope parameters
+#: (ntk: static NTK-aware base theta * factor^(d/(d-2)); dynamic: transformers' dynamic NTK).
+ROPE_SCALINGS = {"linear": "pi", "ntk": "theta", "dynamic": "dynamic", "yarn": "yarn"}
+
+
 class PeevalLlamaLM(_PeevalHFLM):
     """``--model peeval-llama``: a HF Llama-family checkpoint or GGUF file (``gguf_file=``),
-    with optional ``rope_scaling=linear|dynamic|yarn`` + ``factor`` and ``adapter=DIR``
+    with optional ``rope_scaling=linear|ntk|dynamic|yarn`` + ``factor`` and ``adapter=DIR``
     (a ``peeval adapt`` directory: tape, lora, theta, pi or yarn, see ``peeval.models.llama_adapters``)."""
 
     def __init__(self, pretrained, rope_scaling: str | None = None, factor: float | None = None, adapter=None, **kw):
         if adapter and rope_scaling:  # an adapter carries its own rope parameters
             raise ValueError("peeval-llama: give either adapter= or rope_scaling=, not both")
-        if rope_scaling:  # transformers' own rope scalings, set on the config before loading
-            from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+        if rope_scaling:  # training-free scaling, set on the config before loading
+            from transformers import AutoModelForCausalLM, AutoTokenizer
 
+            from peeval.models.llama_adapters import base_config, rope_params_for
+
+            if rope_scaling not in ROPE_SCALINGS:
+                raise ValueError(
+                    f"peeval-llama: rope_scaling={rope_scaling!r} is not one of {', '.join(ROPE_SCALINGS)}"
+                )
             load = {"gguf_file": kw["gguf_file"]} if kw.get("gguf_file") else {}
-            cfg = AutoConfig.from_pretrained(pretrained, **load)
-            params = dict(cfg.rope_parameters or {"rope_theta": getattr(cfg, "rope_theta", 10000.0)})
-            params.update(rope_type=rope_scaling, factor=float(factor or 2.0))
-            if rope_scaling == "yarn":
-                params.setdefault("original_max_position_embeddings", cfg.max_position_embeddings)
+            cfg = base_config(pretrained, kw.get("gguf_file"))
+            factor = float(factor or 2.0)
+            if rope_scaling == "dynamic":  # transformers' dynamic NTK
+                params = {**rope_params_for(cfg, "none", factor), "rope_type": "dynamic", "factor": factor}
+            else:  # the same parameters `peeval adapt` uses for pi / theta (static NTK-aware base) / yarn
+                params = rope_params_for(cfg, ROPE_SCALINGS[rope_scaling], factor)
             cfg.rope_parameters = params
             if not kw.get("tokenizer"):
                 kw["tokenizer"] = AutoTokenizer.from_pretrained(pretrained, **load)

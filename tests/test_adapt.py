@@ -211,3 +211,27 @@ def test_tape_identity_on_smollm2():
     x = ids(24, vocab=49152)
     with torch.no_grad():
         torch.testing.assert_close(model(x).logits, base(x).logits, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("scaling", ["linear", "ntk", "dynamic", "yarn"])
+def test_peeval_llama_rope_scaling(scaling, tiny_llama):
+    """``peeval-llama rope_scaling=...,factor=4``: the loaded model runs with the scaled frequencies."""
+    from peeval.lm_eval_plugin import PeevalLlamaLM
+
+    lm = PeevalLlamaLM(pretrained=tiny_llama, rope_scaling=scaling, factor=4, device="cpu", batch_size=1)
+    params = lm.model.config.rope_parameters
+    d = 16  # head_dim of the tiny Llama (48 / 3)
+    base_inv = 1.0 / 1000.0 ** (torch.arange(0, d, 2, dtype=torch.float32) / d)
+    inv = lm.model.model.rotary_emb.inv_freq.float()
+    if scaling == "linear":  # position interpolation: every frequency / 4
+        assert params["rope_type"] == "linear" and params["factor"] == 4.0
+        torch.testing.assert_close(inv, base_inv / 4)
+    elif scaling == "ntk":  # static NTK-aware: theta * 4^(d/(d-2)), lowest frequency / 4 exactly
+        theta = 1000.0 * 4.0 ** (d / (d - 2))
+        assert params["rope_type"] == "default" and params["rope_theta"] == pytest.approx(theta)
+        torch.testing.assert_close(inv, 1.0 / theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+        assert inv[-1].item() == pytest.approx(base_inv[-1].item() / 4, rel=1e-5)
+    else:
+        assert params["rope_type"] == scaling and params["factor"] == 4.0 and params["rope_theta"] == 1000.0
+    with pytest.raises(ValueError, match="rope_scaling='bogus' is not one of linear, ntk, dynamic, yarn"):
+        PeevalLlamaLM(pretrained=tiny_llama, rope_scaling="bogus", device="cpu")
