@@ -222,17 +222,7 @@ def test_units():
 # --------------------------------------------------------------------------- end to end
 def _db() -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
-    if SCHEMA.is_file():
-        con.execute(SCHEMA.read_text())
-    else:  # the COMMON.md columns
-        con.execute(
-            "CREATE TABLE runs (run_id VARCHAR PRIMARY KEY, name VARCHAR, kind VARCHAR, checkpoint VARCHAR, pe VARCHAR,"
-            " pe_options JSON, params JSON, seed INTEGER, date TIMESTAMP, training_length INTEGER);"
-            "CREATE TABLE metrics (run_id VARCHAR, task VARCHAR, metric VARCHAR, filter VARCHAR, value DOUBLE,"
-            " stderr DOUBLE, n INTEGER);"
-            "CREATE TABLE ppl_by_length (run_id VARCHAR, corpus VARCHAR, length INTEGER, ppl DOUBLE, bpb DOUBLE,"
-            " tokens BIGINT, windows BIGINT, protocol VARCHAR);"
-        )
+    con.execute(SCHEMA.read_text())  # the real store's schema
     return con
 
 
