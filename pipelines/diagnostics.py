@@ -1,4 +1,5 @@
-"""Stage `diagnostics@<encoding>-<task>`: train one encoding on one diagnostic task."""
+"""Stage `diagnostics@<encoding>-<task>-<seed>`: train one encoding on one diagnostic task with one seed
+(params.yaml `diagnostics.seeds`: the claims average over them)."""
 
 import sys
 
@@ -7,10 +8,13 @@ from common import DIAG, entry, params
 from peeval.train import run_train
 
 if __name__ == "__main__":
-    key, task = sys.argv[1], sys.argv[2]
+    key, task, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
     p = params()
     enc = entry(p, "encodings", key)
-    overrides = {**(p["diagnostics"]["train"].get("set") or {}), **(enc.get("set") or {})}
-    s = run_train(DIAG / f"{key}-{task}", enc["pe"], enc.get("pe_options") or None, task=task, profile=p["profile"],
-                  seed=p["seed"], **overrides)  # fmt: skip
-    print(f"diagnostics {key} {task}: {s.get('steps')} steps, val loss {s.get('final_val_loss')}")
+    train = p["diagnostics"]["train"]
+    per_task = (train.get("task_set") or {}).get(task) or {}
+    overrides = {**(train.get("set") or {}), **per_task, **(enc.get("set") or {})}
+    s = run_train(DIAG / f"{key}-{task}-s{seed}", enc["pe"], enc.get("pe_options") or None, task=task,
+                  profile=p["profile"], seed=seed, **overrides)  # fmt: skip
+    print(f"diagnostics {key} {task} seed {seed}: {s.get('steps')} steps, val loss {s.get('final_val_loss')}, "
+          f"val exact match {s.get('final_val_exact_match')}")  # fmt: skip

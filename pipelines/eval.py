@@ -2,7 +2,7 @@
 results/<kind>/<name>/<suite>/results.json (+ samples).
 
     python pipelines/eval.py pretrain <encoding> <suite>
-    python pipelines/eval.py diag <encoding> <task>
+    python pipelines/eval.py diag <encoding> <task> <seed>
     python pipelines/eval.py adapt <method> <suite>
 """
 
@@ -16,17 +16,17 @@ from common import ADAPT, DIAG, PRETRAIN, RESULTS, params, read_json, use_mirror
 from peeval.cli import main as peeval_main
 
 
-def argv_for(kind: str, name: str, what: str, p: dict) -> list[str]:
+def argv_for(kind: str, name: str, what: str, p: dict, seed: str | None = None) -> list[str]:
     if kind == "diag":
         from peeval.tasks.diagnostics.generators import splits
 
-        ck = DIAG / f"{name}-{what}"
+        ck = DIAG / f"{name}-{what}-s{seed}"
         cfg = p["diagnostics"]["eval"]
         tasks = [f"peeval_diag_{what}_{s}" for s in splits(what) if s != "train"]
         metadata = {"profile": cfg.get("profile", "cpu"), "n": cfg.get("n", 100)}
         args = ["--model", "peeval", "--model_args", f"pretrained={ck}", "--tasks", ",".join(tasks)]
         limit = cfg.get("limit")
-        out = RESULTS / "diag" / f"{name}-{what}"
+        out = RESULTS / "diag" / ck.name
         run = "diagnostics"
     else:
         suite = p["eval"]["suites"][what]
@@ -63,6 +63,6 @@ def argv_for(kind: str, name: str, what: str, p: dict) -> list[str]:
 if __name__ == "__main__":
     kind, name, what = sys.argv[1:4]
     use_mirror()
-    argv = argv_for(kind, name, what, params())
+    argv = argv_for(kind, name, what, params(), *sys.argv[4:5])
     print("peeval " + " ".join(argv), flush=True)
     sys.exit(peeval_main(argv))

@@ -120,6 +120,9 @@ def test_profiles_are_consistent():
         assert set(p["diagnostics"]["encodings"]) <= set(p["encodings"]) and set(p["diagnostics"]["tasks"]) <= set(
             TASKS
         )
+        assert set(p["shift"]["encodings"]) <= set(p["encodings"]), name
+        seeds = p["diagnostics"]["seeds"]  # one diagnostic model per seed, each its own DVC stage
+        assert seeds and all(isinstance(x, int) for x in seeds) and len(set(seeds)) == len(seeds), name
         assert set(p["eval"]["pretrain"]) | set(p["eval"]["adapt"]) <= set(p["eval"]["suites"]), name
         assert set(p["adapt"]["methods"]) <= {"tape", "lora", "theta", "pi", "yarn"}, name
         watched = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]["data"]["deps"]
