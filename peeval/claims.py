@@ -465,9 +465,14 @@ def matching_runs(
     """This variant's evidence, one unit per seed: the run ids (latest first) of the one
     checkpoint per seed whose latest run has one of ``tasks``. Several ``peeval eval`` runs of
     a checkpoint (one per task, say) form one unit; re-evaluations of a seed do not count twice."""
+    # diagnostic tasks read the small task-trained models, every other task (train_val included) the
+    # pretrained ones: a pretraining claim must not average in a diagnostic model of the same encoding
+    diag = tasks is not None and all(t.startswith("peeval_diag_") for t in tasks)
     hits = []
     for r in store.runs.values():
         if run_params and not _run_params_match(r, run_params):
+            continue
+        if tasks is not None and not variant.method and (r.get("kind") == "diagnostic") != diag:
             continue
         if tasks is not None and not any((str(r["run_id"]), t) in store.values for t in tasks):
             continue

@@ -525,3 +525,26 @@ def test_claims_page_in_headless_chromium(tmp_path):
         finally:
             browser.close()
     assert not errors, errors
+
+
+def test_pretraining_claims_ignore_the_diagnostic_models_of_the_same_encoding(tmp_path):
+    """train_val of a pretraining claim: the pretrained checkpoints only, not the (3-seed) rope models
+    trained on a diagnostic task, whose validation perplexity (~1.4) is of another task entirely."""
+    con = _db()
+    _run(con, "popeP", "pope", 0, kind="pretrain")
+    _run(con, "ropeP", "rope", 0, kind="pretrain")
+    curves = {"ck/popeP": 5.0, "ck/ropeP": 5.2}
+    for s in range(3):
+        _run(con, f"ropeD{s}", "rope", s)  # kind diagnostic
+        curves[f"ck/ropeD{s}"] = 0.3
+    for ck, loss in curves.items():
+        con.execute("INSERT INTO training_curves (checkpoint, step, val_loss) VALUES (?, 100, ?)", [ck, loss])
+    path = _claims_file(
+        tmp_path,
+        [{"id": "tv", "task": "train_val", "metric": "ppl", "unit": "ppl", "higher_is_better": False,
+          "focus": "a", "variants": {"a": {"pe": "pope", "paper": 21.33}, "b": {"pe": "rope", "paper": 21.55}}}],
+    )  # fmt: skip
+    row = {r["claim_id"]: r for r in C.compute_claims(con, path)}["tv:a-vs-b"]
+    assert json.loads(row["run_ids"]) == ["popeP", "ropeP"]
+    assert row["peeval_value"] == pytest.approx(math.exp(5.0) - math.exp(5.2))
+    assert row["seeds"] == 1
