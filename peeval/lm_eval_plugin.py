@@ -122,12 +122,8 @@ class PeevalLlamaLM(_PeevalHFLM):
                 )
             load = {"gguf_file": kw["gguf_file"]} if kw.get("gguf_file") else {}
             cfg = base_config(pretrained, kw.get("gguf_file"))
-            factor = float(factor or 2.0)
-            if rope_scaling == "dynamic":  # transformers' dynamic NTK
-                params = {**rope_params_for(cfg, "none", factor), "rope_type": "dynamic", "factor": factor}
-            else:  # the same parameters `peeval adapt` uses for pi / theta (static NTK-aware base) / yarn
-                params = rope_params_for(cfg, ROPE_SCALINGS[rope_scaling], factor)
-            cfg.rope_parameters = params
+            # the same parameters `peeval adapt` uses for pi / theta (static NTK-aware base) / yarn
+            cfg.rope_parameters = rope_params_for(cfg, ROPE_SCALINGS[rope_scaling], float(factor or 2.0))
             if not kw.get("tokenizer"):
                 kw["tokenizer"] = AutoTokenizer.from_pretrained(pretrained, **load)
             pretrained = AutoModelForCausalLM.from_pretrained(pretrained, config=cfg, dtype=torch.float32, **load)

@@ -20,6 +20,9 @@ def argv_for(kind: str, name: str, what: str, p: dict, seed: str | None = None) 
     if kind == "diag":
         from peeval.tasks.diagnostics.generators import splits
 
+        if seed is None:
+            raise SystemExit("eval: diag needs <encoding> <task> <seed>")
+
         ck = DIAG / f"{name}-{what}-s{seed}"
         cfg = p["diagnostics"]["eval"]
         tasks = [f"peeval_diag_{what}_{s}" for s in splits(what) if s != "train"]

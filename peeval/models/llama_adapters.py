@@ -70,6 +70,8 @@ def rope_params_for(cfg, method: str, factor: float, theta: float | None = None)
         params.update(rope_type="linear" if method != "yarn" else "yarn", factor=float(factor))
         if method == "yarn":
             params.setdefault("original_max_position_embeddings", cfg.max_position_embeddings)
+    elif method == "dynamic":  # transformers' dynamic NTK (training-free; peeval-llama rope_scaling=dynamic)
+        params.update(rope_type="dynamic", factor=float(factor))
     elif method == "theta":
         d = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         params["rope_theta"] = float(theta) if theta else float(params["rope_theta"]) * factor ** (d / (d - 2))
