@@ -112,7 +112,9 @@ def render_claims_page(con) -> str | None:
             "<th>paper</th><th>peeval</th><th>paper diff</th><th>peeval diff ± se</th><th>n</th>"
             "<th>seeds</th><th>verdict</th><th>setting difference</th><th>runs</th></tr></thead><tbody>"
         )
-        for c in (c for c in claims if str(c["paper"]) == paper):
+        mine = [c for c in claims if str(c["paper"]) == paper]
+        mine.sort(key=lambda c: list(VERDICT_CLASS).index(c["verdict"]) if c["verdict"] in VERDICT_CLASS else 3)
+        for c in mine:  # decided verdicts first, each group in claim-id order
             base_id = str(c["claim_id"]).split(":", 1)[0]
             focus, _, other = str(c["compared"]).partition(" vs ")
             vals = [v for v in values.get(base_id, []) if str(v["variant"]) in (focus, other)]

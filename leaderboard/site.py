@@ -93,6 +93,18 @@ document.querySelectorAll('input.filter').forEach(function (inp) {
 """
 
 
+def column_tier(task: str) -> int:
+    """What people compare first: perplexity (within, then beyond the training length), passkey,
+    the papers' diagnostics, then zero-shot tasks."""
+    if task.startswith("peeval_ppl_"):
+        return 0
+    if task == "peeval_passkey":
+        return 1
+    if task.startswith("peeval_diag_"):
+        return 2
+    return 3
+
+
 @dataclass
 class Cell:
     """A table cell: shown text, the value sorting uses, an optional link and css class."""
@@ -209,7 +221,7 @@ class Site:
         for r in rows:
             by_task[r["task"]].add(r["metric"])
         chosen: list[tuple[str, str, str]] = []  # (task, metric, label)
-        for task in sorted(by_task):
+        for task in sorted(by_task, key=lambda t: (column_tier(t), t)):
             ms = by_task[task]
             if task.startswith("peeval_ppl_"):
                 lengths = sorted(int(m[4:]) for m in ms if m.startswith("ppl@") and m[4:].isdigit())
@@ -267,7 +279,7 @@ class Site:
                     continue
                 mean, se, k = s
                 extra = f' <span class="se">± {escape(fmt(se))}</span>' if se is not None else ""
-                extra += f' <span class="se">({k} seeds)</span>' if k > 1 else ""
+                extra += f' <span class="se">({k} seed{"s" if k > 1 else ""})</span>'
                 cls = "num best" if best.get(label) == mean else "num"
                 row.append(Cell(fmt(mean), mean, cls=cls, extra=extra))
             rows.append(row)
@@ -280,7 +292,8 @@ class Site:
                      Cell(r["run_id"], r["run_id"], href=f"runs/{r['run_id']}.html")] for r in runs]  # fmt: skip
         body = (
             '<p class="note">Rows: encodings trained with identical data, budget and hyper-parameters (only the '
-            "positional encoding differs); columns: task groups. Mean ± standard error over seeds, or lm-eval's "
+            "positional encoding differs); columns: perplexity within and beyond the training length first, then "
+            "passkey, the papers' diagnostics and zero-shot tasks. Mean ± standard error over seeds, or lm-eval's "
             "stderr for a single run. Click a header to sort, type to filter. Bold = best in column.</p>"
             "<h2>Encodings</h2>" + self.leaderboard_table("leaderboard", ("pretrain", "diagnostic"), "encoding") +
             "<h2>Context extension (adapted and external models)</h2>" +

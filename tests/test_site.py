@@ -189,3 +189,35 @@ def test_site_in_headless_chromium(site, tmp_path):
     report = Path("/tmp/pipeline")
     if report.is_dir():
         shutil.copy(shot, report / "site_test.png")
+
+
+def test_leaderboard_columns_lead_with_perplexity(site):
+    """Perplexity (within, then beyond the training length) before passkey before diagnostics; seed counts shown."""
+    with open(site.parent / "data" / "leaderboard.csv") as fh:
+        header = next(csv.reader(fh))
+    tiers = [0 if " ppl@" in h else 1 if h.startswith("passkey") else 2 if h.startswith("addition") else 3
+             for h in header[1:]]  # fmt: skip
+    assert tiers == sorted(tiers) and tiers[0] == 0 and 2 in tiers, header
+    ppl = [int(h.split("@")[1].split()[0]) for h in header[1:] if " ppl@" in h]
+    assert ppl == sorted(ppl) and len(ppl) == 2
+    assert "(1 seed)" in (site.parent / "index.html").read_text()
+
+
+def test_claims_page_puts_decided_verdicts_first():
+    import duckdb
+
+    from leaderboard.claims_page import render_claims_page
+
+    con = duckdb.connect()
+    con.execute(
+        "create table claims (claim_id varchar, paper varchar, ref varchar, task varchar, metric varchar, "
+        "compared varchar, paper_value double, peeval_value double, stderr double, n integer, seeds integer, "
+        "verdict varchar, setting_diff varchar, run_ids varchar)"
+    )
+    for cid, verdict in (("a-first", "inconclusive"), ("b-second", "contradicted"), ("c-third", "reproduced")):
+        con.execute(
+            "insert into claims values (?, 'PoPE', 'T1', 't', 'acc', 'x vs y', 1, 1, 0.1, 10, 3, ?, '', '[]')",
+            [cid, verdict],
+        )
+    html = render_claims_page(con)
+    assert html.index(">c-third<") < html.index(">b-second<") < html.index(">a-first<")
