@@ -68,7 +68,7 @@ def _read_json(path: Path) -> Any:
 
 
 def _num(value: Any, where: str) -> float | None:
-    """A metric value: number, bool, None or lm-eval's 'N/A'."""
+    """A metric value: number, bool, None or lm-eval's 'N/A' (range checks: :func:`check_metric`)."""
     if value is None or value == "N/A":
         return None
     if isinstance(value, bool):
@@ -80,11 +80,73 @@ def _num(value: Any, where: str) -> float | None:
     raise ValueError(f"{where}: expected a number, got {value!r}")
 
 
-def _int(value: Any) -> int | None:
+def _int(value: Any, where: str = "value", minimum: int | None = 0) -> int | None:
+    """A count or id: None/'' stay None; anything else must be a whole number (>= ``minimum``)."""
     if value is None or value == "":
         return None
-    f = float(value)
-    return int(f) if math.isfinite(f) else None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: expected a whole number, got {value!r}") from None
+    if isinstance(value, bool) or not math.isfinite(f) or f != int(f):
+        raise ValueError(f"{where}: expected a whole number, got {value!r}")
+    if minimum is not None and f < minimum:
+        raise ValueError(f"{where}: {value!r} is below {minimum}")
+    return int(f)
+
+
+def _real(value: Any, where: str, lo: float = 0.0, hi: float = math.inf) -> float | None:
+    """A finite number in [lo, hi] (None/'' stay None): losses, rates, times."""
+    if value is None or value == "":
+        return None
+    try:
+        v = float(value)
+        if isinstance(value, bool):
+            raise TypeError
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: expected a number, got {value!r}") from None
+    if not (math.isfinite(v) and lo <= v <= hi):
+        raise ValueError(f"{where}: {value!r} is not a finite number in [{lo:g}, {hi:g}]")
+    return v
+
+
+#: metrics that are fractions of examples: accuracy, exact match (peeval's and lm-eval's)
+FRACTIONS = {"acc", "acc_norm", "acc_mutual_info", "acc_all", "exact_match", "read_acc", "seq_acc"}
+#: perplexities are exp(mean NLL) with NLL >= 0, so >= 1; bits per byte are >= 0
+PERPLEXITIES = {"ppl", "perplexity", "word_perplexity", "byte_perplexity"}
+BITS = {"bpb", "bits_per_byte"}
+#: SCROLLS' official scores are percentages
+SCROLLS_SCORES = {"em", "f1", "rouge1", "rouge2", "rougeL", "rouge_gm", "scrolls_score"}
+
+
+def check_metric(task: str, metric: str, value: float | None, stderr: float | None, where: str) -> None:
+    """ValueError naming ``where`` when a metric value cannot be a result of its task.
+
+    NaN never is (a broken run or bad task metadata, not a measurement). +inf is allowed only for
+    peeval's ``ppl@L`` / ``bpb@L``: the perplexity task reports it when a model explodes (its
+    documented contract, and a real outcome beyond the training length). Perplexity must be >= 1:
+    ppl = exp(NLL / tokens) and a log-probability is <= 0, so anything below 1 is a sign error."""
+    base = metric.split("@", 1)[0]
+    ppl_task = task.startswith("peeval_ppl_") and "@" in metric
+    if value is not None:
+        if (
+            math.isnan(value)
+            or value == -math.inf
+            or (value == math.inf and not (ppl_task and base in PERPLEXITIES | BITS))
+        ):
+            raise ValueError(f"{where}: {value!r} is not a finite number")
+        if base in FRACTIONS and not 0.0 <= value <= 1.0:
+            raise ValueError(f"{where}: {value!r} is not an accuracy in [0, 1]")
+        if base in PERPLEXITIES and not value >= 1.0:
+            raise ValueError(f"{where}: {value!r} is not a perplexity (>= 1, as exp of a non-negative NLL)")
+        if base in BITS and not value >= 0.0:
+            raise ValueError(f"{where}: {value!r} is not a bits-per-byte value (>= 0)")
+        if ppl_task and base in ("tokens", "windows") and not (value >= 0 and value == int(value)):
+            raise ValueError(f"{where}: {value!r} is not a count (a whole number >= 0)")
+        if task.startswith("peeval_scrolls_") and base in SCROLLS_SCORES and not 0.0 <= value <= 100.0:
+            raise ValueError(f"{where}: {value!r} is not a SCROLLS score in [0, 100]")
+    if stderr is not None and not (math.isfinite(stderr) and stderr >= 0.0):
+        raise ValueError(f"{where} stderr: {stderr!r} is not a finite number >= 0")
 
 
 def _clip(text: Any) -> str | None:
@@ -133,7 +195,8 @@ def split_diag_task(task: str) -> tuple[str, str] | None:
 
 
 def parse_metrics(results: dict, path: Path) -> list[tuple[str, str, str, float | None, float | None]]:
-    """(task, metric, filter, value, stderr) for every metric of every task in ``results``."""
+    """(task, metric, filter, value, stderr) for every metric of every task in ``results``, each value
+    checked against what its metric can be (:func:`check_metric`)."""
     out = []
     for task, entry in results.items():
         if not isinstance(entry, dict):
@@ -142,13 +205,34 @@ def parse_metrics(results: dict, path: Path) -> list[tuple[str, str, str, float 
             if "," not in key or key.split(",")[0].endswith("_stderr"):
                 continue
             metric, filt = key.rsplit(",", 1)
+            where = f"results[{task!r}][{key!r}]"
             try:
-                v = _num(value, f"results[{task!r}][{key!r}]")
+                v = _num(value, where)
                 se = _num(entry.get(f"{metric}_stderr,{filt}"), f"results[{task!r}][{metric}_stderr,{filt}]")
+                check_metric(task, metric, v, se, where)
             except ValueError as e:
                 raise IngestError(f"{path}: {e}") from e
             out.append((task, metric, filt, v, se))
     return out
+
+
+def _sample_row(s: Any, task: str, run_id: str) -> tuple[dict, str]:
+    """One samples row (and its filter) from a parsed JSONL line; ValueError/TypeError if malformed."""
+    if not isinstance(s, dict) or "doc_id" not in s:
+        raise ValueError("a sample needs a doc_id")
+    args = s.get("arguments") or []
+    prompt = args[0][0] if args and isinstance(args[0], (list, tuple)) and args[0] else None
+    resp = s.get("filtered_resps", s.get("resps"))
+    if isinstance(resp, list) and len(resp) == 1:
+        resp = resp[0]
+    key = next((k for k in ("acc", "exact_match", "em") if isinstance(s.get(k), (int, float))), None)
+    correct = None
+    if key is not None:
+        hi = 1.0 if key != "em" else math.inf
+        correct = _real(s[key], f"'{key}'", 0.0, hi) > 0
+    row = {"run_id": run_id, "task": task, "doc_id": _int(s["doc_id"], "'doc_id'"), "prompt": _clip(prompt),
+           "target": _clip(s.get("target")), "response": _clip(resp), "correct": correct}  # fmt: skip
+    return row, str(s.get("filter", "none"))
 
 
 def _sample_rows(run_dir: Path, run_id: str) -> tuple[list[dict], dict[tuple[str, str, str], int]]:
@@ -165,28 +249,48 @@ def _sample_rows(run_dir: Path, run_id: str) -> tuple[list[dict], dict[tuple[str
                 continue
             try:
                 s = json.loads(line)
-                if not isinstance(s, dict) or "doc_id" not in s:
-                    raise ValueError("a sample needs a doc_id")
-            except ValueError as e:
+                row, filt = _sample_row(s, task, run_id)
+                metrics = s.get("metrics") or []
+                if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
+                    raise ValueError("'metrics' must be a list of metric names")
+            except (ValueError, TypeError) as e:
                 raise IngestError(f"{f}:{i}: malformed sample ({e})") from e
-            filt = str(s.get("filter", "none"))
-            for m in s.get("metrics") or []:
+            for m in metrics:
                 counts[(task, filt, m)] = counts.get((task, filt, m), 0) + 1
-            args = s.get("arguments") or []
-            prompt = args[0][0] if args and isinstance(args[0], (list, tuple)) and args[0] else None
-            resp = s.get("filtered_resps", s.get("resps"))
-            if isinstance(resp, list) and len(resp) == 1:
-                resp = resp[0]
-            correct = next((s[k] for k in ("acc", "exact_match", "em") if isinstance(s.get(k), (int, float))), None)
-            rows.append({"run_id": run_id, "task": task, "doc_id": int(s["doc_id"]), "prompt": _clip(prompt),
-                         "target": _clip(s.get("target")), "response": _clip(resp),
-                         "correct": None if correct is None else bool(correct)})  # fmt: skip
+            rows.append(row)
     return rows, counts
 
 
+def _obj(d: dict, key: str, where: str) -> dict:
+    """``d[key]`` as a dict ({} when absent or null), else ValueError naming ``where``."""
+    v = d.get(key)
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise ValueError(f"{f'{where}.' if where else ''}{key} must be an object, not {v!r}")
+    return v
+
+
+def _summary(path: Path) -> dict:
+    s = _read_json(path)
+    if not isinstance(s, dict):
+        raise IngestError(f"{path}: not a JSON object")
+    return s
+
+
 def parse_results_dir(run_dir: Path, root: Path) -> dict[str, list[dict]]:
-    """All rows one ``peeval eval`` results directory contributes."""
+    """All rows one ``peeval eval`` results directory contributes (IngestError naming the file if any
+    part of it is malformed)."""
     path = run_dir / "results.json"
+    try:
+        return _parse_results_dir(run_dir, path, root)
+    except IngestError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise IngestError(f"{path}: {e}") from e
+
+
+def _parse_results_dir(run_dir: Path, path: Path, root: Path) -> dict[str, list[dict]]:
     raw = path.read_bytes() if path.is_file() else b""
     doc = _read_json(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), dict) or not doc["results"]:
@@ -199,36 +303,41 @@ def parse_results_dir(run_dir: Path, root: Path) -> dict[str, list[dict]]:
     if not metrics:
         raise IngestError(f"{path}: the results hold no metric")
     samples, cell_counts = _sample_rows(run_dir, run_id)
-    n_samples = doc.get("n-samples") or {}
+    n_samples = _obj(doc, "n-samples", "")
 
     def n_of(task: str, metric: str, filt: str) -> int | None:
         if (task, filt, metric) in cell_counts:
             return cell_counts[(task, filt, metric)]
-        ns = n_samples.get(task) or {}
-        return _int(ns.get("effective")) if "@" not in metric else None
+        ns = _obj(n_samples, task, "n-samples")
+        return _int(ns.get("effective"), f"n-samples[{task!r}].effective") if "@" not in metric else None
 
-    model_args = prov.get("model_args") or {}
+    model_args = _obj(prov, "model_args", "peeval")
+    if not isinstance(model_args.get("adapter") or prov.get("checkpoint") or "", str):
+        raise ValueError("peeval.checkpoint and peeval.model_args.adapter must be paths (strings)")
     ckpt_raw = model_args.get("adapter") or prov.get("checkpoint")
     checkpoint = _rel(ckpt_raw, root)
     ckdir = (root / ckpt_raw) if ckpt_raw and not Path(ckpt_raw).is_absolute() else Path(ckpt_raw or ".")
-    pe, pe_options = prov.get("pe"), prov.get("pe_options") or {}
+    pe, pe_options = prov.get("pe"), _obj(prov, "pe_options", "peeval")
     train = adapt = None
     if (ckdir / "adapt_summary.json").is_file():
-        adapt = _read_json(ckdir / "adapt_summary.json")
+        adapt = _summary(ckdir / "adapt_summary.json")
     elif (ckdir / "train_summary.json").is_file():
-        train = _read_json(ckdir / "train_summary.json")
+        train = _summary(ckdir / "train_summary.json")
+        pe_options = train.get("pe_options") or pe_options
+        if not isinstance(pe_options, dict):
+            raise IngestError(f"{ckdir / 'train_summary.json'}: 'pe_options' must be an object")
     if adapt is not None or model_args.get("adapter"):
         kind = "adapt"
         name = str((adapt or {}).get("method") or Path(str(ckpt_raw)).name)
     elif train is not None:
         kind = "diagnostic" if train.get("task") else "pretrain"
-        pe_options = train.get("pe_options") or pe_options
         pe = train.get("pe") or pe
         name = encoding_label(pe, pe_options)
     else:
         kind = "external"
         name = f"{prov['model']}:{Path(str(ckpt_raw)).name}" if ckpt_raw else str(prov["model"])
-    versions = prov.get("versions") or {}
+    versions = _obj(prov, "versions", "peeval")
+    protocol_all = _obj(prov, "protocol", "peeval")
     try:
         date = dt.datetime.fromisoformat(str(prov["date"])).astimezone(dt.UTC).replace(tzinfo=None)
     except ValueError as e:
@@ -242,21 +351,23 @@ def parse_results_dir(run_dir: Path, root: Path) -> dict[str, list[dict]]:
         "device": prov.get("device"),
         "checkpoint_sha256": prov.get("checkpoint_sha256"),
         "rope_parameters": prov.get("rope_parameters"),
-        "eval_metadata": (prov.get("protocol") or {}).get("metadata"),
+        "eval_metadata": protocol_all.get("metadata"),
         "versions": versions,
     }
-    protocol = (prov.get("protocol") or {}).get("ppl")
+    protocol = protocol_all.get("ppl")
     seed = (train or {}).get("seed", prov.get("seed"))
     rows: dict[str, list[dict]] = {t: [] for t in RUN_TABLES}
     rows["runs"].append({
         "run_id": run_id, "name": name, "kind": kind, "checkpoint": checkpoint, "pe": pe,
         "pe_options": json.dumps(pe_options, sort_keys=True), "params": json.dumps(params, sort_keys=True, default=str),
-        "seed": _int(seed), "git_commit": prov.get("git_commit"), "peeval_version": prov.get("peeval_version"),
+        "seed": _int(seed, "seed", None), "git_commit": prov.get("git_commit"),
+        "peeval_version": prov.get("peeval_version"),
         "lm_eval_version": versions.get("lm_eval") or doc.get("lm_eval_version"),
         "torch_version": versions.get("torch"),
         "transformers_version": versions.get("transformers") or doc.get("transformers_version"),
-        "date": date, "max_length": _int(prov.get("max_length")),
-        "training_length": _int((train or {}).get("training_length") or prov.get("training_length")),
+        "date": date, "max_length": _int(prov.get("max_length"), "peeval.max_length", 1),
+        "training_length": _int((train or {}).get("training_length") or prov.get("training_length"),
+                                "training_length", 1),
         "protocol": protocol, "dtype": prov.get("dtype"), "results_path": _rel(path, root),
         "diag_task": (train or {}).get("task"),
     })  # fmt: skip
@@ -272,7 +383,10 @@ def parse_results_dir(run_dir: Path, root: Path) -> dict[str, list[dict]]:
             r[base] = value
         elif task == "peeval_passkey" and base == "acc" and cell.count("@") == 1:
             length, depth = cell.split("@")
-            rows["passkey_cells"].append({"run_id": run_id, "length": int(length), "depth": float(depth),
+            where = f"results[{task!r}][{metric + ',' + filt!r}]"
+            length = _int(length, f"{where}: the length", 1)
+            depth = _real(depth, f"{where}: the depth", 0.0, 1.0)
+            rows["passkey_cells"].append({"run_id": run_id, "length": length, "depth": depth,
                                           "acc": value, "n": n_of(task, metric, filt)})  # fmt: skip
         elif (diag := split_diag_task(task)) and base == "acc":
             m = re.fullmatch(r"(\d+)x(\d+)", cell)
@@ -287,62 +401,86 @@ def parse_results_dir(run_dir: Path, root: Path) -> dict[str, list[dict]]:
                                              "n": n_of(task, metric, filt)})  # fmt: skip
     for (corpus, length), r in sorted(ppl.items()):
         rows["ppl_by_length"].append({"run_id": run_id, "corpus": corpus, "length": length, "ppl": r.get("ppl"),
-                                      "bpb": r.get("bpb"), "tokens": _int(r.get("tokens")),
-                                      "windows": _int(r.get("windows")), "protocol": protocol})  # fmt: skip
+                                      "bpb": r.get("bpb"), "tokens": _int(r.get("tokens"), "tokens"),
+                                      "windows": _int(r.get("windows"), "windows"), "protocol": protocol})  # fmt: skip
     rows["samples"] = samples
     return rows
 
 
 def parse_checkpoint_dir(ck: Path, root: Path) -> dict[str, list[dict]]:
-    """training_curves + efficiency rows of a training or adaptation output directory."""
+    """training_curves + efficiency rows of a training or adaptation output directory; every number
+    checked (no NaN/inf, losses >= 0, perplexity >= 1), an IngestError naming the file and key or line."""
     key = _rel(ck, root)
     rows: dict[str, list[dict]] = {t: [] for t in CHECKPOINT_TABLES}
+    if (ck / "adapt_summary.json").is_file() and (ck / "train_summary.json").is_file():
+        raise IngestError(f"{ck}: holds both adapt_summary.json and train_summary.json (one output per folder)")
     if (ck / "adapt_summary.json").is_file():
-        s = _read_json(ck / "adapt_summary.json")
-        if not isinstance(s, dict) or "method" not in s:
-            raise IngestError(f"{ck / 'adapt_summary.json'}: no 'method' (partial adapt summary)")
-        rows["efficiency"].append({
-            "checkpoint": key, "pe": f"adapt:{s['method']}", "params": _int(s.get("trainable_params")),
-            "flops_per_token": None, "tokens_per_s": s.get("tokens_per_s"), "train_time_s": s.get("train_time_s"),
-            "task": None, "steps": _int(s.get("steps")), "tokens": _int(s.get("tokens")), "final_val_loss": None,
-            "final_val_ppl": None, "total_params": _int(s.get("total_params")), "summary": json.dumps(s, default=str),
-        })  # fmt: skip
-    if (ck / "train_summary.json").is_file():
-        s = _read_json(ck / "train_summary.json")
-        if not isinstance(s, dict) or "pe" not in s or "params" not in s:
-            raise IngestError(f"{ck / 'train_summary.json'}: needs 'pe' and 'params' (partial train summary)")
+        f = ck / "adapt_summary.json"
+        s = _summary(f)
+        if "method" not in s or not isinstance(s["method"], str):
+            raise IngestError(f"{f}: no 'method' (partial adapt summary)")
         try:
             rows["efficiency"].append({
-                "checkpoint": key, "pe": encoding_label(s["pe"], s.get("pe_options")), "params": _int(s["params"]),
-                "flops_per_token": _num(s.get("flops_per_token"), "flops_per_token"),
-                "tokens_per_s": _num(s.get("tokens_per_s"), "tokens_per_s"),
-                "train_time_s": _num(s.get("train_time_s"), "train_time_s"), "task": s.get("task"),
-                "steps": _int(s.get("steps")), "tokens": _int(s.get("tokens")),
-                "final_val_loss": _num(s.get("final_val_loss"), "final_val_loss"),
-                "final_val_ppl": _num(s.get("final_val_ppl"), "final_val_ppl"), "total_params": _int(s["params"]),
-                "summary": json.dumps(s, default=str),
+                "checkpoint": key, "pe": f"adapt:{s['method']}", "params": _int(s.get("trainable_params"),
+                "'trainable_params'"), "flops_per_token": None,
+                "tokens_per_s": _real(s.get("tokens_per_s"), "'tokens_per_s'"),
+                "train_time_s": _real(s.get("train_time_s"), "'train_time_s'"),
+                "task": None, "steps": _int(s.get("steps"), "'steps'"), "tokens": _int(s.get("tokens"), "'tokens'"),
+                "final_val_loss": None, "final_val_ppl": None,
+                "total_params": _int(s.get("total_params"), "'total_params'"), "summary": json.dumps(s, default=str),
             })  # fmt: skip
-        except (ValueError, TypeError) as e:
-            raise IngestError(f"{ck / 'train_summary.json'}: {e}") from e
+        except ValueError as e:
+            raise IngestError(f"{f}: {e}") from e
+    if (ck / "train_summary.json").is_file():
+        f = ck / "train_summary.json"
+        s = _summary(f)
+        if "pe" not in s or "params" not in s:
+            raise IngestError(f"{f}: needs 'pe' and 'params' (partial train summary)")
+        try:
+            if not isinstance(s["pe"], str) or not isinstance(s.get("pe_options") or {}, dict):
+                raise ValueError("'pe' must be a name and 'pe_options' an object")
+            rows["efficiency"].append({
+                "checkpoint": key, "pe": encoding_label(s["pe"], s.get("pe_options")),
+                "params": _int(s["params"], "'params'", 1),
+                "flops_per_token": _real(s.get("flops_per_token"), "'flops_per_token'"),
+                "tokens_per_s": _real(s.get("tokens_per_s"), "'tokens_per_s'"),
+                "train_time_s": _real(s.get("train_time_s"), "'train_time_s'"), "task": s.get("task"),
+                "steps": _int(s.get("steps"), "'steps'"), "tokens": _int(s.get("tokens"), "'tokens'"),
+                "final_val_loss": _real(s.get("final_val_loss"), "'final_val_loss'"),
+                "final_val_ppl": _real(s.get("final_val_ppl"), "'final_val_ppl' (exp of a loss >= 0)", 1.0),
+                "total_params": _int(s["params"], "'params'", 1), "summary": json.dumps(s, default=str),
+            })  # fmt: skip
+        except ValueError as e:
+            raise IngestError(f"{f}: {e}") from e
     curve = ck / "train_curve.csv"
     if curve.is_file():
-        try:
-            with curve.open(newline="", encoding="utf-8") as fh:
-                reader = csv.DictReader(fh)
-                missing = set(CURVE_COLUMNS) - set(reader.fieldnames or ())
-                if missing:
-                    raise ValueError(f"missing columns {sorted(missing)}")
-                for i, r in enumerate(reader, 2):
-                    if None in r.values() or None in r:
-                        raise ValueError(f"line {i} has the wrong number of fields")
-                    rows["training_curves"].append({
-                        "checkpoint": key, "step": int(r["step"]), "tokens": _int(r["tokens"]),
-                        **{c: (float(r[c]) if r[c] not in ("", None) else None)
-                           for c in ("lr", "train_loss", "val_loss", "elapsed_s")},
-                    })  # fmt: skip
-        except (OSError, ValueError, UnicodeDecodeError) as e:
-            raise IngestError(f"{curve}: malformed training curve ({e})") from e
+        rows["training_curves"] = _curve_rows(curve, key)
     return rows
+
+
+def _curve_rows(curve: Path, key: str | None) -> list[dict]:
+    """train_curve.csv rows: step and tokens whole numbers >= 0, lr / losses / time finite and >= 0
+    (a NaN loss means the run diverged: its numbers are not a result to rank)."""
+    out = []
+    try:
+        with curve.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            missing = set(CURVE_COLUMNS) - set(reader.fieldnames or ())
+            if missing:
+                raise ValueError(f"missing columns {sorted(missing)}")
+            for i, r in enumerate(reader, 2):
+                if None in r.values() or None in r:
+                    raise ValueError(f"line {i} has the wrong number of fields")
+                row = {"checkpoint": key, "step": _int(r["step"], f"line {i}, column 'step'")}
+                if row["step"] is None:
+                    raise ValueError(f"line {i}, column 'step': empty")
+                row["tokens"] = _int(r["tokens"], f"line {i}, column 'tokens'")
+                for c in ("lr", "train_loss", "val_loss", "elapsed_s"):
+                    row[c] = _real(r[c], f"line {i}, column {c!r}")
+                out.append(row)
+    except (OSError, ValueError, UnicodeDecodeError, csv.Error) as e:
+        raise IngestError(f"{curve}: malformed training curve ({e})") from e
+    return out
 
 
 def discover(paths: list[Path]) -> tuple[list[Path], list[Path]]:
@@ -397,8 +535,15 @@ def ingest(paths: list[str | Path], db: str | Path = DEFAULT_DB, root: str | Pat
     if not result_dirs and not ck_dirs:
         raise IngestError(f"nothing to ingest under {[str(p) for p in paths]} (no results.json / *_summary.json)")
     rows: dict[str, list[dict]] = {t: [] for t in TABLE_COLUMNS}
+    first: dict[str, Path] = {}
     for d in result_dirs:  # parse everything first: a bad file stops us before the database is touched
-        for t, rs in parse_results_dir(d, root).items():
+        got = parse_results_dir(d, root)
+        for r in got["runs"]:
+            if r["run_id"] in first:
+                raise IngestError(f"{d / 'results.json'}: the same file as {first[r['run_id']] / 'results.json'} "
+                                  "(a copied results folder would count the run twice): remove one")  # fmt: skip
+            first[r["run_id"]] = d
+        for t, rs in got.items():
             rows[t].extend(rs)
     for d in ck_dirs:
         for t, rs in parse_checkpoint_dir(d, root).items():
@@ -406,7 +551,10 @@ def ingest(paths: list[str | Path], db: str | Path = DEFAULT_DB, root: str | Pat
     run_ids = sorted({r["run_id"] for r in rows["runs"]})
     paths_ = sorted({r["results_path"] for r in rows["runs"]})
     cks = sorted({r["checkpoint"] for t in CHECKPOINT_TABLES for r in rows[t]})
-    con = connect(db)
+    try:
+        con = connect(db)
+    except Exception as e:  # duckdb.Error, OSError: not a database, a folder, no permission
+        raise IngestError(f"{db}: cannot open as a DuckDB database ({type(e).__name__}: {e})") from e
     try:
         con.execute("BEGIN TRANSACTION")
         if run_ids:

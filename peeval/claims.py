@@ -18,6 +18,8 @@ binomial (plus-four) stderr from n. An ``equal`` claim ("comparable") is reprodu
 
 from __future__ import annotations
 
+import difflib
+import functools
 import json
 import math
 import re
@@ -111,6 +113,149 @@ def _check_task(task, where) -> None:
         _check_task(t, where)
 
 
+# --------------------------------------------------------------------------- names
+# A claim's task and metric are checked against what peeval can produce, not against the store:
+# a claim whose runs were not made in this profile is inconclusive, a misspelt name is an error.
+TASKS_DIR = Path(__file__).resolve().parent / "tasks"
+#: tasks that are no task YAML: the final validation loss of training, the shift-stability stage
+EXTRA_TASKS = ("train_val", "peeval_shift_stability")
+#: the prefix of a placeholder task for a claim peeval cannot test at all (cpu: "no")
+PLACEHOLDER = "not_in_peeval_"
+
+
+class _TagLoader(yaml.SafeLoader):
+    """Reads lm-eval task YAMLs without executing their ``!function`` tags."""
+
+
+_TagLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
+
+
+@functools.cache
+def peeval_task_registry() -> tuple[dict[str, dict], frozenset[str]]:
+    """({task or group name: its YAML}, lm-eval built-in tasks that peeval's suites name)."""
+    own: dict[str, dict] = {}
+    members: set[str] = set()
+    for path in sorted(TASKS_DIR.rglob("*.yaml")):
+        doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_TagLoader)
+        if not isinstance(doc, dict):
+            continue
+        name = doc.get("group") if isinstance(doc.get("task"), list) else doc.get("task")
+        if isinstance(name, str):
+            own[name] = doc
+        if isinstance(doc.get("task"), list):
+            members.update(t for t in doc["task"] if isinstance(t, str))
+    return own, frozenset(members - set(own))
+
+
+@functools.cache
+def lm_eval_task_names() -> frozenset[str]:
+    """Every task, group and tag name in lm-eval's own index (slow: ~10 s; only asked about names
+    that are not peeval's own nor in its suites)."""
+    from lm_eval.tasks import TaskManager
+
+    return frozenset(TaskManager().all_tasks)
+
+
+def _lm_eval_metrics() -> set[str]:
+    import lm_eval.api.metrics  # noqa: F401  (registers the metrics)
+    from lm_eval.api.registry import METRIC_REGISTRY
+
+    return set(METRIC_REGISTRY)
+
+
+def _metric_problem(task: str, metric: str) -> str | None:
+    """Why ``metric`` is not something ``task`` reports (``{max}``/``{train}`` stand for a length), or None."""
+    m = re.sub(r"\{max\}|\{train\}", "0", metric)
+    own, _ = peeval_task_registry()
+    if task.startswith(PLACEHOLDER):
+        return None
+    if task == "train_val":
+        allowed = "ppl (exp of the last validation loss)"
+        ok = m == "ppl"
+    elif task == "peeval_shift_stability":
+        from .shift_stability import SHIFTS
+
+        allowed = f"attn_diff@<shift>@<layer> or pe_dot_diff@<shift>@<layer>, shift in {', '.join(SHIFTS)}"
+        ok = re.fullmatch(rf"(attn_diff|pe_dot_diff)@({'|'.join(SHIFTS)})@\d+", m) is not None
+    elif task.startswith("peeval_ppl_"):
+        allowed = "ppl@L, bpb@L, tokens@L or windows@L (L a length, {max} or {train})"
+        ok = re.fullmatch(r"(ppl|bpb|tokens|windows)@\d+", m) is not None
+    elif task == "peeval_passkey":
+        allowed = "acc or acc@<length>@<depth>"
+        ok = re.fullmatch(r"acc(@\d+@(0|1)(\.\d+)?)?", m) is not None
+    elif task.startswith("peeval_diag_"):
+        diag = own.get(task, {}).get("metadata", {}).get("diag_task")
+        extra = ["read_acc", "seq_acc"] if diag == "flip_flop" else []
+        cells = ["all", *extra, *(["<a>x<b>"] if diag == "addition" else [])]
+        allowed = ", ".join(["acc", *extra, *(f"acc@{c}" for c in cells)])
+        cell = r"\d+x\d+" if diag == "addition" else "(?!)"
+        ok = m in ("acc", *extra) or re.fullmatch(rf"acc@({'|'.join(['all', *extra])}|{cell})", m) is not None
+    elif task.startswith("peeval_scrolls_") and task in own and "scrolls_task" in (own[task].get("metadata") or {}):
+        from .tasks.scrolls.scrolls import TASKS
+
+        kind = TASKS[own[task]["metadata"]["scrolls_task"]][0]
+        names = ["rouge1", "rouge2", "rougeL", "rouge_gm"] if kind == "rouge" else [kind]
+        allowed = ", ".join(["scrolls_score", *names])
+        ok = m in ("scrolls_score", *names)
+    elif task in own and (own[task].get("metric_list") or own[task].get("aggregate_metric_list")):
+        doc = own[task]
+        names = [x.get("metric") for x in doc.get("metric_list") or doc.get("aggregate_metric_list")]
+        allowed = ", ".join(str(n) for n in names)
+        ok = m in names
+    else:  # lm-eval's tasks (and peeval's own without a metric list): a metric lm-eval knows
+        names = _lm_eval_metrics()
+        allowed = "a metric lm-eval registers (" + ", ".join(sorted(names)) + ")"
+        ok = m.split("@")[0] in names
+    return None if ok else f"{task} reports {allowed}"
+
+
+def _check_names(e: dict, variants: dict[str, Variant], where: str, pending: list[tuple[str, str]]) -> None:
+    """The task(s), metric and run_params of claim ``e`` name things peeval has (ClaimsError if not)."""
+    own, members = peeval_task_registry()
+    known = set(own) | members | set(EXTRA_TASKS)
+    for task in _leaf_tasks(e["task"]):
+        if task.startswith(PLACEHOLDER):
+            if e["cpu"] != "no":
+                raise ClaimsError(f"{where}: field 'task': {task!r} is a placeholder for a task peeval does not "
+                                  "have, allowed only with cpu: no")  # fmt: skip
+            continue
+        if task in known:
+            problem = _metric_problem(task, e["metric"])
+            if problem:
+                raise ClaimsError(f"{where}: field 'metric': {e['metric']!r} is not a metric of this task ({problem})")
+            continue
+        if task.startswith("peeval_"):
+            near = difflib.get_close_matches(task, sorted(known), n=3)
+            hint = f"; did you mean {', '.join(near)}?" if near else f" (peeval's tasks: {', '.join(sorted(own))})"
+            raise ClaimsError(f"{where}: field 'task': {task!r} is not a peeval task{hint}")
+        pending.append((where, task))
+        problem = _metric_problem(task, e["metric"])
+        if problem:
+            raise ClaimsError(f"{where}: field 'metric': {e['metric']!r} is not a metric of this task ({problem})")
+    diag = [own[t].get("metadata", {}).get("diag_task") for t in _leaf_tasks(e["task"]) if t.startswith("peeval_diag_")]
+    for key in e.get("run_params") or {}:
+        if not diag:
+            raise ClaimsError(f"{where}: field 'run_params': only diagnostic claims take run_params, not {key!r}")
+        from .tasks.diagnostics.generators import params
+
+        allowed = {k for d in diag for k in params(d)}
+        if key not in allowed:
+            raise ClaimsError(f"{where}: field 'run_params': {key!r} is not a parameter of the {', '.join(diag)} "
+                              f"generator ({', '.join(sorted(allowed))})")  # fmt: skip
+
+
+def _check_lm_eval_tasks(pending: list[tuple[str, str]]) -> None:
+    """Names that are neither peeval's nor in its suites must be lm-eval tasks (one index for all)."""
+    if not pending:
+        return
+    names = lm_eval_task_names()
+    for where, task in pending:
+        if task not in names:
+            near = difflib.get_close_matches(task, sorted(names), n=3)
+            hint = f"; did you mean {', '.join(near)}?" if near else ""
+            raise ClaimsError(f"{where}: field 'task': {task!r} is neither a peeval task nor an lm-eval task{hint}")
+
+
 def validate(data: Any, source: str = "claims") -> list[Claim]:
     """Claims from parsed YAML, or ClaimsError naming ``source``, the claim id and the field."""
     if not isinstance(data, dict) or not isinstance(data.get("claims"), list):
@@ -120,6 +265,7 @@ def validate(data: Any, source: str = "claims") -> list[Claim]:
     required = ("id", "paper", "ref", "title", "task", "metric", "unit", "higher_is_better", "focus", "variants")
     required += ("setting", "cpu", "cpu_note")
     allowed = set(required) | {"claim", "tolerance", "note", "run_params"}
+    pending: list[tuple[str, str]] = []  # (where, task) that only lm-eval's index can confirm
     for i, e in enumerate(data["claims"]):
         cid = e.get("id") if isinstance(e, dict) else None
         where = f"{source}: claim {cid!r}" if cid else f"{source}: claim #{i + 1}"
@@ -157,6 +303,7 @@ def validate(data: Any, source: str = "claims") -> list[Claim]:
         if not isinstance(e.get("run_params", {}), dict):
             raise ClaimsError(f"{where}: field 'run_params' must be a mapping")
         variants = _variants(e["variants"], where)
+        _check_names(e, variants, where, pending)
         if e["focus"] not in variants:
             raise ClaimsError(f"{where}: field 'focus' {e['focus']!r} is not one of the variants")
         if len(variants) < 2:
@@ -182,6 +329,7 @@ def validate(data: Any, source: str = "claims") -> list[Claim]:
                 run_params=dict(e.get("run_params") or {}),
             )
         )
+    _check_lm_eval_tasks(pending)
     return out
 
 
@@ -203,9 +351,22 @@ def _variants(raw, where) -> dict[str, Variant]:
 
             if v["pe"] not in ENCODINGS:
                 raise ClaimsError(f"{w}: pe {v['pe']!r} is not a peeval encoding ({', '.join(ENCODINGS)})")
+        if "method" in v:
+            from .models.llama_adapters import METHODS
+
+            if v["method"] not in METHODS:
+                raise ClaimsError(f"{w}: method {v['method']!r} is not a peeval adapt method ({', '.join(METHODS)})")
         opts = v.get("pe_options") or {}
         if not isinstance(opts, dict):
             raise ClaimsError(f"{w}: pe_options must be a mapping")
+        if opts and "method" in v:
+            raise ClaimsError(f"{w}: pe_options belong to a 'pe' variant, not to an adapt method")
+        if opts:
+            known = _defaults(v["pe"])
+            unknown = sorted(set(map(str, opts)) - set(known))
+            if unknown:
+                raise ClaimsError(f"{w}: pe_options {', '.join(unknown)} not options of {v['pe']} "
+                                  f"({', '.join(sorted(known)) or 'it has none'})")  # fmt: skip
         if "paper" not in v:
             raise ClaimsError(f"{w}: missing key 'paper' (the paper's number, or null if only in a figure)")
         for k in ("paper", "paper_std"):
@@ -222,6 +383,8 @@ def load_claims(path: str | Path = DEFAULT_PATH) -> list[Claim]:
         data = yaml.safe_load(path.read_text())
     except FileNotFoundError:
         raise ClaimsError(f"{path}: claims file not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ClaimsError(f"{path}: cannot read the claims file ({e})") from None
     except yaml.YAMLError as e:
         raise ClaimsError(f"{path}: not valid YAML: {e}") from None
     return validate(data, str(path))
@@ -317,16 +480,20 @@ def _tables(con) -> set[str]:
     return {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
 
 
-def _json(v) -> dict:
+def _json(v, where: str) -> dict:
+    """A JSON-object column of the store; a corrupt one is an error naming the row, not {} (which
+    would read a run's options as the defaults and file it under the wrong encoding)."""
     if v is None:
         return {}
     if isinstance(v, dict):
         return v
     try:
         out = json.loads(v)
-    except (TypeError, ValueError):
-        return {}
-    return out if isinstance(out, dict) else {}
+    except (TypeError, ValueError) as e:
+        raise ClaimsError(f"store: {where}: not valid JSON ({e}); re-run the ingest stage") from None
+    if not isinstance(out, dict):
+        raise ClaimsError(f"store: {where}: expected a JSON object, got {type(out).__name__}; re-run the ingest stage")
+    return out
 
 
 @dataclass
@@ -345,8 +512,8 @@ def read_store(con) -> Store:
         cols = [d[0] for d in cur.description]
         for row in cur.fetchall():
             r = dict(zip(cols, row, strict=True))
-            r["pe_options"] = _json(r.get("pe_options"))
-            r["params"] = _json(r.get("params"))
+            r["pe_options"] = _json(r.get("pe_options"), f"runs.pe_options of run {r['run_id']}")
+            r["params"] = _json(r.get("params"), f"runs.params of run {r['run_id']}")
             runs[str(r["run_id"])] = r
     if "efficiency" in tables and runs:
         cur = con.execute("SELECT * FROM efficiency")
@@ -355,7 +522,7 @@ def read_store(con) -> Store:
         for r in runs.values():
             e = eff.get(str(r.get("checkpoint")))
             if e:
-                r["summary"] = _json(e.get("summary"))
+                r["summary"] = _json(e.get("summary"), f"efficiency.summary of checkpoint {r.get('checkpoint')}")
                 r["efficiency"] = e
     values: dict[tuple[str, str], dict] = {}
 
@@ -397,12 +564,10 @@ def read_store(con) -> Store:
 
 
 def _defaults(pe: str) -> dict:
-    try:
-        from .models.encodings import get_encoding_class
+    """An encoding's options and their defaults (``pe`` is a validated encoding name)."""
+    from .models.encodings import get_encoding_class
 
-        return {k: o.default for k, o in get_encoding_class(pe).options.items()}
-    except Exception:
-        return {}
+    return {k: o.default for k, o in get_encoding_class(pe).options.items()}
 
 
 def ablation_keys(claims: list[Claim]) -> dict[str, set[str]]:

@@ -34,7 +34,16 @@ def main(argv: list[str] | None = None) -> int:
     if not Path(args.db).is_file():
         print(f"pipelines/claims.py: --db {args.db}: no such database (run the ingest stage first)", file=sys.stderr)
         return 2
-    con = connect(args.db)
+    import duckdb
+
+    try:
+        con = connect(args.db)
+    except duckdb.Error as e:
+        print(
+            f"pipelines/claims.py: --db {args.db}: cannot open as a DuckDB database ({type(e).__name__}: {e})",
+            file=sys.stderr,
+        )
+        return 2
     try:
         rows = compute_claims(con, args.claims)
     except ClaimsError as e:

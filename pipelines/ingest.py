@@ -1,12 +1,40 @@
-"""Stage `ingest`: a fresh leaderboard/peeval.duckdb from every results and checkpoint folder."""
+"""Stage `ingest`: a fresh leaderboard/peeval.duckdb from every results and checkpoint folder.
 
+The new store is built in a temporary file beside the old one and moved over it only when every
+input parsed and validated; on a bad input the old store is left as it was (exit 2, one line)."""
+
+import os
+import sys
 from pathlib import Path
 
 from common import ADAPT, DB, DIAG, PRETRAIN, RESULTS
 
-from leaderboard.ingest import ingest
+from leaderboard.ingest import IngestError, ingest
+
+
+def _remove(db: Path) -> None:
+    for p in (db, db.with_name(db.name + ".wal")):
+        p.unlink(missing_ok=True)
+
+
+def main() -> int:
+    tmp = DB.with_name(f".{DB.name}.{os.getpid()}.tmp")
+    _remove(tmp)
+    try:
+        counts = ingest([p for p in (RESULTS, PRETRAIN, DIAG, ADAPT) if Path(p).is_dir()], tmp)
+    except IngestError as e:
+        _remove(tmp)
+        print(f"ingest: error: {e}", file=sys.stderr)
+        return 2
+    except BaseException:
+        _remove(tmp)
+        raise
+    DB.with_name(DB.name + ".wal").unlink(missing_ok=True)  # the old store's log must not replay onto the new one
+    os.replace(tmp, DB)  # atomic on one file system: readers see the old store or the new one
+    _remove(tmp)  # a leftover log of the temporary file, if any
+    print(f"ingest: {DB}: " + ", ".join(f"{t} {n}" for t, n in counts.items() if n))
+    return 0
+
 
 if __name__ == "__main__":
-    DB.unlink(missing_ok=True)  # DVC removes outputs before a stage runs; by hand, start clean too
-    counts = ingest([p for p in (RESULTS, PRETRAIN, DIAG, ADAPT) if Path(p).is_dir()], DB)
-    print(f"ingest: {DB}: " + ", ".join(f"{t} {n}" for t, n in counts.items() if n))
+    sys.exit(main())

@@ -548,3 +548,154 @@ def test_pretraining_claims_ignore_the_diagnostic_models_of_the_same_encoding(tm
     assert json.loads(row["run_ids"]) == ["popeP", "ropeP"]
     assert row["peeval_value"] == pytest.approx(math.exp(5.0) - math.exp(5.2))
     assert row["seeds"] == 1
+
+
+# --------------------------------------------------------------------------- names that exist nowhere
+@pytest.mark.parametrize(
+    "change, field, fragment",
+    [
+        ({"task": "peeval_diag_indirect_indexing_tset"}, "task", "did you mean peeval_diag_indirect_indexing_test"),
+        ({"task": ["piqa", "peeval_cbt_cnn"]}, "task", "'peeval_cbt_cnn' is not a peeval task"),
+        ({"metric": "accc"}, "metric", "peeval_diag_indirect_indexing_test reports acc, acc@all"),
+        ({"task": "peeval_diag_flip_flop_test", "metric": "read_ac"}, "metric", "read_acc, seq_acc"),
+        ({"task": "peeval_passkey", "metric": "ppl@{max}"}, "metric", "acc or acc@<length>@<depth>"),
+        ({"task": "peeval_ppl_pg19", "metric": "ppl@{maximum}"}, "metric", "ppl@L, bpb@L"),
+        ({"task": "peeval_ppl_pg19", "metric": "perplexity"}, "metric", "ppl@L, bpb@L"),
+        ({"task": "peeval_scrolls_quality", "metric": "f1"}, "metric", "scrolls_score, em"),
+        ({"task": "peeval_scrolls_gov_report", "metric": "rouge_l"}, "metric", "rougeL"),
+        ({"task": ["peeval_cbt_cn", "peeval_cbt_ne"], "metric": "accuracy"}, "metric", "acc, acc_norm"),
+        ({"task": "piqa", "metric": "acc_nrom"}, "metric", "a metric lm-eval registers"),
+        ({"task": "train_val", "metric": "loss"}, "metric", "ppl"),
+        ({"task": "peeval_shift_stability", "metric": "attn_diff@shift_id@{max}"}, "metric", "shift_ids"),
+        ({"task": "not_in_peeval_music"}, "task", "allowed only with cpu: no"),
+        ({"variants": {"a": {"method": "lroa", "paper": 1.0}, "b": {"method": "lora", "paper": 1.0}}}, "variants.a",
+         "'lroa' is not a peeval adapt method"),
+        ({"variants": {"a": {"pe": "tape", "pe_options": {"equivarient": False}, "paper": 1.0},
+                       "b": {"pe": "rope", "paper": 1.0}}}, "variants.a", "equivarient not options of tape"),
+        ({"task": "peeval_diag_counting_test", "run_params": {"nvars": 3}}, "run_params", "counting generator"),
+        ({"run_params": {"n_vars": 3}}, "run_params", "indirect_indexing generator"),
+    ],
+)  # fmt: skip
+def test_a_name_that_exists_nowhere_is_an_error(monkeypatch, change, field, fragment):
+    """Before: validated, then every pair silently 'inconclusive' (no run can ever match a typo)."""
+    monkeypatch.setattr(C, "lm_eval_task_names", lambda: pytest.fail("peeval's own names need no lm-eval index"))
+    with pytest.raises(C.ClaimsError) as e:
+        C.validate(_one(**change), "claims.yaml")
+    msg = str(e.value)
+    assert "claims.yaml: claim 'x-claim'" in msg and f"field '{field}" in msg and fragment in msg, msg
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"task": "not_in_peeval_music", "cpu": "no", "metric": "nll"},
+        {"task": "peeval_diag_addition_test", "metric": "acc@3x3"},
+        {"task": "peeval_diag_flip_flop_ood_sparse", "metric": "acc@seq_acc"},
+        {"task": "peeval_passkey", "metric": "acc@{max}@0.5"},
+        {"task": "peeval_ppl_proof_pile", "metric": "bpb@{train}"},
+        {"task": "peeval_shift_stability", "metric": "pe_dot_diff@add_tokens@{max}"},
+        {"task": "peeval_scrolls_qmsum", "metric": "rouge_gm"},
+        {"task": "peeval_zeroshot", "metric": "acc"},
+        {"task": ["mmlu_stem", "arc_challenge"], "metric": "acc_norm"},
+        {"task": "peeval_diag_counting_ood_long", "run_params": {"n_vars": 5, "max_ops": 64}},
+        {"variants": {"a": {"pe": "tape", "pe_options": {"equivariant": False}, "paper": 1.0},
+                      "b": {"method": "yarn", "paper": None}}},
+    ],
+)  # fmt: skip
+def test_names_peeval_has_are_accepted(monkeypatch, change):
+    monkeypatch.setattr(C, "lm_eval_task_names", lambda: pytest.fail("peeval's own names need no lm-eval index"))
+    assert len(C.validate(_one(**change), "claims.yaml")) == 1
+
+
+def test_other_lm_eval_tasks_are_looked_up_in_its_index(monkeypatch):
+    """A task outside peeval's suites is asked of lm-eval's index, once for the whole file."""
+    asked = []
+    monkeypatch.setattr(C, "lm_eval_task_names", lambda: asked.append(1) or {"wikitext", "piqa"})
+    d = _one(task="wikitext", metric="word_perplexity")
+    d["claims"].append({**_one()["claims"][0], "id": "y", "task": "wikitext", "metric": "bits_per_byte"})
+    assert len(C.validate(d, "claims.yaml")) == 2 and asked == [1]
+    with pytest.raises(
+        C.ClaimsError, match=r"'wikitex' is neither a peeval task nor an lm-eval task; did you mean wikitext"
+    ):
+        C.validate(_one(task="wikitex", metric="acc"), "claims.yaml")
+
+
+@pytest.mark.slow
+def test_lm_eval_index_rejects_a_misspelt_builtin():
+    """The real lm-eval index (~10-20 s to build)."""
+    with pytest.raises(C.ClaimsError, match="'piqaa' is neither a peeval task nor an lm-eval task"):
+        C.validate(_one(task="piqaa"), "claims.yaml")
+    assert len(C.validate(_one(task="wikitext", metric="word_perplexity"), "claims.yaml")) == 1
+
+
+def test_typo_is_an_error_while_runs_not_made_are_inconclusive(tmp_path):
+    """The line between the two: names are checked against peeval, numbers looked up in the store."""
+    con = _db()
+    ii = "peeval_diag_indirect_indexing_test"
+    for s, (a, b) in enumerate([(0.93, 0.10), (0.95, 0.12), (0.97, 0.11)]):
+        _run(con, f"pope{s}", "pope", s)
+        _run(con, f"rope{s}", "rope", s)
+        _metric(con, f"pope{s}", ii, "acc", a, 0.01, 500)
+        _metric(con, f"rope{s}", ii, "acc", b, 0.01, 500)
+    not_run = _claims_file(tmp_path, [{"id": "ii"}, {"id": "sc", "task": "peeval_diag_selective_copy_test"}])
+    rows = {r["claim_id"]: r for r in C.compute_claims(con, not_run)}
+    assert rows["ii:a-vs-b"]["verdict"] == "reproduced"
+    assert rows["sc:a-vs-b"]["verdict"] == "inconclusive" and "no peeval number" in rows["sc:a-vs-b"]["setting_diff"]
+    typo = _claims_file(tmp_path, [{"id": "ii", "metric": "acc_norm"}])
+    with pytest.raises(C.ClaimsError, match=r"claim 'ii': field 'metric': 'acc_norm' is not a metric of this task"):
+        C.compute_claims(con, typo)
+    # the store keeps the last good verdicts
+    assert con.execute("SELECT count(*) FROM claims").fetchone() == (2,)
+
+
+def test_a_corrupt_store_column_is_an_error_not_the_defaults(tmp_path):
+    """Before: _json turned unreadable pe_options into {} and the run counted as the default encoding
+    (the JSON column type already refuses malformed JSON; a non-object still gets in)."""
+    con = _db()
+    _run(con, "pope0", "pope", 0)
+    _run(con, "rope0", "rope", 0)
+    con.execute("""UPDATE runs SET pe_options = '"softplus=false"' WHERE run_id = 'pope0'""")  # JSON, not an object
+    path = _claims_file(tmp_path, [{"id": "ii"}])
+    with pytest.raises(C.ClaimsError, match=r"store: runs.pe_options of run pope0: expected a JSON object, got str"):
+        C.compute_claims(con, path)
+    con.execute("UPDATE runs SET pe_options = '[1]' WHERE run_id = 'pope0'")
+    with pytest.raises(C.ClaimsError, match=r"runs.pe_options of run pope0: expected a JSON object, got list"):
+        C.compute_claims(con, path)
+
+
+def test_an_encoding_lookup_failure_is_not_swallowed(tmp_path, monkeypatch):
+    """Before: _defaults caught every exception and matched runs as if the encoding had no options."""
+    import peeval.models.encodings as enc
+
+    con = _db()
+    _run(con, "pope0", "pope", 0)
+    _metric(con, "pope0", "peeval_diag_indirect_indexing_test", "acc", 0.9, 0.01, 500)
+    path = _claims_file(tmp_path, [{"id": "ii"}])
+
+    def broken(pe):
+        raise RuntimeError(f"encoding module for {pe} failed to import")
+
+    monkeypatch.setattr(enc, "get_encoding_class", broken)
+    with pytest.raises(RuntimeError, match="failed to import"):
+        C.compute_claims(con, path)
+
+
+def test_stage_rejects_a_misspelt_claim_and_a_non_database_in_one_line(tmp_path, capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("claims_stage", ROOT / "pipelines" / "claims.py")
+    stage = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stage)
+    db = tmp_path / "p.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute(SCHEMA.read_text())
+    con.close()
+    bad = _claims_file(tmp_path, [{"id": "ii", "task": "peeval_diag_indirect_indexing"}])
+    assert stage.main(["--db", str(db), "--claims", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "claim 'ii': field 'task'" in err[0] and "did you mean" in err[0], err
+    junk = tmp_path / "junk.duckdb"
+    junk.write_text("not a database")
+    assert stage.main(["--db", str(junk)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot open as a DuckDB database" in err[0], err

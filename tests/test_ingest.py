@@ -3,6 +3,7 @@ malformed or partial file is rejected with its name while the database stays as 
 
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -183,3 +184,158 @@ def test_duckdb_cli_reads_the_store(tree):
                        capture_output=True, text=True, timeout=60)  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["name,kind", "tape,diagnostic", "tape,pretrain"]
+
+
+# ----------------------------------------------------------------------------- bad values and a safe store
+
+
+def _set_result(t: Path, run: str, task: str, key: str, value) -> None:
+    f = t / "results" / run / "results.json"
+    doc = json.loads(f.read_text())
+    doc["results"][task][key] = value
+    f.write_text(json.dumps(doc))  # NaN / Infinity are written as JSON's NaN / Infinity, which json reads back
+
+
+@pytest.mark.parametrize(
+    "run, task, key, value, why",
+    [
+        ("lm", "peeval_passkey", "acc,none", 1.5, "not an accuracy in [0, 1]"),
+        ("lm", "peeval_passkey", "acc@64@0.0,none", -0.25, "not an accuracy in [0, 1]"),
+        ("diag", "peeval_diag_flip_flop_ood_sparse", "seq_acc,none", float("nan"), "not a finite number"),
+        ("diag", "peeval_diag_addition_test", "acc,none", float("inf"), "not a finite number"),
+        ("lm", "peeval_ppl_pg19", "ppl@32,none", -411.5, "not a perplexity"),
+        ("lm", "peeval_ppl_pg19", "ppl@32,none", 0.5, "not a perplexity"),
+        ("lm", "peeval_ppl_pg19", "ppl@32,none", float("nan"), "not a finite number"),
+        ("lm", "peeval_ppl_pg19", "bpb@32,none", -1.0, "bits-per-byte"),
+        ("lm", "peeval_ppl_pg19", "tokens@32,none", 2.5, "not a count"),
+        ("lm", "peeval_passkey", "acc_stderr,none", float("nan"), "stderr"),
+    ],
+)  # fmt: skip
+def test_impossible_metric_values_are_rejected_naming_file_and_cell(tree, capsys, run, task, key, value, why):
+    db = tree / "p.duckdb"
+    ingest([tree / "results", tree / "checkpoints"], db, root=tree)
+    before = dump(db)
+    _set_result(tree, run, task, key, value)
+    assert main(["--db", str(db), "--root", str(tree), str(tree / "results"), str(tree / "checkpoints")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"results/{run}/results.json" in err[0] and why in err[0], err
+    shown = key if "stderr" not in key else key.replace("_stderr", "")
+    assert f"[{task!r}][{shown!r}]" in err[0], err
+    assert dump(db) == before
+
+
+def test_exploded_perplexity_and_edge_values_are_kept(tree):
+    """+inf ppl is the perplexity task's documented 'model exploded' value; 1.0 and 0/1 accuracies are valid."""
+    _set_result(tree, "lm", "peeval_ppl_pg19", "ppl@32,none", 1.0)
+    _set_result(tree, "lm", "peeval_passkey", "acc,none", 1)
+    db = tree / "p.duckdb"
+    ingest([tree / "results"], db, root=tree)
+    con = duckdb.connect(str(db))
+    got = dict(con.execute("select length, ppl from ppl_by_length").fetchall())
+    assert got[32] == 1.0 and math.isinf(got[64])
+
+
+@pytest.mark.parametrize(
+    "damage, named",
+    [
+        # a sample whose doc_id is not a number: before, a bare ValueError naming no file
+        (lambda t: (t / "results/lm/samples_peeval_passkey.jsonl").open("a").write('{"doc_id": "abc"}\n'),
+         "samples_peeval_passkey.jsonl:5: malformed sample ('doc_id'"),
+        # provenance: seed, n-samples, model_args of the wrong type
+        (lambda t: _edit(t / "results/lm/results.json", lambda d: d["peeval"].update(max_length="long")),
+         "results/lm/results.json: peeval.max_length: expected a whole number, got 'long'"),
+        (lambda t: _edit(t / "results/lm/results.json", lambda d: d.update({"n-samples": [1, 2]})),
+         "results/lm/results.json: n-samples must be an object"),
+        (lambda t: _edit(t / "results/lm/results.json", lambda d: d["peeval"].update(model_args="pretrained=x")),
+         "results/lm/results.json: peeval.model_args must be an object"),
+        (lambda t: _set_result(t, "lm", "peeval_passkey", "acc@sixty@0.0,none", 0.5),
+         "results/lm/results.json: results['peeval_passkey']['acc@sixty@0.0,none']: the length"),
+        (lambda t: _set_result(t, "lm", "peeval_passkey", "acc@64@1.8,none", 0.5),
+         "results/lm/results.json: results['peeval_passkey']['acc@64@1.8,none']: the depth"),
+        # training outputs: a NaN loss, a ppl below 1, a non-numeric step, a summary that is not an object
+        (lambda t: (t / "checkpoints/tape/train_curve.csv").open("a").write("3,384,0.0001,nan,5.0,2.0\n"),
+         "tape/train_curve.csv: malformed training curve (line 4, column 'train_loss'"),
+        (lambda t: (t / "checkpoints/tape/train_curve.csv").open("a").write("x,384,0.0001,5.0,5.0,2.0\n"),
+         "tape/train_curve.csv: malformed training curve (line 4, column 'step'"),
+        (lambda t: _edit(t / "checkpoints/tape/train_summary.json", lambda d: d.update(final_val_ppl=0.5)),
+         "tape/train_summary.json: 'final_val_ppl'"),
+        (lambda t: _edit(t / "checkpoints/tape/train_summary.json", lambda d: d.update(tokens_per_s=float("nan"))),
+         "tape/train_summary.json: 'tokens_per_s'"),
+        (lambda t: (t / "checkpoints/tape/train_summary.json").write_text("[1, 2]"),
+         "tape/train_summary.json: not a JSON object"),
+        # a copied results folder: the same run twice (before: a DuckDB constraint error, no file named)
+        (lambda t: shutil.copytree(t / "results/lm", t / "results/lm-copy"),
+         "results/lm-copy/results.json: the same"),
+    ],
+)  # fmt: skip
+def test_every_parse_error_names_the_file(tree, capsys, damage, named):
+    db = tree / "p.duckdb"
+    ingest([tree / "results", tree / "checkpoints"], db, root=tree)
+    before = dump(db)
+    damage(tree)
+    with pytest.raises(IngestError) as e:
+        ingest([tree / "results", tree / "checkpoints"], db, root=tree)
+    assert named in str(e.value), str(e.value)
+    assert dump(db) == before
+    assert main(["--db", str(db), "--root", str(tree), str(tree / "results"), str(tree / "checkpoints")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and named in err[0]
+
+
+def _edit(path: Path, change) -> None:
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+
+
+def test_a_database_path_that_is_not_a_database_is_one_line(tree, capsys):
+    db = tree / "notes.txt"
+    db.write_text("not a database\n")
+    assert main(["--db", str(db), "--root", str(tree), str(tree / "results")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "notes.txt: cannot open as a DuckDB database" in err[0]
+    assert db.read_text() == "not a database\n"
+
+
+def _stage(cwd: Path) -> subprocess.CompletedProcess:
+    """pipelines/ingest.py as DVC runs it: from the repository root (here a copy of its layout)."""
+    env = {**os.environ, "PYTHONPATH": REPO, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, str(Path(REPO) / "pipelines" / "ingest.py")], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+
+
+@pytest.fixture
+def layout(tree):
+    """The pipeline's folders (results/, checkpoints/pretrain, checkpoints/diag, leaderboard/) under tree."""
+    (tree / "checkpoints" / "pretrain").mkdir()
+    (tree / "checkpoints" / "diag").mkdir()
+    (tree / "checkpoints" / "tape").rename(tree / "checkpoints" / "pretrain" / "tape")
+    (tree / "checkpoints" / "tape-addition").rename(tree / "checkpoints" / "diag" / "tape-addition")
+    for run in ("lm", "diag"):
+        f = tree / "results" / run / "results.json"
+        f.write_text(f.read_text().replace("checkpoints/tape", "checkpoints/pretrain/tape"))
+    (tree / "leaderboard").mkdir()
+    return tree
+
+
+def test_stage_keeps_the_old_store_when_an_input_is_bad(layout):
+    """Before: the stage deleted leaderboard/peeval.duckdb first, so one bad file lost the whole store."""
+    db = layout / "leaderboard" / "peeval.duckdb"
+    r = _stage(layout)
+    assert r.returncode == 0, r.stderr
+    before = dump(db)
+    assert len(before["runs"]) == 2 and len(before["efficiency"]) == 2
+    _set_result(layout, "lm", "peeval_passkey", "acc,none", 1.5)
+    r = _stage(layout)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "results/lm/results.json" in lines[0] and "accuracy" in lines[0], r.stderr
+    assert dump(db) == before
+    assert sorted(p.name for p in (layout / "leaderboard").iterdir()) == ["peeval.duckdb"]  # no temporary left
+    _set_result(layout, "lm", "peeval_passkey", "acc,none", 0.75)  # fixed: the store is replaced
+    r = _stage(layout)
+    assert r.returncode == 0, r.stderr
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("select value from metrics where task='peeval_passkey' and metric='acc'").fetchall() == [(0.75,)]
+    con.close()
+    assert sorted(p.name for p in (layout / "leaderboard").iterdir()) == ["peeval.duckdb"]

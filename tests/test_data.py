@@ -1,0 +1,91 @@
+"""peeval.data: only a genuine not-found or offline error becomes "neither in the mirror nor on the
+hub"; every other failure of ``datasets.load_dataset`` / lm-eval's download keeps its own message."""
+
+import datasets
+import pytest
+from huggingface_hub.errors import OfflineModeIsEnabled
+
+from peeval import data
+
+
+@pytest.fixture
+def no_mirror(tmp_path, monkeypatch):
+    monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(tmp_path / "empty"))
+
+
+def test_offline_unknown_dataset_is_the_not_found_error(no_mirror, hub_offline):
+    """The real library, offline: datasets raises ConnectionError; peeval names dataset and mirror."""
+    with pytest.raises(FileNotFoundError, match=r"dataset 'nosuch-org/nosuch-ds' \(cfg\) is neither in the mirror"):
+        data.load_dataset("nosuch-org/nosuch-ds", "cfg", split="test")
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        datasets.exceptions.DatasetNotFoundError("Dataset 'x/y' doesn't exist on the Hub"),
+        ConnectionError("Couldn't reach 'x/y' on the Hub (LocalEntryNotFoundError)"),
+        OfflineModeIsEnabled("offline"),
+        RuntimeError("wrapped"),  # raised *from* a not-found error below
+    ],
+)
+def test_not_found_and_offline_errors_are_named(no_mirror, monkeypatch, error):
+    def fail(*a, **k):
+        if isinstance(error, RuntimeError):
+            raise error from FileNotFoundError("x/y/data/test.parquet")
+        raise error
+
+    monkeypatch.setattr(datasets, "load_dataset", fail)
+    with pytest.raises(FileNotFoundError, match="'x/y' is neither in the mirror") as e:
+        data.load_dataset("x/y", split="test")
+    assert e.value.__cause__ is error
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ValueError("Unknown split \"tset\". Should be one of ['test']."),
+        ValueError("BuilderConfig 'qasperr' not found. Available: ['qasper', 'qmsum']"),
+        TypeError("load_dataset() got an unexpected keyword argument 'streming'"),
+        datasets.exceptions.DatasetGenerationError("An error occurred while generating the dataset"),
+        MemoryError(),
+    ],
+)
+def test_other_errors_propagate_with_their_own_message(no_mirror, monkeypatch, error):
+    """Before: every one of these read 'neither in the mirror nor reachable on the hub'."""
+
+    def fail(*a, **k):
+        raise error
+
+    monkeypatch.setattr(datasets, "load_dataset", fail)
+    with pytest.raises(type(error)) as e:
+        data.load_dataset("x/y", split="test")
+    assert e.value is error
+
+
+class _Config:
+    custom_dataset = None
+
+
+def _fake_task_module(error):
+    class ConfigurableTask:
+        DATASET_PATH = "x/y"
+        DATASET_NAME = None
+        config = _Config()
+
+        def download(self, dataset_kwargs=None, **kwargs):
+            raise error
+
+    return type("M", (), {"ConfigurableTask": ConfigurableTask})
+
+
+def test_lm_eval_download_keeps_other_errors_and_names_missing_datasets(no_mirror):
+    bad_split = ValueError('Unknown split "tset"')
+    mod = _fake_task_module(bad_split)
+    data.patch_lm_eval_tasks(mod)
+    with pytest.raises(ValueError) as e:
+        mod.ConfigurableTask().download()
+    assert e.value is bad_split
+    mod = _fake_task_module(ConnectionError("Couldn't reach 'x/y' on the Hub (OfflineModeIsEnabled)"))
+    data.patch_lm_eval_tasks(mod)
+    with pytest.raises(FileNotFoundError, match="'x/y' is neither in the mirror"):
+        mod.ConfigurableTask().download()
