@@ -50,6 +50,7 @@ class PeevalAttention(nn.Module):
         # the kernels are causal over a whole sequence: decode steps and padding use sdpa
         fused = fused and ctx.past_length == 0 and (attention_mask is None or bool(attention_mask.all()))
         ctx.fused = fused  # an encoding whose kernel takes raw q/k skips its transform then
+        ctx.attn_input = x  # the normalised layer input q/k/v come from (CoPE's separate gate keys)
         q, k = pe.transform_qk(self.layer_idx, q, k, ctx)
         extra = pe.extra_values(self.layer_idx, ctx)
         if extra is not None:

@@ -85,6 +85,8 @@ class PEContext:
     values: torch.Tensor | None = None
     #: True while the ``triton`` back-end runs this encoding's ``fused_attention``
     fused: bool = False
+    #: (B, Nq, C) the current layer's attention input (normalised h), set before ``transform_qk``
+    attn_input: torch.Tensor | None = None
 
     @property
     def query_length(self) -> int:
