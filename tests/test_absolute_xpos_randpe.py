@@ -72,6 +72,42 @@ def test_learned_generate_beyond_table_raises():
     assert m.generate(x, max_new_tokens=2, do_sample=False, pad_token_id=0).shape == (1, 32)
 
 
+@pytest.mark.parametrize("pe", ["learned", "sinusoidal", "fire", "rope"])
+def test_padded_batch_with_mask_equals_alone(pe):
+    """An attention_mask without position_ids: pads are not positions (HF: cumsum(mask) − 1),
+    so a left- or right-padded row equals the sequence alone (float64)."""
+    m = tiny_model(pe)
+    randomize_(m)
+    m = m.double()
+    a, b = torch.randint(1, 61, (1, 9)), torch.randint(1, 61, (1, 5))
+    with torch.no_grad():
+        alone = m(b).logits[0]
+        # left padding
+        batch = torch.cat([a, torch.cat([torch.zeros(1, 4, dtype=torch.long), b], 1)])
+        mask = torch.tensor([[1] * 9, [0] * 4 + [1] * 5])
+        out = m(batch, attention_mask=mask).logits
+        torch.testing.assert_close(out[1, 4:], alone, rtol=0, atol=1e-12)
+        torch.testing.assert_close(out[0], m(a).logits[0], rtol=0, atol=1e-12)
+        # right padding
+        batch = torch.cat([a, torch.cat([b, torch.zeros(1, 4, dtype=torch.long)], 1)])
+        out = m(batch, attention_mask=mask.flip(-1)).logits
+        torch.testing.assert_close(out[1, :5], alone, rtol=0, atol=1e-12)
+
+
+def test_learned_left_padding_reads_rows_from_zero():
+    """By hand: the learned table rows added for a left-padded row are 0, 1, 2, ... from its
+    first real token (not the pad count)."""
+    m = tiny_model("learned")
+    randomize_(m)
+    seen = []
+    orig = m.model.pe.embed
+    m.model.pe.embed = lambda h, ctx: (seen.append(ctx.position_ids.clone()), orig(h, ctx))[1]
+    mask = torch.tensor([[0, 0, 0, 1, 1, 1], [1, 1, 1, 1, 1, 1]])
+    with torch.no_grad():
+        m(torch.randint(1, 61, (2, 6)), attention_mask=mask)
+    assert seen[0][0, 3:].tolist() == [0, 1, 2] and seen[0][1].tolist() == [0, 1, 2, 3, 4, 5]
+
+
 # -- xpos ---------------------------------------------------------------------------------
 def test_xpos_zeta_by_hand():
     from peeval.models.encodings.xpos import xpos_zeta
