@@ -72,6 +72,42 @@ def test_learned_generate_beyond_table_raises():
     assert m.generate(x, max_new_tokens=2, do_sample=False, pad_token_id=0).shape == (1, 32)
 
 
+@pytest.mark.parametrize("pe", ["learned", "sinusoidal", "fire", "rope"])
+def test_padded_batch_with_mask_equals_alone(pe):
+    """An attention_mask without position_ids: pads are not positions (HF: cumsum(mask) − 1),
+    so a left- or right-padded row equals the sequence alone (float64)."""
+    m = tiny_model(pe)
+    randomize_(m)
+    m = m.double()
+    a, b = torch.randint(1, 61, (1, 9)), torch.randint(1, 61, (1, 5))
+    with torch.no_grad():
+        alone = m(b).logits[0]
+        # left padding
+        batch = torch.cat([a, torch.cat([torch.zeros(1, 4, dtype=torch.long), b], 1)])
+        mask = torch.tensor([[1] * 9, [0] * 4 + [1] * 5])
+        out = m(batch, attention_mask=mask).logits
+        torch.testing.assert_close(out[1, 4:], alone, rtol=0, atol=1e-12)
+        torch.testing.assert_close(out[0], m(a).logits[0], rtol=0, atol=1e-12)
+        # right padding
+        batch = torch.cat([a, torch.cat([b, torch.zeros(1, 4, dtype=torch.long)], 1)])
+        out = m(batch, attention_mask=mask.flip(-1)).logits
+        torch.testing.assert_close(out[1, :5], alone, rtol=0, atol=1e-12)
+
+
+def test_learned_left_padding_reads_rows_from_zero():
+    """By hand: the learned table rows added for a left-padded row are 0, 1, 2, ... from its
+    first real token (not the pad count)."""
+    m = tiny_model("learned")
+    randomize_(m)
+    seen = []
+    orig = m.model.pe.embed
+    m.model.pe.embed = lambda h, ctx: (seen.append(ctx.position_ids.clone()), orig(h, ctx))[1]
+    mask = torch.tensor([[0, 0, 0, 1, 1, 1], [1, 1, 1, 1, 1, 1]])
+    with torch.no_grad():
+        m(torch.randint(1, 61, (2, 6)), attention_mask=mask)
+    assert seen[0][0, 3:].tolist() == [0, 1, 2] and seen[0][1].tolist() == [0, 1, 2, 3, 4, 5]
+
+
 # -- xpos ---------------------------------------------------------------------------------
 def test_xpos_zeta_by_hand():
     from peeval.models.encodings.xpos import xpos_zeta
@@ -163,8 +199,14 @@ def _check_subset(p, L):
     assert p == sorted(p) and len(set(p)) == len(p) and p[0] >= 0 and p[-1] < L
 
 
+def _seeded_table(M, L, seed=0):
+    """The documented evaluation table, re-derived: a sorted seeded M-subset of [0, L)."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(L, generator=g).topk(M).indices.sort().values
+
+
 def test_randpe_positions_sorted_distinct_in_range_and_deterministic_in_eval():
-    m = tiny_model("randpe", pe_options={"max_positions": 200})
+    m = tiny_model("randpe", pe_options={"max_positions": 200, "eval_length": 50})
     seen = _record_positions(m)
     x = torch.randint(0, 61, (2, 20))
     with torch.no_grad():
@@ -173,15 +215,25 @@ def test_randpe_positions_sorted_distinct_in_range_and_deterministic_in_eval():
     (p1, k1), (p2, _) = seen
     assert torch.equal(p1, p2) and torch.equal(p1, k1) and torch.equal(p1[0], p1[1])
     _check_subset(p1[0], 200)
+    assert torch.equal(p1[0], _seeded_table(50, 200)[:20])  # the prefix of the fixed table
     assert not torch.equal(p1[0], torch.arange(20))  # really randomized
     # another model with the same seed draws the same; another seed does not
-    m2 = tiny_model("randpe", pe_options={"max_positions": 200})
+    m2 = tiny_model("randpe", pe_options={"max_positions": 200, "eval_length": 50})
     seen2 = _record_positions(m2)
-    m3 = tiny_model("randpe", pe_options={"max_positions": 200, "seed": 1})
+    m3 = tiny_model("randpe", pe_options={"max_positions": 200, "eval_length": 50, "seed": 1})
     seen3 = _record_positions(m3)
     with torch.no_grad():
         m2(x), m3(x)
     assert torch.equal(seen2[0][0], p1) and not torch.equal(seen3[0][0], p1)
+
+
+def test_randpe_default_eval_positions_are_the_full_range_in_order():
+    """eval_length defaults to L: the L-subset of [0, L) is 0..L-1, the base's own positions."""
+    m = tiny_model("randpe", pe_options={"max_positions": 64})
+    seen = _record_positions(m)
+    with torch.no_grad():
+        m(torch.randint(0, 61, (1, 9)))
+    assert seen[0][0][0].tolist() == list(range(9))
 
 
 def test_randpe_fresh_draw_per_training_forward():
@@ -198,18 +250,42 @@ def test_randpe_fresh_draw_per_training_forward():
 
 @pytest.mark.parametrize("base", ["rope", "xpos", "sinusoidal"])
 def test_randpe_equals_base_at_the_drawn_positions(base):
-    """randpe = the base encoding run with position_ids = the drawn positions."""
-    m = tiny_model("randpe", pe_options={"base": base, "max_positions": 100})
+    """randpe = the base encoding run with position_ids = the fixed evaluation positions."""
+    m = tiny_model("randpe", pe_options={"base": base, "max_positions": 100, "eval_length": 30})
     randomize_(m)
     ref = tiny_model(base)
     ref.load_state_dict({k.replace("pe.base.", "pe."): v for k, v in m.state_dict().items()})
     x = torch.randint(0, 61, (2, 10))
     with torch.no_grad():
         out = m(x).logits
-        g = torch.Generator().manual_seed(0)  # the documented seeded draw, recomputed here
-        pos = torch.rand(100, generator=g).topk(10).indices.sort().values
+        pos = _seeded_table(30, 100)[:10]
         torch.testing.assert_close(out, ref(x, position_ids=pos[None].expand(2, 10)).logits)
         assert not torch.allclose(out, ref(x).logits, atol=1e-3)
+
+
+@pytest.mark.parametrize("base", ["rope", "alibi"])
+def test_randpe_eval_independent_of_batch_padding_and_later_tokens(base):
+    """float64: a sequence scores the same alone, in a right- or left-padded batch with other
+    partners, and its prefix scores the same as inside the longer input (causal)."""
+    m = tiny_model("randpe", pe_options={"base": base, "max_positions": 100, "eval_length": 40})
+    randomize_(m, std=0.5)
+    m = m.double()
+    a, b, c = (torch.randint(1, 61, (1, n)) for n in (7, 15, 11))
+    z = lambda n: torch.zeros(1, n, dtype=torch.long)
+    with torch.no_grad():
+        alone = m(a).logits[0]
+        # a prefix is not changed by what follows it
+        torch.testing.assert_close(m(a[:, :4]).logits[0], alone[:4], rtol=0, atol=1e-12)
+        # right padding, with and without a mask, two different partners
+        for partner in (b, c):
+            batch = torch.cat([torch.cat([a, z(partner.shape[1] - 7)], 1), partner])
+            torch.testing.assert_close(m(batch).logits[0, :7], alone, rtol=0, atol=1e-12)
+            mask = (torch.arange(batch.shape[1]) < torch.tensor([[7], [batch.shape[1]]])).long()
+            torch.testing.assert_close(m(batch, attention_mask=mask).logits[0, :7], alone, rtol=0, atol=1e-12)
+        # left padding with a mask (positions from the mask)
+        batch = torch.cat([torch.cat([z(8), a], 1), b])
+        mask = (batch != 0).long()  # tokens are drawn from 1..60: 0 only where padded
+        torch.testing.assert_close(m(batch, attention_mask=mask).logits[0, 8:], alone, rtol=0, atol=1e-12)
 
 
 def test_randpe_length_beyond_max_positions_raises():
@@ -223,37 +299,39 @@ def test_randpe_length_beyond_max_positions_raises():
     m.train()
     with pytest.raises(ValueError, match="max_positions=10"):
         m(torch.randint(0, 61, (1, 12)))
+    short = tiny_model("randpe", pe_options={"max_positions": 50, "eval_length": 8})
+    with torch.no_grad(), pytest.raises(ValueError, match=r"eval_length=8.*9 positions"):
+        short(torch.randint(0, 61, (1, 9)))
+    with pytest.raises(ValueError, match=r"eval_length=60.*at most max_positions=50"):
+        tiny_model("randpe", pe_options={"max_positions": 50, "eval_length": 60})
 
 
-def test_randpe_generation_prefix_stable():
-    """With set_generation_length(n) every decode step sees the positions of the n-draw."""
-    m = tiny_model("randpe", pe_options={"max_positions": 500})
+def test_randpe_decoding_equals_forward_without_generation_length():
+    """Fixed evaluation positions: KV-cache decoding needs no set_generation_length."""
+    m = tiny_model("randpe", pe_options={"max_positions": 500, "eval_length": 100})
+    randomize_(m)
     seen = _record_positions(m)
     x = torch.randint(0, 61, (1, 12))
-    m.model.pe.set_generation_length(12)
     with torch.no_grad():
-        m(x)
+        full = m(x).logits
         out = m(x[:, :4], use_cache=True)
+        steps = [out.logits]
         for t in range(4, 12):
             out = m(x[:, t : t + 1], past_key_values=out.past_key_values, use_cache=True)
-    m.model.pe.set_generation_length(None)
-    full = seen[0][0][0]
-    _check_subset(full, 500)
-    assert torch.equal(seen[1][0][0], full[:4])
+            steps.append(out.logits)
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
+    table = _seeded_table(100, 500)
+    assert torch.equal(seen[0][0][0], table[:12]) and torch.equal(seen[1][0][0], table[:4])
     for t, (q, kpos) in zip(range(4, 12), seen[2:]):
-        assert q[0].tolist() == [full[t].item()] and torch.equal(kpos[0], full[: t + 1])
-    # without a generation length, a plain 4-token forward draws for 4: other positions
-    with torch.no_grad():
-        m(x[:, :4])
-    assert not torch.equal(seen[-1][0][0], full[:4])
+        assert q[0].tolist() == [table[t].item()] and torch.equal(kpos[0], table[: t + 1])
 
 
-def test_randpe_cached_call_without_generation_length_raises():
-    m = tiny_model("randpe")
+def test_randpe_cached_call_in_training_raises():
+    m = tiny_model("randpe").train()
     x = torch.randint(0, 61, (1, 6))
     with torch.no_grad():
         out = m(x[:, :4], use_cache=True)
-        with pytest.raises(ValueError, match="set_generation_length"):
+        with pytest.raises(ValueError, match="model.eval"):
             m(x[:, 4:5], past_key_values=out.past_key_values, use_cache=True)
 
 
@@ -273,7 +351,7 @@ def test_randpe_other_bases_decode_equals_forward(base):
         get_encoding_class(base)
     except (ImportError, AttributeError) as e:
         pytest.skip(f"{base}: {e}")
-    m = tiny_model("randpe", pe_options={"base": base, "max_positions": 64})
+    m = tiny_model("randpe", pe_options={"base": base, "max_positions": 64, "eval_length": 20})
     randomize_(m)
     x = torch.randint(0, 61, (2, 9))
     m.model.pe.set_generation_length(9)

@@ -55,13 +55,15 @@ def test_t5_bias_reads_the_shared_table():
     assert pe.bias(1, None, None, ctx) is b  # one bias for the whole model
 
 
+@pytest.mark.parametrize("share", [True, False])
 @pytest.mark.parametrize("variant", ["log", "power"])
-def test_kerple_by_hand(variant):
-    m = tiny_model("kerple", pe_options={"variant": variant})
+def test_kerple_by_hand(variant, share):
+    m = tiny_model("kerple", pe_options={"variant": variant, "share_layers": share})
     pe = m.model.pe
+    row = 0 if share else 1
     with torch.no_grad():
-        pe.r1[1] = torch.tensor([0.5, 1.5, -3.0, 2.0])
-        pe.r2[1] = torch.tensor([0.3, 0.9, 0.5, 3.0])
+        pe.r1[row] = torch.tensor([0.5, 1.5, -3.0, 2.0])
+        pe.r2[row] = torch.tensor([0.3, 0.9, 0.5, 3.0])
     b = pe.bias(1, None, None, ctx_for(8))
     r1 = [0.5, 1.5, 0.01, 2.0]  # used clamped to >= 0.01
     r2 = [0.3, 0.9, 0.5, 3.0 if variant == "log" else 2.0]  # power exponent <= 2
@@ -70,12 +72,26 @@ def test_kerple_by_hand(variant):
             d = i - j
             want = -r1[h] * (math.log(1 + r2[h] * d) if variant == "log" else d ** r2[h])
             assert b[0, h, i, j].item() == pytest.approx(want, rel=1e-5, abs=1e-7)
+    # shared: layer 0 reads the same kernel; per layer: layer 0 keeps its own
+    assert torch.equal(pe.bias(0, None, None, ctx_for(8)), b) == share
 
 
-def test_kerple_init_matches_authors_ranges():
-    pe = tiny_model("kerple", num_hidden_layers=8, num_attention_heads=8, hidden_size=64).model.pe
-    assert pe.r1.min() >= 0 and pe.r1.max() <= 2 and pe.r1.std() > 0.2
-    assert pe.r2.min() >= 0 and pe.r2.max() <= 1 and pe.r2.std() > 0.1
+@pytest.mark.parametrize("variant", ["log", "power"])
+def test_kerple_init_matches_authors_ranges(variant):
+    """chijames/KERPLE: p ~ 2·U(0,1), a ~ U(0,1); log: -p·log(1 + a·d), power: -a·d^p.
+
+    64 heads: the chance that all of U(0, 2) stays below 1 is 2^-64."""
+    pe = tiny_model("kerple", pe_options={"variant": variant}, num_attention_heads=64, hidden_size=64).model.pe
+    assert pe.r1.shape == pe.r2.shape == (1, 64)  # one kernel shared by the layers, as the reference
+    p, a = (pe.r1, pe.r2) if variant == "log" else (pe.r2, pe.r1)  # p: multiplier (log) / exponent (power)
+    assert p.min() >= 0 and p.max() <= 2 and p.max() > 1
+    assert a.min() >= 0 and a.max() <= 1
+
+
+def test_kerple_per_layer_option():
+    pe = tiny_model("kerple", pe_options={"share_layers": False}, num_hidden_layers=3).model.pe
+    assert pe.r1.shape == pe.r2.shape == (3, 4)
+    assert not torch.equal(pe.r1[0], pe.r1[1])
 
 
 def test_kerple_bad_variant_names_it():

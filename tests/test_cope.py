@@ -219,7 +219,7 @@ def test_option_forward_backward_and_decoding(opts):
     pe = m.model.pe
     assert torch.isfinite(out.loss) and pe.pos_emb.grad.abs().sum() > 0
     if opts.get("sep_keys"):
-        assert pe.gate_proj.grad.abs().sum() > 0
+        assert all(lin.weight.grad.abs().sum() > 0 for lin in pe.gate_proj)
     m.eval()
     n = 11
     with torch.no_grad():
@@ -240,17 +240,9 @@ def test_option_shapes_and_effects():
     per_layer = _encoding(16, share_layers=False)
     assert per_layer.pos_emb.shape == (2, 8, 16)
     sep = _encoding(sep_keys=True)
-    assert sep.gate_proj.shape == (2, 2, 8, 8)  # layers, KV heads, d, d
-    assert torch.equal(sep.gate_proj[1, 0], torch.eye(8))
-    # separate gate keys change the gates, the attention keys stay
+    assert len(sep.gate_proj) == 2 and sep.gate_proj[0].weight.shape == (2 * 8, 32)  # layers; Hk·d × C
     torch.manual_seed(0)
     q, k = torch.randn(1, 4, 5, 8), torch.randn(1, 2, 5, 8)
-    with torch.no_grad():
-        sep.gate_proj[0].mul_(-1)
-    g_sep = sep.gates(q, sep.gate_keys(0, k, None))
-    g_plain = sep.gates(q, k)
-    assert not torch.allclose(g_sep, g_plain)
-    torch.testing.assert_close(sep.gates(q, sep.gate_keys(1, k, None)), g_plain)
     # per-layer e: layers give different biases
     with torch.no_grad():
         per_layer.pos_emb.normal_()
@@ -260,6 +252,74 @@ def test_option_shapes_and_effects():
     rot = _encoding(with_rope=True)
     q2, k2 = rot.transform_qk(0, q, k[:, :, :5], ctx)
     assert not torch.allclose(q2, q) and _encoding().transform_qk(0, q, k, ctx)[0] is q
+
+
+def _rope64(monkeypatch):
+    """RoPE angles in float64 (transformers computes them in float32, whose round-off alone
+    moves logits ~1e-7 under a shift), so that a float64 model is relative to ~1e-15."""
+    from peeval.models.encodings import rope
+
+    def cos_sin(self, x, position_ids, ctx=None):
+        ang = position_ids.double()[..., None] * self.rotary.inv_freq.double()
+        emb = torch.cat((ang, ang), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+    monkeypatch.setattr(rope.RoPE, "cos_sin", cos_sin)
+
+
+@pytest.mark.parametrize("opts", [{}, {"sep_keys": True}, {"npos_max": 3}])
+def test_with_rope_is_relative_float64(monkeypatch, opts):
+    """CoPE + RoPE: shifting every position by 5 leaves the logits (float64) unchanged: the
+    gates see rotated q·k (relative), z = q·e the un-rotated q."""
+    _rope64(monkeypatch)
+    m = tiny_model("cope", pe_options={"with_rope": True, **opts})
+    randomize_(m, std=0.5)
+    m = m.double()
+    x = torch.randint(0, 61, (2, 12))
+    pos = torch.arange(12)[None].expand(2, 12)
+    with torch.no_grad():
+        a, b = m(x, position_ids=pos).logits, m(x, position_ids=pos + 5).logits
+        assert (a - b).abs().max() < 1e-10
+        # and the positions really enter (z is not zero): e = 0 gives other logits
+        m.model.pe.pos_emb.zero_()
+        assert (m(x).logits - a).abs().max() > 1e-3
+
+
+def test_sep_keys_gates_by_hand_from_the_layer_input():
+    """sep_keys: g_ij = σ(q_i·(W_g h_j)/√d), h = the attention input (seeds/cope.txt §4),
+    re-derived in float64 from the layer's own input and weights."""
+    m = tiny_model("cope", pe_options={"sep_keys": True, "npos_max": 5}, num_hidden_layers=1)
+    randomize_(m, std=0.5)
+    m = m.double()
+    pe, att = m.model.pe, m.model.layers[0].self_attn
+    seen = {}
+    att.register_forward_pre_hook(lambda mod, args: seen.update(h=args[0]))
+    orig = pe.bias
+    pe.bias = lambda layer, q, k, ctx: seen.setdefault("bias", orig(layer, q, k, ctx))
+    x = torch.randint(0, 61, (1, 9))
+    with torch.no_grad():
+        m(x)
+    h = seen["h"][0]  # (N, C)
+    n, d, hq, hk = h.shape[0], 8, 4, 2
+    q = (h @ att.q_proj.weight.T).view(n, hq, d)
+    gk = (h @ pe.gate_proj[0].weight.T).view(n, hk, d)
+    e = pe.pos_emb[0]  # (d, npos_max)
+    for head in range(hq):
+        for i in range(n):
+            g = [1 / (1 + math.exp(-(q[i, head] @ gk[j, head // 2]).item() / math.sqrt(d))) for j in range(i + 1)]
+            for j in range(i + 1):
+                p = min(sum(g[j:]), 4.0)
+                lo, w = math.floor(p), p - math.floor(p)
+                z = (q[i, head] @ e).tolist()
+                want = z[min(lo + 1, 4)] * w + z[lo] * (1 - w)
+                assert seen["bias"][0, head, i, j].item() == pytest.approx(want, rel=1e-9, abs=1e-12)
+    # the attention keys k_j = W_k h_j do not feed the gates: scaling W_k leaves the bias
+    before = seen["bias"]
+    with torch.no_grad():
+        att.k_proj.weight.mul_(3)
+        seen.clear()
+        m(x)
+    torch.testing.assert_close(seen["bias"], before, rtol=0, atol=1e-12)
 
 
 def test_val_gates_use_values():

@@ -50,6 +50,7 @@ class PeevalAttention(nn.Module):
         # the kernels are causal over a whole sequence: decode steps and padding use sdpa
         fused = fused and ctx.past_length == 0 and (attention_mask is None or bool(attention_mask.all()))
         ctx.fused = fused  # an encoding whose kernel takes raw q/k skips its transform then
+        ctx.attn_input = x  # the normalised layer input q/k/v come from (CoPE's separate gate keys)
         q, k = pe.transform_qk(self.layer_idx, q, k, ctx)
         extra = pe.extra_values(self.layer_idx, ctx)
         if extra is not None:
@@ -155,14 +156,23 @@ class PeevalModel(PeevalPreTrainedModel):
         cache = past_key_values if use_cache or past_key_values is not None else None
         b, n = inputs_embeds.shape[:2]
         past = cache.get_seq_length() if cache is not None else 0
+        nk = past + n
+        key_position_ids = None
         if position_ids is None:
-            position_ids = torch.arange(past, past + n, device=inputs_embeds.device)[None].expand(b, n)
+            if attention_mask is not None and attention_mask.shape[-1] == nk and not bool(attention_mask.all()):
+                # as HF's generate: pads are not positions (cumsum(mask) - 1; left pads clamped to 0)
+                key_position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0).to(inputs_embeds.device)
+                position_ids = key_position_ids[:, -n:]
+            else:
+                position_ids = torch.arange(past, past + n, device=inputs_embeds.device)[None].expand(b, n)
         if self.training and self.config.random_offset:
             hi = 2 * self.config.max_position_embeddings
-            position_ids = position_ids + torch.randint(0, hi + 1, (b, 1), device=position_ids.device)
-        nk = past + n
-        offset = position_ids[:, -1:] - (nk - 1)
-        key_position_ids = torch.arange(nk, device=position_ids.device)[None] + offset
+            shift = torch.randint(0, hi + 1, (b, 1), device=position_ids.device)
+            position_ids = position_ids + shift
+            key_position_ids = None if key_position_ids is None else key_position_ids + shift
+        if key_position_ids is None:
+            offset = position_ids[:, -1:] - (nk - 1)
+            key_position_ids = torch.arange(nk, device=position_ids.device)[None] + offset
         ctx = PEContext(position_ids=position_ids, key_position_ids=key_position_ids, past_length=past, cache=cache)
 
         h = self.pe.embed(inputs_embeds, ctx)

@@ -2,7 +2,10 @@
 ``sinusoidal`` (Vaswani et al. 2017).
 
 Both read ``ctx.position_ids``, so left padding, the KV cache and ``random_offset`` all
-index positions the same way the attention does.
+index positions the same way the attention does. Given an ``attention_mask`` but no
+``position_ids``, the model derives them from the mask as HF's ``generate`` does
+(cumsum(mask) − 1), so pad tokens are not counted as positions: a left-padded row gets the
+positions it has alone.
 """
 
 from __future__ import annotations

@@ -72,7 +72,8 @@ class PEContext:
 
     ``position_ids`` (B, Nq) are the positions of the tokens of this call;
     ``key_position_ids`` (B, Nk) those of every key the attention sees (cached + new):
-    keys are contiguous, so they are the key index plus each row's offset.
+    keys are contiguous (the key index plus each row's offset), except that positions derived
+    from an attention mask give every pad token a repeated one (pads are masked keys).
     ``state`` is per-forward scratch space shared by all layers (TAPE's E, memoised biases).
     """
 
@@ -85,6 +86,8 @@ class PEContext:
     values: torch.Tensor | None = None
     #: True while the ``triton`` back-end runs this encoding's ``fused_attention``
     fused: bool = False
+    #: (B, Nq, C) the current layer's attention input (normalised h), set before ``transform_qk``
+    attn_input: torch.Tensor | None = None
 
     @property
     def query_length(self) -> int:

@@ -6,14 +6,22 @@ Only the positions change: ``ctx.position_ids`` / ``ctx.key_position_ids`` are r
 (position p -> table[p]) and every hook is delegated to the base encoding, a submodule
 (``self.base``; the model's init reaches its ``init_weights`` directly).
 
-- training: a fresh draw per forward (torch's global RNG), one subset shared by the
-  rows of the batch (as the reference; keeps bias encodings at (1, H, N, N));
-- evaluation: a seeded draw (``seed``) that depends only on the length, so the same input
-  always gets the same positions;
-- KV-cache generation: the model calls ``set_generation_length(total)`` first, the draw is
-  made once for ``total`` and earlier positions never move. A cached call (past > 0)
-  without it raises rather than mixing positions drawn for different lengths.
-L smaller than the length asked for raises (never a silent fallback).
+- training: a fresh draw per forward (torch's global RNG) of a sorted n-subset of [0, L),
+  one subset shared by the rows of the batch (as the reference; keeps bias encodings at
+  (1, H, N, N));
+- evaluation: the reference samples at test time too, which makes scores random. Here one
+  table is fixed per model: the sorted seeded (``seed``) draw of M = ``eval_length``
+  positions from [0, L) (default M = L, where the draw is all of [0, L) in order, i.e. the
+  base's own positions), and token t of *every* sequence gets table[t]. That is the paper's
+  test-time draw for an input of length M, and shorter inputs read its prefix, so that
+  a token's position depends on nothing but its index in its own sequence: not on the
+  batch, its padding or partners (positions come from the attention mask, see
+  ``PeevalModel``), nor on later tokens (causal: a prefix gets the logits it gets inside the
+  longer input, and KV-cache decoding equals the full forward). The price: an input
+  shorter than M sees denser positions than the paper's draw for its own length would
+  give; set ``eval_length`` to the longest evaluated length to match the paper there.
+L (in training) or M (in evaluation) smaller than the length asked for raises (never a
+silent fallback).
 """
 
 from __future__ import annotations
@@ -42,47 +50,63 @@ class RandPE(Encoding):
         "base": Option("rope", choices=BASES),
         "max_positions": Option(32768, check=is_int(1), help="an int >= 1 (L)"),
         "seed": Option(0, check=is_int(0), help="an int >= 0"),
+        "eval_length": Option(
+            None, check=lambda v: v is None or is_int(1)(v), help="null (= max_positions) or an int >= 1 (M)"
+        ),
     }
 
     def __init__(self, config) -> None:
         super().__init__(config)
+        L, M = self.opts["max_positions"], self.opts["eval_length"]
+        if M is not None and M > L:
+            raise ValueError(
+                f"pe_options eval_length={M} is not valid for pe='randpe': allowed at most max_positions={L}"
+            )
+        self.eval_length = L if M is None else M
         base_cfg = copy.deepcopy(config)
         base_cfg.pe, base_cfg.pe_options = self.opts["base"], {}
         # the base sees positions up to L: its table (learned), centre (xpos) and the
         # original length of dynamic rope scalings are sized for L, not the training length
-        base_cfg.max_position_embeddings = self.opts["max_positions"]
+        base_cfg.max_position_embeddings = L
         self.base = get_encoding_class(self.opts["base"])(base_cfg)
         self.kv_per_query_head = self.base.kv_per_query_head
         self.needs_scores = self.base.needs_scores
         # fused kernels (and flash's ALiBi) may derive positions from indices: never used
-        self.generation_length: int | None = None
-        self._eval_draw: tuple[int, torch.Tensor] | None = None
+        self._eval_tables: dict[str, torch.Tensor] = {}
 
     # -- positions ------------------------------------------------------------------
     def check_length(self, n: int) -> None:
-        L = self.opts["max_positions"]
-        if n > L:
+        L, M = self.opts["max_positions"], self.eval_length
+        if self.training and n > L:
             raise ValueError(
                 f"pe='randpe' draws positions from [0, max_positions={L}) but {n} positions were "
-                "asked for: set pe_options max_positions above the longest evaluated length"
+                "asked for: set pe_options max_positions above the longest trained length"
+            )
+        if not self.training and n > M:
+            raise ValueError(
+                f"pe='randpe' evaluates with {M} fixed positions (eval_length={self.opts['eval_length']}, "
+                f"max_positions={L}) but {n} positions were asked for: set pe_options max_positions "
+                "(and eval_length) above the longest evaluated length"
             )
 
     def set_generation_length(self, total_length: int | None) -> None:
+        """Fail before decoding rather than at the first step past the table."""
         if total_length is not None:
             self.check_length(total_length)
-        self.generation_length = total_length
         self.base.set_generation_length(total_length)
 
-    def positions(self, n: int, device) -> torch.Tensor:
-        """The (n,) table that replaces 0..n−1 in this forward."""
-        self.check_length(n)
-        L = self.opts["max_positions"]
-        if self.training and self.generation_length is None:
-            return draw_positions(n, L, device=device)
-        if self._eval_draw is None or self._eval_draw[0] != n:
-            g = torch.Generator().manual_seed(self.opts["seed"])
-            self._eval_draw = (n, draw_positions(n, L, generator=g, device="cpu"))
-        return self._eval_draw[1].to(device)
+    def eval_table(self, device) -> torch.Tensor:
+        """(M,) the fixed evaluation positions: token t of any sequence gets table[t]."""
+        key = str(device)
+        table = self._eval_tables.get(key)
+        if table is None:
+            L, M = self.opts["max_positions"], self.eval_length
+            if M == L:  # the only L-subset of [0, L): skip the draw
+                table = torch.arange(L)
+            else:
+                table = draw_positions(M, L, generator=torch.Generator().manual_seed(self.opts["seed"]))
+            table = self._eval_tables[key] = table.to(device)
+        return table
 
     def remap(self, ctx: PEContext) -> PEContext:
         """The context the base sees, built once per forward (memoised in ``ctx.state``)."""
@@ -90,29 +114,28 @@ class RandPE(Encoding):
         inner = ctx.state.get(key)
         if inner is None:
             need = int(torch.maximum(ctx.position_ids.max(), ctx.key_position_ids.max())) + 1
-            if self.generation_length is not None:
-                if need > self.generation_length:
+            self.check_length(need)
+            if self.training:
+                if ctx.past_length > 0:
                     raise ValueError(
-                        f"pe='randpe': position {need - 1} beyond set_generation_length({self.generation_length})"
+                        "pe='randpe' draws new positions at every training forward: decoding with a "
+                        "KV cache needs model.eval() (fixed positions)"
                     )
-                n = self.generation_length
-            elif ctx.past_length > 0:
-                raise ValueError(
-                    "pe='randpe': decoding with a KV cache needs set_generation_length(total) first "
-                    "(PeevalForCausalLM.generate does it), so that cached positions never move"
-                )
+                table = draw_positions(need, self.opts["max_positions"], device=ctx.position_ids.device)
             else:
-                n = need
-            table = self.positions(n, ctx.position_ids.device)
-            inner = PEContext(
-                position_ids=table[ctx.position_ids],
-                key_position_ids=table[ctx.key_position_ids.clamp(min=0)],  # < 0: left padding, masked
+                table = self.eval_table(ctx.position_ids.device)
+            inner = PEContext(  # < 0: pads of explicit left-padded positions, masked keys
+                position_ids=table[ctx.position_ids.clamp(min=0)],
+                key_position_ids=table[ctx.key_position_ids.clamp(min=0)],
                 past_length=ctx.past_length,
                 cache=ctx.cache,
                 state=ctx.state,
+                attn_input=ctx.attn_input,
             )
             ctx.state[key] = inner
         inner.fused = ctx.fused
+        inner.values = ctx.values
+        inner.attn_input = ctx.attn_input
         return inner
 
     # -- hooks: the base's, on remapped positions ---------------------------------------
