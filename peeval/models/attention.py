@@ -1,4 +1,9 @@
-"""Attention back-ends: sdpa (default), eager (explicit softmax), flash, triton.
+"""Attention back-ends, and the one place (``plan``) that picks one per layer call.
+
+sdpa (default), eager (explicit softmax: the reference), flash, triton (an encoding's own
+fused kernel), and for a bias that depends on positions only (``Encoding.bias_blocks`` /
+``score_mod``): flex (FlexAttention, a compiled ``score_mod``) and blocked (sdpa over query
+blocks, the bias rebuilt per block, so memory stays linear in N in training too).
 
 All take q (B, H, Nq, d'), k (B, Hk, Nk, d'), v (B, Hk, Nk, dv) — dv may exceed d' when
 an encoding appends extra value channels — an optional additive ``bias`` (B|1, H, Nq, Nk)
@@ -72,12 +77,13 @@ def sdpa_attention(q, k, v, *, bias=None, allowed=None, scale=None):
 
 
 def eager_scores(q, k, *, bias=None, allowed=None, scale=None) -> torch.Tensor:
-    """Masked pre-softmax scores in float32, (B, H, Nq, Nk)."""
+    """Masked pre-softmax scores in float32 (float64 inputs: float64), (B, H, Nq, Nk)."""
     k = repeat_kv(k, q.shape[1] // k.shape[1])
     scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    s = torch.matmul(q.float(), k.float().transpose(-1, -2)) * scale
+    dt = torch.promote_types(q.dtype, torch.float32)
+    s = torch.matmul(q.to(dt), k.to(dt).transpose(-1, -2)) * scale
     if bias is not None:
-        s = s + bias.float()
+        s = s + bias.to(dt)
     mask = _full_mask(allowed, q.shape[2], k.shape[2], q.device)
     return s.masked_fill(~mask, float("-inf"))
 
@@ -114,3 +120,231 @@ def flash_attention(q, k, v, *, alibi_slopes=None, scale=None):
         o = flash_attn_func(qt, kt, vc.transpose(1, 2), softmax_scale=scale, causal=True, alibi_slopes=alibi_slopes)
         outs.append(o.transpose(1, 2)[..., :width])
     return torch.cat(outs, dim=-1)
+
+
+# -- position-only biases: blocked sdpa and FlexAttention ------------------------------------
+
+#: a bias block holds at most this many elements (B·H·rows·keys): 16 MiB in float32
+BLOCK_ELEMENTS = 1 << 22
+MIN_BLOCK_ROWS = 64
+
+
+def block_rows(b: int, h: int, nq: int, nk: int) -> int:
+    """Query rows per block: as many as fit in ``BLOCK_ELEMENTS`` (memory O(N) for a fixed budget)."""
+    return max(MIN_BLOCK_ROWS, BLOCK_ELEMENTS // max(1, b * h * nk))
+
+
+def _block_mask(allowed, rows: slice, kv: int, past: int, device) -> torch.Tensor:
+    """(B|1, 1, r, kv) bool: the rows' part of ``allowed`` or of the causal mask."""
+    if allowed is not None:
+        return allowed[:, :, rows, :kv]
+    i = torch.arange(rows.start + past, rows.stop + past, device=device)[:, None]
+    return (torch.arange(kv, device=device)[None, :] <= i)[None, None]
+
+
+def _masked_block(blocks, allowed, rows, kv, past, dtype, device) -> torch.Tensor:
+    mask = _block_mask(allowed, rows, kv, past, device)
+    return blocks.block(rows, slice(0, kv)).to(dtype).masked_fill(~mask, float("-inf"))
+
+
+class _BlockedBiasAttention(torch.autograd.Function):
+    """softmax(q·kᵀ·scale + bias)·v over query blocks; keys past a block's last query are skipped.
+
+    Saves q, k, v, the output and the log-sum-exp (O(N)); the backward rebuilds each bias
+    block from the small ``BiasBlocks.tensors`` and returns their gradients through autograd.
+    """
+
+    @staticmethod
+    def forward(actx, scale, rows, allowed, blocks_fn, q, k, v, *tensors):
+        blocks = _blocks(blocks_fn, tensors)
+        nq, nk = q.shape[2], k.shape[2]
+        past, rep = nk - nq, q.shape[1] // k.shape[1]
+        k, v = repeat_kv(k, rep), repeat_kv(v, rep)
+        out = q.new_empty(*q.shape[:3], v.shape[-1])
+        lse = q.new_empty(q.shape[:3], dtype=torch.float32 if q.dtype != torch.float64 else q.dtype)
+        for s in range(0, nq, rows):
+            r = slice(s, min(nq, s + rows))
+            kv = past + r.stop
+            bias = _masked_block(blocks, allowed, r, kv, past, q.dtype, q.device)
+            if q.device.type == "cpu":
+                o, m = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+                    q[:, :, r], k[:, :, :kv], v[:, :, :kv], attn_mask=bias, scale=scale
+                )
+            else:
+                sc = torch.matmul(q[:, :, r], k[:, :, :kv].transpose(-1, -2)).float() * scale + bias
+                m = torch.logsumexp(sc, dim=-1)
+                o = torch.matmul(torch.exp(sc - m[..., None]).to(v.dtype), v[:, :, :kv])
+            out[:, :, r], lse[:, :, r] = o, m
+        actx.save_for_backward(q, k, v, out, lse, *tensors)
+        actx.meta = (scale, rows, allowed, blocks_fn, rep)
+        return out
+
+    @staticmethod
+    def backward(actx, dout):
+        q, k, v, out, lse, *tensors = actx.saved_tensors
+        scale, rows, allowed, blocks_fn, rep = actx.meta
+        nq, nk = q.shape[2], k.shape[2]
+        past = nk - nq
+        wants = [t.requires_grad and t.is_floating_point() for t in tensors]
+        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        dts = [torch.zeros_like(t) if w else None for t, w in zip(tensors, wants)]
+        delta = (dout * out).sum(-1, keepdim=True)
+        for s in range(0, nq, rows):
+            r = slice(s, min(nq, s + rows))
+            kv = past + r.stop
+            with torch.enable_grad():
+                leaves = [t.detach().requires_grad_(w) for t, w in zip(tensors, wants)]
+                bias = _masked_block(_blocks(blocks_fn, leaves), allowed, r, kv, past, q.dtype, q.device)
+            qb, kb, vb, dob = q[:, :, r], k[:, :, :kv], v[:, :, :kv], dout[:, :, r]
+            sc = torch.matmul(qb, kb.transpose(-1, -2)) * scale + bias.detach()
+            p = torch.exp(sc - lse[:, :, r, None].to(sc.dtype))
+            dv[:, :, :kv] += torch.matmul(p.transpose(-1, -2), dob)
+            ds = p * (torch.matmul(dob, vb.transpose(-1, -2)) - delta[:, :, r])
+            dq[:, :, r] = torch.matmul(ds, kb) * scale
+            dk[:, :, :kv] += torch.matmul(ds.transpose(-1, -2), qb) * scale
+            if any(wants):
+                if bias.shape[0] == 1 and ds.shape[0] > 1:
+                    ds = ds.sum(0, keepdim=True)
+                got = torch.autograd.grad(bias, [t for t, w in zip(leaves, wants) if w], ds)
+                for i, g in zip([i for i, w in enumerate(wants) if w], got):
+                    dts[i] += g
+        if rep > 1:
+            dk = dk.view(dk.shape[0], -1, rep, *dk.shape[2:]).sum(2)
+            dv = dv.view(dv.shape[0], -1, rep, *dv.shape[2:]).sum(2)
+        return (None, None, None, None, dq, dk, dv, *dts)
+
+
+def _blocks(fn, tensors):
+    from .encodings.base import BiasBlocks
+
+    return BiasBlocks(fn, tuple(tensors))
+
+
+def blocked_bias_attention(q, k, v, blocks, *, allowed=None, scale=None, rows=None):
+    """Attention with the bias of ``blocks`` (a ``BiasBlocks``), one query block at a time."""
+    scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    rows = rows or block_rows(q.shape[0], q.shape[1], q.shape[2], k.shape[2])
+    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, *blocks.tensors))
+    if needs_grad:
+        return _BlockedBiasAttention.apply(scale, rows, allowed, blocks.fn, q, k, v, *blocks.tensors)
+    nq, nk = q.shape[2], k.shape[2]
+    past, gqa = nk - nq, q.shape[1] != k.shape[1]
+    out = []
+    for s in range(0, nq, rows):
+        r = slice(s, min(nq, s + rows))
+        kv = past + r.stop
+        bias = _masked_block(blocks, allowed, r, kv, past, q.dtype, q.device)
+        out.append(
+            F.scaled_dot_product_attention(
+                q[:, :, r], k[:, :, :kv], v[:, :, :kv], attn_mask=bias, scale=scale, enable_gqa=gqa
+            )
+        )
+    return torch.cat(out, dim=2)
+
+
+_compiled_flex = None
+
+
+def flex_available(q: torch.Tensor) -> bool:
+    """FlexAttention runs compiled on CUDA; on the CPU only without autograd (no CPU backward)."""
+    try:
+        from torch.nn.attention import flex_attention  # noqa: F401
+    except ImportError:
+        return False
+    return q.is_cuda or not torch.is_grad_enabled()
+
+
+def flex_bias_attention(q, k, v, score_mod, *, scale=None, state=None):
+    """Causal FlexAttention (no padding, no cache history) with the encoding's ``score_mod``."""
+    global _compiled_flex
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    if _compiled_flex is None:
+        _compiled_flex = torch.compile(flex_attention, dynamic=False)
+    nq, nk = q.shape[2], k.shape[2]
+    key = ("flex_block_mask", nq, nk, q.device)
+    mask = state.get(key) if state is not None else None
+    if mask is None:
+        mask = create_block_mask(_causal_mod, None, None, nq, nk, device=q.device)
+        if state is not None:
+            state[key] = mask
+    return _compiled_flex(
+        q, k, v, score_mod=score_mod, block_mask=mask, scale=scale, enable_gqa=q.shape[1] != k.shape[1]
+    )
+
+
+def _causal_mod(b, h, q_idx, kv_idx):
+    return kv_idx <= q_idx
+
+
+# -- the one place that decides the back-end ----------------------------------------------------
+
+
+def _has_bias(pe) -> bool:
+    from .encodings.base import Encoding
+
+    return type(pe).bias is not Encoding.bias
+
+
+def _offers(pe, hook: str) -> bool:
+    from .encodings.base import Encoding
+
+    return getattr(type(pe), hook) is not getattr(Encoding, hook)
+
+
+def plan(backend: str, pe, q, ctx, attention_mask, output_attentions: bool = False) -> str:
+    """How this layer's attention runs: fused | eager | flash | flex | blocked | sdpa.
+
+    ``backend`` is ``config.attn_backend``; a requested back-end that cannot run here falls
+    back (once logged) to the default choice. Default for a position-only bias: FlexAttention
+    on CUDA for a causal pass without padding or cache history, else the blocked path
+    (measured faster than the N×N bias on the CPU, forward and training; issue 17).
+    """
+    if "padded" not in ctx.state:  # one host sync per forward, not per layer
+        ctx.state["padded"] = attention_mask is not None and not bool(attention_mask.all())
+    padded = ctx.state["padded"]
+    whole = ctx.past_length == 0 and not padded  # one causal pass over a whole sequence
+    if output_attentions or backend == "eager" or (pe.needs_scores and backend != "sdpa"):
+        return "eager"
+    if backend == "triton":
+        if pe.supports_fused(q) and triton_available(q) and whole:
+            return "fused"
+        if not (pe.supports_fused(q) and triton_available(q)):
+            log_once(f"attn_backend='triton': no fused kernel for pe={pe.name!r} on {q.device.type}: using sdpa")
+    if backend == "flash":
+        plain = ctx.past_length == 0 or ctx.query_length == 1
+        if flash_available(q) and not padded and plain and (not _has_bias(pe) or pe.flash_alibi_slopes() is not None):
+            return "flash"
+        log_once(f"attn_backend='flash' unavailable for pe={pe.name!r} here: using sdpa")
+    if _offers(pe, "bias_blocks"):
+        can_flex = _offers(pe, "score_mod") and flex_available(q) and whole
+        if backend == "flex" and not can_flex:
+            log_once(
+                f"attn_backend='flex' cannot run for pe={pe.name!r} here (CPU training, padding or cache): blocked"
+            )
+        if can_flex and (backend == "flex" or (backend in ("sdpa", "triton", "flash") and q.is_cuda)):
+            return "flex"
+        return "blocked"
+    if backend in ("flex", "blocked"):
+        log_once(f"attn_backend={backend!r}: pe={pe.name!r} has no position-only bias: using sdpa")
+    return "sdpa"
+
+
+def attend(how: str, pe, layer: int, q, k, v, ctx, allowed):
+    """Run the attention as ``plan`` decided: returns (out (B, H, Nq, dv), probs or None)."""
+    scale = pe.scale()
+    if how == "fused":
+        out = pe.fused_attention(layer, q, k, v, ctx, allowed)
+        if out is not None:
+            return out, None
+        how = "sdpa"
+    if how == "flash":
+        return flash_attention(q, k, v, alibi_slopes=pe.flash_alibi_slopes(), scale=scale), None
+    if how == "flex":
+        return flex_bias_attention(q, k, v, pe.score_mod(layer, ctx), scale=scale, state=ctx.state), None
+    if how == "blocked":
+        return blocked_bias_attention(q, k, v, pe.bias_blocks(layer, ctx), allowed=allowed, scale=scale), None
+    bias = pe.bias(layer, q, k, ctx)
+    if how == "eager":
+        return eager_attention(q, k, v, bias=bias, allowed=allowed, scale=scale)
+    return sdpa_attention(q, k, v, bias=bias, allowed=allowed, scale=scale), None

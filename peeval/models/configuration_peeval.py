@@ -10,7 +10,7 @@ from __future__ import annotations
 from huggingface_hub.dataclasses import strict
 from transformers import LlamaConfig
 
-ATTN_BACKENDS = ("sdpa", "eager", "flash", "triton")
+ATTN_BACKENDS = ("sdpa", "eager", "flash", "triton", "flex", "blocked")
 
 
 @strict
@@ -28,7 +28,7 @@ class PeevalConfig(LlamaConfig):
     pe: str = "rope"
     #: the encoding's own options, validated against its declared ``options``
     pe_options: dict | None = None
-    #: attention back-end: sdpa (default), eager, flash, triton
+    #: attention back-end: sdpa (default), eager, flash, triton, flex, blocked (``attention.plan``)
     attn_backend: str = "sdpa"
     #: add a random offset k in [0, 2*max_position_embeddings] to positions while training
     random_offset: bool = False

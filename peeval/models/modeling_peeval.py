@@ -43,13 +43,8 @@ class PeevalAttention(nn.Module):
             rep = self.num_heads // self.num_kv_heads
             k, v = attn.repeat_kv(k, rep), attn.repeat_kv(v, rep)
 
-        backend = self.config.attn_backend
-        fused = backend == "triton" and pe.supports_fused(q) and attn.triton_available(q)
-        if backend == "triton" and not fused:
-            attn.log_once(f"attn_backend='triton': no fused kernel for pe={pe.name!r} on {q.device.type}: using sdpa")
-        # the kernels are causal over a whole sequence: decode steps and padding use sdpa
-        fused = fused and ctx.past_length == 0 and (attention_mask is None or bool(attention_mask.all()))
-        ctx.fused = fused  # an encoding whose kernel takes raw q/k skips its transform then
+        how = attn.plan(self.config.attn_backend, pe, q, ctx, attention_mask, output_attentions)
+        ctx.fused = how == "fused"  # an encoding whose kernel takes raw q/k skips its transform then
         ctx.attn_input = x  # the normalised layer input q/k/v come from (CoPE's separate gate keys)
         q, k = pe.transform_qk(self.layer_idx, q, k, ctx)
         extra = pe.extra_values(self.layer_idx, ctx)
@@ -59,29 +54,12 @@ class PeevalAttention(nn.Module):
             k, v = cache.update(k, v, self.layer_idx)
         allowed = attn.build_allowed(attention_mask, q.shape[2], k.shape[2], q.device)
         ctx.values = v
-
-        probs = None
-        out = pe.fused_attention(self.layer_idx, q, k, v, ctx, allowed) if fused else None
-        if out is None:
-            bias = pe.bias(self.layer_idx, q, k, ctx)
-            if output_attentions or backend == "eager" or pe.needs_scores and backend != "sdpa":
-                out, probs = attn.eager_attention(q, k, v, bias=bias, allowed=allowed, scale=pe.scale())
-            elif backend == "flash" and attn.flash_available(q) and allowed is None and self._flash_ok(pe, bias):
-                out = attn.flash_attention(q, k, v, alibi_slopes=getattr(pe, "alibi_slopes", None), scale=pe.scale())
-            else:
-                if backend == "flash":
-                    attn.log_once(f"attn_backend='flash' unavailable for pe={pe.name!r} here: using sdpa")
-                out = attn.sdpa_attention(q, k, v, bias=bias, allowed=allowed, scale=pe.scale())
+        out, probs = attn.attend(how, pe, self.layer_idx, q, k, v, ctx, allowed)
         if extra is not None:
             out, extra_out = out.split([d, out.shape[-1] - d], dim=-1)
             pe.after_attention(self.layer_idx, extra_out, ctx)
         out = out.transpose(1, 2).reshape(b, n, -1)
         return self.o_proj(out), probs
-
-    @staticmethod
-    def _flash_ok(pe: Encoding, bias) -> bool:
-        """flash-attn expresses no bias other than ALiBi's slopes."""
-        return bias is None or getattr(pe, "alibi_slopes", None) is not None
 
 
 class PeevalDecoderLayer(nn.Module):

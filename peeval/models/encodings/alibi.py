@@ -2,7 +2,7 @@
 
 bias_h(i, j) = −m_h·(i − j). Slopes: 2^(−8h/H), h = 1..H, for power-of-two H; otherwise
 the slopes for 2^⌊log2 H⌋ followed by every other slope of the 2·2^⌊log2 H⌋ list (the
-paper's recipe, as in its reference code). ``alibi_slopes`` is exposed for flash-attn.
+paper's recipe, as in its reference code). The slopes are flash-attn's ``alibi_slopes``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import math
 import torch
 from transformers import initialization as init
 
-from .base import Encoding
+from .distance import DistanceBias
 
 
 def alibi_slopes(num_heads: int) -> torch.Tensor:
@@ -24,8 +24,9 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
     return torch.tensor(slopes, dtype=torch.float32)
 
 
-class ALiBi(Encoding):
+class ALiBi(DistanceBias):
     name = "alibi"
+    shared_table = True
 
     def __init__(self, config) -> None:
         super().__init__(config)
@@ -33,6 +34,12 @@ class ALiBi(Encoding):
 
     def init_weights(self) -> None:
         init.copy_(self.alibi_slopes, alibi_slopes(self.num_heads))
+
+    def flash_alibi_slopes(self):
+        return self.alibi_slopes.float()
+
+    def distance_table(self, layer, dist):
+        return -self.alibi_slopes[:, None] * dist
 
     def bias(self, layer, q, k, ctx):
         key = ("alibi_bias", id(self))  # the same for every layer: built once per forward

@@ -8,7 +8,10 @@ encoding overrides only what it contributes (SPEC 2.2):
 (a) ``embed``           add an absolute embedding to the token embeddings;
 (b) ``transform_qk``    rotate / scale / re-parametrise q and k before attention
                         (and ``scale`` to set the softmax temperature);
-(c) ``bias``            an additive (B|1, H, Nq, Nk) attention bias;
+(c) ``bias``            an additive (B|1, H, Nq, Nk) attention bias (the reference),
+                        with optional fast forms of the same bias: ``bias_blocks``
+                        (any block of it, recomputable), ``score_mod`` (FlexAttention)
+                        and ``flash_alibi_slopes`` (flash-attn's ALiBi);
 (d) ``extra_values`` / ``after_attention`` / ``after_mlp``
                         state carried between layers (TAPE's position streams).
 
@@ -25,6 +28,23 @@ from typing import Any, ClassVar
 
 import torch
 from torch import nn
+
+
+@dataclass(frozen=True)
+class BiasBlocks:
+    """A position-only bias that can be built one block at a time.
+
+    ``fn(rows, keys, *tensors)`` returns the (B|1, H, len(rows), len(keys)) block of the
+    bias for query rows ``rows`` and key columns ``keys`` (slices). ``tensors`` are small
+    (O(N·H)) tables that carry every learned parameter's gradient; the attention rebuilds
+    blocks from them in the backward pass, so no N×N bias is ever held (SPEC 2.2, issue 17).
+    """
+
+    fn: Callable[..., torch.Tensor]
+    tensors: tuple[torch.Tensor, ...]
+
+    def block(self, rows: slice, keys: slice) -> torch.Tensor:
+        return self.fn(rows, keys, *self.tensors)
 
 
 @dataclass(frozen=True)
@@ -137,6 +157,18 @@ class Encoding(nn.Module):
     # -- (c) additive bias ----------------------------------------------------------
     def bias(self, layer: int, q: torch.Tensor, k: torch.Tensor, ctx: PEContext) -> torch.Tensor | None:
         """q: (B, H, Nq, d') transformed, k: (B, Hk, Nk, d') all keys. Return (B|1, H, Nq, Nk)."""
+        return None
+
+    def bias_blocks(self, layer: int, ctx: PEContext) -> BiasBlocks | None:
+        """``bias`` in blocks, for a bias that depends on positions only (None: not offered)."""
+        return None
+
+    def score_mod(self, layer: int, ctx: PEContext) -> Callable | None:
+        """``bias`` as a FlexAttention ``score_mod(score, b, h, q_idx, kv_idx)`` (None: not offered)."""
+        return None
+
+    def flash_alibi_slopes(self) -> torch.Tensor | None:
+        """(H,) float32 slopes when ``bias`` is exactly flash-attn's ALiBi (None otherwise)."""
         return None
 
     # -- (d) state carried between layers --------------------------------------------

@@ -3,8 +3,15 @@
 b(i, j) = f_θ(ψ(i − j) / (ψ(max(i, L)) + 1e−6)),  ψ(x) = log(|c·x| + 1),
 c learnable (init 0.1), L = |L_mult·init_L| with L_mult learnable (init 1), f a ReLU MLP
 1 → hidden → H; one of each per layer. i is the query *position*, so extrapolation and
-KV-cache decoding see the same normaliser. Rows are processed in chunks when no gradient
-is needed, so evaluation at long lengths holds at most ~``CHUNK`` elements of f's hidden layer.
+KV-cache decoding see the same normaliser. ``bias`` (the reference) runs f on every pair;
+rows are processed in chunks when no gradient is needed, so evaluation at long lengths
+holds at most ~``CHUNK`` elements of f's hidden layer.
+
+The fast forms use that f, a ReLU MLP of one scalar, is exactly piecewise linear: with
+breakpoints t_k = −b1_k/w1_k sorted, f(x) = A_s·x + C_s on segment s. Each pair costs a
+binary search over ``hidden`` breakpoints and one multiply-add per head instead of a
+``hidden``-wide layer; values agree with the MLP to round-off, and so do all gradients
+(A, C are differentiable sums of w1·w2, b1·w2, b2 over each segment's active units).
 """
 
 from __future__ import annotations
@@ -13,7 +20,8 @@ import torch
 from torch import nn
 from transformers import initialization as init
 
-from .base import Encoding, Option, is_int, is_number
+from .base import BiasBlocks, Encoding, Option, is_int, is_number
+from .distance import block_distances, distance_count
 
 CHUNK = 1 << 24
 
@@ -46,19 +54,52 @@ class FIRE(Encoding):
 
     def normalised_distance(self, layer: int, pos_q: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:
         """ψ(i − j) / (ψ(max(i, L)) + 1e−6) for rel (B, Nq, Nk) and query positions (B, Nq)."""
-        c = self.c[layer].float()
-        threshold = (self.L_mult[layer].float() * self.opts["init_L"]).abs()
+        c = _f32(self.c[layer])
+        threshold = (_f32(self.L_mult[layer]) * self.opts["init_L"]).abs()
 
         def psi(x):
             return torch.log(torch.abs(c * x) + 1)
 
-        norm = psi(torch.maximum(pos_q.float(), threshold)) + 1e-6
-        return psi(rel.clamp(min=0).float()) / norm[:, :, None]
+        norm = psi(torch.maximum(pos_q.to(c.dtype), threshold)) + 1e-6
+        return psi(rel.clamp(min=0).to(c.dtype)) / norm[:, :, None]
 
     def mlp(self, layer: int, x: torch.Tensor) -> torch.Tensor:
-        """f_θ on a (...,) float32 tensor of scalars -> (..., H), computed in float32."""
-        hid = torch.relu(x[..., None] * self.w1[layer].float() + self.b1[layer].float())
-        return hid @ self.w2[layer].float() + self.b2[layer].float()
+        """f_θ on a (...,) tensor of scalars -> (..., H), computed in float32 (float64 models: float64)."""
+        hid = torch.relu(x[..., None] * _f32(self.w1[layer]) + _f32(self.b1[layer]))
+        return hid @ _f32(self.w2[layer]) + _f32(self.b2[layer])
+
+    def pieces(self, layer: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """f_θ as a piecewise-linear function: breakpoints t (K,), slopes A and intercepts C (K+1, H).
+
+        Segment s holds t[s−1] < x <= t[s] (``torch.bucketize``); which units are active on it
+        is read at a point inside it, so A, C are exact (units with w1 = 0 are constant).
+        """
+        w1, b1, w2, b2 = (_f32(p[layer]) for p in (self.w1, self.b1, self.w2, self.b2))
+        with torch.no_grad():
+            t = torch.where(w1 != 0, -b1 / w1, torch.full_like(w1, float("inf"))).sort().values
+            edge = t.clamp(-1e30, 1e30)
+            lo, hi = torch.cat([edge[:1] - 1, edge]), torch.cat([edge, edge[-1:] + 1])
+            active = ((lo + hi)[:, None] / 2 * w1 + b1 > 0).to(w1.dtype)  # (K+1, K)
+        return t, active @ (w1[:, None] * w2), active @ (b1[:, None] * w2) + b2
+
+    def bias_blocks(self, layer, ctx):
+        c = _f32(self.c[layer])
+        threshold = (_f32(self.L_mult[layer]) * self.opts["init_L"]).abs()
+        psi_table = torch.log(torch.abs(c * torch.arange(distance_count(ctx), device=c.device, dtype=c.dtype)) + 1)
+        norm = torch.log(torch.abs(c * torch.maximum(ctx.position_ids.to(c.dtype), threshold)) + 1) + 1e-6
+        return BiasBlocks(_fire_block, (psi_table, norm, *self.pieces(layer), ctx.position_ids, ctx.key_position_ids))
+
+    def score_mod(self, layer, ctx):
+        psi_table, norm, t, slopes, icpt, qpos, kpos = self.bias_blocks(layer, ctx).tensors
+
+        def add_bias(score, b, h, q_idx, kv_idx):
+            x = psi_table[(qpos[b, q_idx] - kpos[b, kv_idx]).clamp(min=0)] / norm[b, q_idx]
+            seg = (x > t[0]).to(torch.int64)
+            for i in range(1, t.shape[0]):
+                seg = seg + (x > t[i]).to(torch.int64)
+            return score + slopes[seg, h] * x + icpt[seg, h]
+
+        return add_bias
 
     def bias(self, layer, q, k, ctx):
         rel = ctx.relative_positions()
@@ -69,3 +110,19 @@ class FIRE(Encoding):
             x = self.normalised_distance(layer, ctx.position_ids[:, s : s + rows], rel[:, s : s + rows])
             out.append(self.mlp(layer, x))
         return torch.cat(out, 1).permute(0, 3, 1, 2)  # (B, H, Nq, Nk)
+
+
+def _f32(t: torch.Tensor) -> torch.Tensor:
+    """At least float32 (a float64 model stays float64, for exact checks)."""
+    return t if t.dtype == torch.float64 else t.float()
+
+
+def _fire_block(rows, keys, psi_table, norm, t, slopes, icpt, qpos, kpos):
+    """Block (B, H, r, k) of f(ψ(i − j)/norm_i) from the piecewise-linear form of f."""
+    x = psi_table[block_distances(rows, keys, qpos, kpos)] / norm[:, rows, None]  # (B, r, k)
+    seg = torch.bucketize(x, t)
+    b, r, k = x.shape
+    flat = seg.reshape(-1)
+    a = slopes.t().index_select(1, flat).view(-1, b, r, k)
+    c = icpt.t().index_select(1, flat).view(-1, b, r, k)
+    return (a * x + c).transpose(0, 1)

@@ -18,12 +18,13 @@ import torch
 from torch import nn
 from transformers import initialization as init
 
-from .base import BOOL, Encoding, Option
+from .base import BOOL, Option
+from .distance import DistanceBias
 
 EPS = 1e-2
 
 
-class Kerple(Encoding):
+class Kerple(DistanceBias):
     name = "kerple"
     options = {
         "variant": Option("log", ("log", "power"), help="the kernel: log or power"),
@@ -50,6 +51,12 @@ class Kerple(Encoding):
         r1 = self.r1[row].clamp(min=EPS)
         r2 = self.r2[row].clamp(min=EPS, max=2.0 if self.opts["variant"] == "power" else None)
         return r1, r2
+
+    def distance_table(self, layer, dist):
+        r1, r2 = (p[:, None] for p in self.kernel_params(layer))
+        if self.opts["variant"] == "log":
+            return -r1 * torch.log1p(r2 * dist)
+        return -r1 * dist.pow(r2)
 
     def bias(self, layer, q, k, ctx):
         dist = ctx.relative_positions().clamp(min=0).float()[:, None]  # (B, 1, Nq, Nk)

@@ -13,7 +13,8 @@ import torch
 from torch import nn
 from transformers import initialization as init
 
-from .base import Encoding, Option, is_int
+from .base import Option, is_int
+from .distance import DistanceBias
 
 
 def causal_buckets(n: torch.Tensor, num_buckets: int, max_distance: int) -> torch.Tensor:
@@ -32,8 +33,9 @@ def causal_buckets(n: torch.Tensor, num_buckets: int, max_distance: int) -> torc
     return torch.where(n < max_exact, n, large)
 
 
-class T5Bias(Encoding):
+class T5Bias(DistanceBias):
     name = "t5"
+    shared_table = True
     options = {
         "num_buckets": Option(32, check=is_int(2), help="an int >= 2"),
         "max_distance": Option(128, check=is_int(2), help="an int >= 2 (> num_buckets/2)"),
@@ -47,6 +49,10 @@ class T5Bias(Encoding):
 
     def init_weights(self) -> None:
         init.normal_(self.relative_attention_bias.weight, std=self.config.initializer_range)
+
+    def distance_table(self, layer, dist):
+        buckets = causal_buckets(dist.long(), self.opts["num_buckets"], self.opts["max_distance"])
+        return self.relative_attention_bias(buckets).t()  # (H, D)
 
     def bias(self, layer, q, k, ctx):
         key = ("t5_bias", id(self))  # one table for the whole model: built once per forward

@@ -1,0 +1,65 @@
+"""Biases that are a per-head function of the distance i − j alone (alibi, t5, kerple).
+
+Such a bias is fully described by a table over the distances that occur, (H, D): the
+encoding's formula runs O(N·H) times instead of O(N²·H), and the same table serves the
+blocked back-end (a gather per query block, rebuilt in the backward pass) and
+FlexAttention (an index in ``score_mod``). ``bias`` stays the plain N×N reference.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+
+from .base import BiasBlocks, Encoding, PEContext
+
+
+def distance_count(ctx: PEContext) -> int:
+    """How many distances 0..D−1 a table needs for this forward (memoised: one sync)."""
+    key = "distance_count"
+    if key not in ctx.state:
+        far = (ctx.position_ids.max() - ctx.key_position_ids.min()).clamp(min=0)
+        ctx.state[key] = int(far) + 1
+    return ctx.state[key]
+
+
+def block_distances(rows: slice, keys: slice, qpos: torch.Tensor, kpos: torch.Tensor) -> torch.Tensor:
+    """(B, r, k) distances i − j of a block, clamped at 0 (negative ones are masked anyway)."""
+    return (qpos[:, rows, None] - kpos[:, None, keys]).clamp(min=0)
+
+
+def gather_block(rows: slice, keys: slice, table: torch.Tensor, qpos: torch.Tensor, kpos: torch.Tensor):
+    """Block (B, H, r, k) of the bias table[h, i − j]; index_select keeps the backward a fast index_add."""
+    rel = block_distances(rows, keys, qpos, kpos)
+    b, r, k = rel.shape
+    return table.index_select(1, rel.reshape(-1)).view(-1, b, r, k).transpose(0, 1)
+
+
+class DistanceBias(Encoding):
+    """An encoding whose bias is ``distance_table(layer, d)[h, i − j]``."""
+
+    #: one table serves every layer (built once per forward)
+    shared_table: ClassVar[bool] = False
+
+    def distance_table(self, layer: int, dist: torch.Tensor) -> torch.Tensor:
+        """(H, D) bias at the float distances ``dist`` (D,) >= 0."""
+        raise NotImplementedError
+
+    def table(self, layer: int, ctx: PEContext) -> torch.Tensor:
+        key = ("distance_table", id(self), None if self.shared_table else layer)
+        if key not in ctx.state:
+            dist = torch.arange(distance_count(ctx), device=ctx.position_ids.device).float()
+            ctx.state[key] = self.distance_table(layer, dist)
+        return ctx.state[key]
+
+    def bias_blocks(self, layer, ctx):
+        return BiasBlocks(gather_block, (self.table(layer, ctx), ctx.position_ids, ctx.key_position_ids))
+
+    def score_mod(self, layer, ctx):
+        table, qpos, kpos = self.table(layer, ctx), ctx.position_ids, ctx.key_position_ids
+
+        def add_bias(score, b, h, q_idx, kv_idx):
+            return score + table[h, (qpos[b, q_idx] - kpos[b, kv_idx]).clamp(min=0)]
+
+        return add_bias
