@@ -365,8 +365,8 @@ def _variants(raw, where) -> dict[str, Variant]:
             known = _defaults(v["pe"])
             unknown = sorted(set(map(str, opts)) - set(known))
             if unknown:
-                raise ClaimsError(f"{w}: pe_options {', '.join(unknown)} not options of {v['pe']} "
-                                  f"({', '.join(sorted(known)) or 'it has none'})")  # fmt: skip
+                raise ClaimsError(f"{w}: unknown pe_options {', '.join(unknown)} for {v['pe']} "
+                                  f"(its options: {', '.join(sorted(known)) or 'none'})")  # fmt: skip
         if "paper" not in v:
             raise ClaimsError(f"{w}: missing key 'paper' (the paper's number, or null if only in a figure)")
         for k in ("paper", "paper_std"):
