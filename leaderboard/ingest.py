@@ -119,7 +119,9 @@ BITS = {"bpb", "bits_per_byte"}
 SCROLLS_SCORES = {"em", "f1", "rouge1", "rouge2", "rougeL", "rouge_gm", "scrolls_score"}
 
 
-def check_metric(task: str, metric: str, value: float | None, stderr: float | None, where: str) -> None:
+def check_metric(
+    task: str, metric: str, value: float | None, stderr: float | None, where: str, stderr_where: str = "stderr"
+) -> None:
     """ValueError naming ``where`` when a metric value cannot be a result of its task.
 
     NaN never is (a broken run or bad task metadata, not a measurement). +inf is allowed only for
@@ -146,7 +148,7 @@ def check_metric(task: str, metric: str, value: float | None, stderr: float | No
         if task.startswith("peeval_scrolls_") and base in SCROLLS_SCORES and not 0.0 <= value <= 100.0:
             raise ValueError(f"{where}: {value!r} is not a SCROLLS score in [0, 100]")
     if stderr is not None and not (math.isfinite(stderr) and stderr >= 0.0):
-        raise ValueError(f"{where} stderr: {stderr!r} is not a finite number >= 0")
+        raise ValueError(f"{stderr_where}: {stderr!r} is not a finite number >= 0")
 
 
 def _clip(text: Any) -> str | None:
@@ -206,10 +208,11 @@ def parse_metrics(results: dict, path: Path) -> list[tuple[str, str, str, float 
                 continue
             metric, filt = key.rsplit(",", 1)
             where = f"results[{task!r}][{key!r}]"
+            se_where = f"results[{task!r}][{f'{metric}_stderr,{filt}'!r}]"
             try:
                 v = _num(value, where)
-                se = _num(entry.get(f"{metric}_stderr,{filt}"), f"results[{task!r}][{metric}_stderr,{filt}]")
-                check_metric(task, metric, v, se, where)
+                se = _num(entry.get(f"{metric}_stderr,{filt}"), se_where)
+                check_metric(task, metric, v, se, where, se_where)
             except ValueError as e:
                 raise IngestError(f"{path}: {e}") from e
             out.append((task, metric, filt, v, se))

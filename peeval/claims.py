@@ -209,7 +209,7 @@ def _metric_problem(task: str, metric: str) -> str | None:
     return None if ok else f"{task} reports {allowed}"
 
 
-def _check_names(e: dict, variants: dict[str, Variant], where: str, pending: list[tuple[str, str]]) -> None:
+def _check_names(e: dict, where: str, pending: list[tuple[str, str]]) -> None:
     """The task(s), metric and run_params of claim ``e`` name things peeval has (ClaimsError if not)."""
     own, members = peeval_task_registry()
     known = set(own) | members | set(EXTRA_TASKS)
@@ -303,7 +303,7 @@ def validate(data: Any, source: str = "claims") -> list[Claim]:
         if not isinstance(e.get("run_params", {}), dict):
             raise ClaimsError(f"{where}: field 'run_params' must be a mapping")
         variants = _variants(e["variants"], where)
-        _check_names(e, variants, where, pending)
+        _check_names(e, where, pending)
         if e["focus"] not in variants:
             raise ClaimsError(f"{where}: field 'focus' {e['focus']!r} is not one of the variants")
         if len(variants) < 2:
@@ -365,8 +365,8 @@ def _variants(raw, where) -> dict[str, Variant]:
             known = _defaults(v["pe"])
             unknown = sorted(set(map(str, opts)) - set(known))
             if unknown:
-                raise ClaimsError(f"{w}: pe_options {', '.join(unknown)} not options of {v['pe']} "
-                                  f"({', '.join(sorted(known)) or 'it has none'})")  # fmt: skip
+                raise ClaimsError(f"{w}: unknown pe_options {', '.join(unknown)} for {v['pe']} "
+                                  f"(its options: {', '.join(sorted(known)) or 'none'})")  # fmt: skip
         if "paper" not in v:
             raise ClaimsError(f"{w}: missing key 'paper' (the paper's number, or null if only in a figure)")
         for k in ("paper", "paper_std"):

@@ -7,6 +7,7 @@ repository when that exists (SPEC 8). A hub id ``org/name`` is looked up as
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from pathlib import Path
@@ -64,7 +65,42 @@ def load_dataset(hub_id: str, name: str | None = None, split: str | None = None,
     try:
         return datasets.load_dataset(hub_id, name, split=split, **kwargs)
     except Exception as e:
+        if not is_not_found(e):
+            raise  # a bad split, a cast error, a bug: the library's own error, with its cause
         raise _not_found(hub_id, name, e) from e
+
+
+def _not_found_types() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean 'this dataset/config/file does not exist' or 'the hub cannot be reached'."""
+    kinds: list[type[BaseException]] = [FileNotFoundError, ConnectionError, TimeoutError]
+    try:
+        from huggingface_hub import errors as hub
+
+        kinds += [hub.RepositoryNotFoundError, hub.RevisionNotFoundError, hub.EntryNotFoundError]
+    except ImportError:
+        pass
+    for mod in ("httpx", "httpx2", "requests"):  # whichever HTTP client the installed hub uses
+        try:
+            lib = importlib.import_module(mod)
+        except ImportError:
+            continue
+        for attr in ("TransportError", "ConnectionError", "Timeout"):
+            if isinstance(getattr(lib, attr, None), type):
+                kinds.append(getattr(lib, attr))
+    return tuple(kinds)
+
+
+def is_not_found(error: BaseException) -> bool:
+    """Whether ``error`` (or an exception it was raised from) is a genuine not-found or offline error."""
+    kinds = _not_found_types()
+    seen: set[int] = set()
+    e: BaseException | None = error
+    while e is not None and id(e) not in seen:
+        if isinstance(e, kinds):
+            return True
+        seen.add(id(e))
+        e = e.__cause__
+    return False
 
 
 def _not_found(hub_id: str, name: str | None, error: Exception) -> FileNotFoundError:
@@ -81,7 +117,8 @@ def patch_lm_eval_tasks(task_module=None) -> None:
     A task whose ``dataset_path`` is a hub id present in the mirror loads ``<mirror>/hf/<id>``
     with the task's own ``dataset_name`` and ``dataset_kwargs`` (same schema, so the task's
     prompts, ``process_docs`` and metrics run unchanged); otherwise the hub as before; if that
-    fails, one ``FileNotFoundError`` naming the dataset. Idempotent; called by the lm-eval
+    fails because the dataset is missing or the hub unreachable, one ``FileNotFoundError`` naming the
+    dataset (other errors propagate unchanged). Idempotent; called by the lm-eval
     import hook and by peeval's model wrappers."""
     if task_module is None:
         import lm_eval.api.task as task_module
@@ -103,7 +140,9 @@ def patch_lm_eval_tasks(task_module=None) -> None:
                 self.DATASET_PATH = hub_id
         try:
             return original(self, dataset_kwargs, **kwargs)
-        except Exception as e:  # offline, unknown id, missing config: name the dataset
+        except Exception as e:  # offline or unknown id: name the dataset; anything else is lm-eval's own error
+            if not is_not_found(e):
+                raise
             raise _not_found(hub_id, getattr(self, "DATASET_NAME", None), e) from e
 
     download._peeval_mirror = True

@@ -571,7 +571,7 @@ def test_pretraining_claims_ignore_the_diagnostic_models_of_the_same_encoding(tm
         ({"variants": {"a": {"method": "lroa", "paper": 1.0}, "b": {"method": "lora", "paper": 1.0}}}, "variants.a",
          "'lroa' is not a peeval adapt method"),
         ({"variants": {"a": {"pe": "tape", "pe_options": {"equivarient": False}, "paper": 1.0},
-                       "b": {"pe": "rope", "paper": 1.0}}}, "variants.a", "equivarient not options of tape"),
+                       "b": {"pe": "rope", "paper": 1.0}}}, "variants.a", "unknown pe_options equivarient for tape"),
         ({"task": "peeval_diag_counting_test", "run_params": {"nvars": 3}}, "run_params", "counting generator"),
         ({"run_params": {"n_vars": 3}}, "run_params", "indirect_indexing generator"),
     ],
