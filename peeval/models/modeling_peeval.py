@@ -57,6 +57,8 @@ class PeevalAttention(nn.Module):
             v = torch.cat([v, extra.to(v.dtype)], dim=-1)
         if cache is not None:
             k, v = cache.update(k, v, self.layer_idx)
+        if v.dtype != q.dtype:  # an encoding lifted q/k (xpos in float16): attend in their dtype
+            v = v.to(q.dtype)
         allowed = attn.build_allowed(attention_mask, q.shape[2], k.shape[2], q.device)
         ctx.values = v
 
@@ -66,7 +68,7 @@ class PeevalAttention(nn.Module):
             bias = pe.bias(self.layer_idx, q, k, ctx)
             if output_attentions or backend == "eager" or pe.needs_scores and backend != "sdpa":
                 out, probs = attn.eager_attention(q, k, v, bias=bias, allowed=allowed, scale=pe.scale())
-            elif backend == "flash" and attn.flash_available(q) and allowed is None and self._flash_ok(pe, bias):
+            elif backend == "flash" and attn.flash_available(q) and allowed is None and self._flash_ok(pe, bias, q, x):
                 out = attn.flash_attention(q, k, v, alibi_slopes=getattr(pe, "alibi_slopes", None), scale=pe.scale())
             else:
                 if backend == "flash":
@@ -75,13 +77,13 @@ class PeevalAttention(nn.Module):
         if extra is not None:
             out, extra_out = out.split([d, out.shape[-1] - d], dim=-1)
             pe.after_attention(self.layer_idx, extra_out, ctx)
-        out = out.transpose(1, 2).reshape(b, n, -1)
+        out = out.transpose(1, 2).reshape(b, n, -1).to(x.dtype)
         return self.o_proj(out), probs
 
     @staticmethod
-    def _flash_ok(pe: Encoding, bias) -> bool:
-        """flash-attn expresses no bias other than ALiBi's slopes."""
-        return bias is None or getattr(pe, "alibi_slopes", None) is not None
+    def _flash_ok(pe: Encoding, bias, q, x) -> bool:
+        """flash-attn expresses no bias other than ALiBi's slopes, and only half precision."""
+        return q.dtype == x.dtype and (bias is None or getattr(pe, "alibi_slopes", None) is not None)
 
 
 class PeevalDecoderLayer(nn.Module):
