@@ -178,6 +178,37 @@ def test_xpos_half_precision_long_positions_finite():
         assert torch.isfinite(m(x).logits).all()
 
 
+@pytest.mark.parametrize("i,j", [(511, 0), (511, 505), (0, 0), (300, 7), (256, 256)])
+def test_xpos_float16_scores_finite_and_exact_across_the_max_length(i, j):
+    """max_position_embeddings=512, γ=16: the q/k scales span ζ_0^(∓16) ≈ 5·10^8, beyond
+    float16. float16 q/k still give the xpos score (float64 re-derivation from the same
+    float16 inputs) for pairs anywhere in [0, 512)."""
+    gamma = 16.0
+    m = tiny_model("xpos", max_position_embeddings=512, pe_options={"scale_base": gamma})
+    pe, d = m.model.pe, m.config.head_dim
+    g = torch.Generator().manual_seed(0)
+    q, k = (torch.randn(1, 1, 1, d, generator=g).mul(3).half() for _ in range(2))
+    qi, _ = pe.transform_qk(0, q, q, _ctx([i]))
+    _, kj = pe.transform_qk(0, k, k, _ctx([j]))
+    assert torch.isfinite(qi).all() and torch.isfinite(kj).all()
+    got = (qi.double() * kj.double()).sum().item()
+    zeta = [(2 * c / d + 0.4) / 1.4 for c in range(d // 2)]
+    per_pair = _pairs_score(q.double()[0, 0, 0].tolist(), k.double()[0, 0, 0].tolist(), i, j, 100.0, d)
+    want = sum(s * z ** ((i - j) / gamma) for s, z in zip(per_pair, zeta))
+    assert got == pytest.approx(want, rel=1e-4, abs=1e-6 * max(1.0, abs(per_pair[0])))
+
+
+def test_xpos_float16_model_at_max_length_finite_and_close_to_float32():
+    m = tiny_model("xpos", max_position_embeddings=512, pe_options={"scale_base": 16})
+    randomize_(m, std=0.3)
+    x = torch.randint(0, 61, (1, 512))
+    with torch.no_grad():
+        ref = m(x).logits
+        out = m.half()(x).logits.float()
+    assert torch.isfinite(out).all()
+    assert (out - ref).abs().max() < 0.05 * ref.abs().max()  # float16 round-off of a 2-layer model
+
+
 # -- randpe -------------------------------------------------------------------------------
 def _record_positions(m):
     """Wrap the base's transform_qk to record the (query, key) positions it is given."""

@@ -313,7 +313,8 @@ def plan(backend: str, pe, q, ctx, attention_mask, output_attentions: bool = Fal
             log_once(f"attn_backend='triton': no fused kernel for pe={pe.name!r} on {q.device.type}: using sdpa")
     if backend == "flash":
         plain = ctx.past_length == 0 or ctx.query_length == 1
-        if flash_available(q) and not padded and plain and (not _has_bias(pe) or pe.flash_alibi_slopes() is not None):
+        half = q.dtype in (torch.float16, torch.bfloat16)  # flash-attn's only dtypes (xpos lifts q/k to float32)
+        if flash_available(q) and half and not padded and plain and (not _has_bias(pe) or pe.flash_alibi_slopes() is not None):
             return "flash"
         log_once(f"attn_backend='flash' unavailable for pe={pe.name!r} here: using sdpa")
     if _offers(pe, "bias_blocks"):

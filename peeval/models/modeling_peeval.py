@@ -52,13 +52,15 @@ class PeevalAttention(nn.Module):
             v = torch.cat([v, extra.to(v.dtype)], dim=-1)
         if cache is not None:
             k, v = cache.update(k, v, self.layer_idx)
+        if v.dtype != q.dtype:  # an encoding lifted q/k (xpos in float16): attend in their dtype
+            v = v.to(q.dtype)
         allowed = attn.build_allowed(attention_mask, q.shape[2], k.shape[2], q.device)
         ctx.values = v
         out, probs = attn.attend(how, pe, self.layer_idx, q, k, v, ctx, allowed)
         if extra is not None:
             out, extra_out = out.split([d, out.shape[-1] - d], dim=-1)
             pe.after_attention(self.layer_idx, extra_out, ctx)
-        out = out.transpose(1, 2).reshape(b, n, -1)
+        out = out.transpose(1, 2).reshape(b, n, -1).to(x.dtype)
         return self.o_proj(out), probs
 
 
