@@ -124,8 +124,9 @@ def flash_attention(q, k, v, *, alibi_slopes=None, scale=None):
 
 # -- position-only biases: blocked sdpa and FlexAttention ------------------------------------
 
-#: a bias block holds at most this many elements (B·H·rows·keys): 16 MiB in float32
-BLOCK_ELEMENTS = 1 << 22
+#: a bias block holds at most this many elements (B·H·rows·keys): 4 MiB in float32; smaller
+#: blocks skip more of the masked upper triangle, larger ones pay less per-call overhead
+BLOCK_ELEMENTS = 1 << 20
 MIN_BLOCK_ROWS = 64
 
 
@@ -196,12 +197,18 @@ class _BlockedBiasAttention(torch.autograd.Function):
                 leaves = [t.detach().requires_grad_(w) for t, w in zip(tensors, wants)]
                 bias = _masked_block(_blocks(blocks_fn, leaves), allowed, r, kv, past, q.dtype, q.device)
             qb, kb, vb, dob = q[:, :, r], k[:, :, :kv], v[:, :, :kv], dout[:, :, r]
-            sc = torch.matmul(qb, kb.transpose(-1, -2)) * scale + bias.detach()
-            p = torch.exp(sc - lse[:, :, r, None].to(sc.dtype))
+            if not any(wants) and q.device.type == "cpu":  # a constant bias: the fused kernel
+                gq, gk, gv = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+                    dob, qb, kb, vb, out[:, :, r], lse[:, :, r], 0.0, False, attn_mask=bias, scale=scale
+                )
+                dq[:, :, r], dk[:, :, :kv], dv[:, :, :kv] = gq, dk[:, :, :kv] + gk, dv[:, :, :kv] + gv
+                continue
+            p = torch.matmul(qb, kb.transpose(-1, -2)).mul_(scale).add_(bias.detach())
+            p = p.sub_(lse[:, :, r, None].to(p.dtype)).exp_()
             dv[:, :, :kv] += torch.matmul(p.transpose(-1, -2), dob)
-            ds = p * (torch.matmul(dob, vb.transpose(-1, -2)) - delta[:, :, r])
-            dq[:, :, r] = torch.matmul(ds, kb) * scale
-            dk[:, :, :kv] += torch.matmul(ds.transpose(-1, -2), qb) * scale
+            ds = torch.matmul(dob, vb.transpose(-1, -2)).sub_(delta[:, :, r]).mul_(p)
+            dq[:, :, r] = torch.matmul(ds, kb).mul_(scale)
+            dk[:, :, :kv] += torch.matmul(ds.transpose(-1, -2), qb).mul_(scale)
             if any(wants):
                 if bias.shape[0] == 1 and ds.shape[0] > 1:
                     ds = ds.sum(0, keepdim=True)
