@@ -46,9 +46,9 @@ if not INNER:
         monkeypatch.delenv("TRITON_INTERPRET", raising=False)
         from peeval.kernels.pope_attention import pope_attention, pope_attention_reference
         from peeval.kernels.tape_attention import tape_attention, tape_attention_reference
-        from peeval.models import attention
+        from peeval import _log
 
-        monkeypatch.setattr(attention, "_said", set())
+        monkeypatch.setattr(_log, "_said", set())
         g = torch.Generator().manual_seed(0)
         q, k, v = (torch.randn(1, 2, 9, 16, generator=g) for _ in range(3))
         e = torch.randn(1, 2, 9, 32, generator=g)

@@ -29,6 +29,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from .._log import log_once
 from ._common import LOG2E, dot_precision, fallback_reason, interpret, kernel_available, last_contig, np2, tl, triton
 
 try:
@@ -490,8 +491,6 @@ def pope_attention(q, k, v, q_pos, k_pos, theta, delta=None, softplus=True, scal
     """
     if kernel_available(q):
         return pope_attention_triton(q, k, v, q_pos, k_pos, theta, delta, softplus, scale)
-    from peeval.models.attention import log_once
-
     why = fallback_reason(q)
     log_once(f"pope_attention: fused Triton kernel unavailable ({why}): using the sdpa reference")
     return pope_attention_reference(q, k, v, q_pos, k_pos, theta, delta, softplus, scale)

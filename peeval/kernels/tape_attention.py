@@ -27,6 +27,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from .._log import log_once
 from ._common import LOG2E, dot_precision, fallback_reason, interpret, kernel_available, last_contig, np2, tl, triton
 
 __all__ = ["tape_attention", "tape_attention_reference", "tape_attention_triton", "kernel_available", "CONFIG"]
@@ -423,8 +424,6 @@ def tape_attention(q, k, v, e, scale=None):
     """
     if kernel_available(q):
         return tape_attention_triton(q, k, v, e, scale)
-    from peeval.models.attention import log_once
-
     why = fallback_reason(q)
     log_once(f"tape_attention: fused Triton kernel unavailable ({why}): using the sdpa reference")
     return tape_attention_reference(q, k, v, e, scale)

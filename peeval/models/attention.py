@@ -13,20 +13,12 @@ and a boolean ``allowed`` mask (B, 1, Nq, Nk) or None when plain causal masking 
 from __future__ import annotations
 
 import importlib.util
-import logging
 import math
 
 import torch
 import torch.nn.functional as F
 
-logger = logging.getLogger("peeval")
-_said: set[str] = set()
-
-
-def log_once(msg: str) -> None:
-    if msg not in _said:
-        _said.add(msg)
-        logger.warning(msg)
+from .._log import log_once, logger  # noqa: F401  (re-exported: older callers use attention.log_once)
 
 
 def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
