@@ -14,6 +14,7 @@ import argparse
 import datetime as dt
 import hashlib
 import json
+import math
 import os
 import re
 import subprocess
@@ -71,7 +72,7 @@ def task_manager(names: list[str], metadata: dict | None):
             tm = TaskManager(include_path=[str(PEEVAL_TASKS)], metadata=metadata)
             unknown = [n for n in names if n not in tm.all_tasks]
             if unknown:
-                raise SystemExit(f"peeval eval: unknown task(s) {unknown}")
+                raise EvalInputError(f"--tasks: unknown task(s) {', '.join(unknown)}")
     return tm
 
 
@@ -94,6 +95,18 @@ def checkpoint_hash(path: str | None) -> str | None:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
     return h.hexdigest() if files else None
+
+
+def _ppl_protocol(metadata: dict) -> str:
+    """Called sliding only where some window is longer than the stride (stride == L is disjoint)."""
+    from peeval.tasks.ppl.ppl import check_metadata
+
+    try:
+        md = check_metadata(metadata)
+    except ValueError:  # no perplexity task read this metadata
+        return "disjoint windows"
+    stride = md["stride"]
+    return f"sliding, stride {stride}" if stride and stride < md["lengths"][-1] else "disjoint windows"
 
 
 def provenance(args, lm, model_args: dict, metadata: dict) -> dict:
@@ -123,7 +136,7 @@ def provenance(args, lm, model_args: dict, metadata: dict) -> dict:
         "training_length": getattr(cfg, "max_position_embeddings", None),
         "max_length": getattr(lm, "max_length", None),
         "protocol": {
-            "ppl": f"sliding, stride {metadata['stride']}" if metadata.get("stride") else "disjoint windows",
+            "ppl": _ppl_protocol(metadata),
             "metadata": metadata,
         },
         "dtype": str(next(lm.model.parameters()).dtype) if hasattr(lm, "model") else None,
@@ -136,29 +149,124 @@ def provenance(args, lm, model_args: dict, metadata: dict) -> dict:
     }
 
 
+def _resolved(value) -> str:
+    """A local path made absolute (so ``a/tape`` and ``b/tape`` differ); anything else as given."""
+    v = str(value)
+    return os.path.realpath(os.path.expanduser(v)) if os.path.exists(os.path.expanduser(v)) else v
+
+
 def run_name(args, model_args: dict) -> str:
+    """``--run_name``, else ``<model>__<checkpoint folder>__<tasks>__<hash>``: the hash (8 hex) is of
+    the model name and every model_arg with paths resolved, so two checkpoints with the same last
+    folder name (``a/tape``, ``b/tape``) or the same checkpoint with other model_args never share
+    a results folder."""
+    if args.run_name:
+        return re.sub(r"[^A-Za-z0-9._+-]+", "_", args.run_name)[:150]
     ckpt = Path(str(model_args.get("pretrained", "model"))).name
-    raw = args.run_name or f"{args.model}__{ckpt}__{'+'.join(args.tasks)}"
-    return re.sub(r"[^A-Za-z0-9._+-]+", "_", raw)[:150]
+    key = json.dumps([args.model, {k: _resolved(v) for k, v in sorted(model_args.items())}], default=str)
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:8]
+    head = re.sub(r"[^A-Za-z0-9._+-]+", "_", f"{args.model}__{ckpt}__{'+'.join(args.tasks)}")[:140]
+    return f"{head}__{digest}"
+
+
+class EvalInputError(ValueError):
+    """A bad ``peeval eval`` input: reported as one line, exit code 2."""
+
+
+_MD_EXAMPLE = '{"lengths": [512]}'
+
+
+def parse_metadata(text: str | None) -> dict:
+    if not text:
+        return {}
+    try:
+        md = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise EvalInputError(f"--metadata is not valid JSON ({e}): give an object, e.g. '{_MD_EXAMPLE}'") from e
+    if not isinstance(md, dict):
+        raise EvalInputError(f"--metadata must be a JSON object, e.g. '{_MD_EXAMPLE}', not {md!r}")
+    return md
+
+
+def parse_limit(value: float | None) -> int | float | None:
+    """lm-eval's semantics made strict: a fraction in (0, 1) of each task's documents, or a whole
+    count >= 1 (lm-eval would truncate 2.5 to 2 and turn 0 or a negative into a traceback)."""
+    if value is None:
+        return None
+    if math.isfinite(value) and 0 < value < 1:
+        return value
+    if math.isfinite(value) and value >= 1 and value == int(value):
+        return int(value)
+    raise EvalInputError(f"--limit {value:g}: give a fraction in (0, 1) or a whole number of documents >= 1")
+
+
+def _max_length_for(metadata: dict) -> int | None:
+    """Room for the longest prompt/window asked for (None when ``lengths`` is malformed: the
+    task then names the problem)."""
+    lengths = metadata.get("lengths")
+    lengths = [lengths] if isinstance(lengths, int) else lengths
+    if not isinstance(lengths, list) or not lengths:
+        return None
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in lengths):
+        return None
+    return max(lengths) + 64
+
+
+def _clear_run(out: Path) -> None:
+    """Remove an earlier run's files (results.json first: the folder is never a finished run
+    whose samples belong to another)."""
+    for f in [out / "results.json", *sorted(out.glob("samples_*.jsonl"))]:
+        f.unlink(missing_ok=True)
+
+
+def _check_output(out: Path, overwrite: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise EvalInputError(f"--output_path/--run_name: {out} exists and is not a folder")
+    if (out / "results.json").exists() and not overwrite:
+        raise EvalInputError(
+            f"{out} already holds a finished run (results.json): pass --overwrite to replace it "
+            "(its samples are deleted first), or another --run_name / --output_path"
+        )
+
+
+#: what a bad input raises on its way through lm-eval / transformers / our wrappers (transformers
+#: reports a missing or unreadable checkpoint file as OSError)
+_INPUT_ERRORS = (ValueError, OSError)
 
 
 def cmd_eval(args) -> int:
+    """Evaluate, then write the run; a bad input is one line (exit 2) and writes nothing."""
+    try:
+        metadata = parse_metadata(args.metadata)
+        limit = parse_limit(args.limit)
+        model_args = parse_model_args(args.model_args)
+        auto_len = _max_length_for(metadata)
+        if "max_length" not in model_args and auto_len and args.model.startswith("peeval"):
+            # a passkey prompt of length L must not be left-truncated to the training length
+            model_args["max_length"] = auto_len
+        out = Path(args.output_path) / run_name(args, model_args)
+        _check_output(out, args.overwrite)
+        return _evaluate(args, metadata, limit, model_args, out)
+    except _INPUT_ERRORS as e:
+        return _fail("eval", e)
+
+
+def _evaluate(args, metadata: dict, limit, model_args: dict, out: Path) -> int:
     from lm_eval import evaluator
     from lm_eval.api.registry import get_model
 
-    metadata = json.loads(args.metadata) if args.metadata else {}
-    model_args = parse_model_args(args.model_args)
-    if "max_length" not in model_args and metadata.get("lengths") and args.model.startswith("peeval"):
-        # a passkey prompt of length L must not be left-truncated to the training length
-        model_args["max_length"] = max(int(x) for x in metadata["lengths"]) + 64
     tm = task_manager(args.tasks, metadata or None)
+    try:
+        model_cls = get_model(args.model)
+    except (ValueError, KeyError) as e:
+        raise EvalInputError(f"--model {args.model!r} is not a registered lm-eval model ({e})") from e
     extra = {"batch_size": args.batch_size, "device": args.device}
-    lm = get_model(args.model).create_from_arg_obj(model_args, {k: v for k, v in extra.items() if v is not None})
+    lm = model_cls.create_from_arg_obj(model_args, {k: v for k, v in extra.items() if v is not None})
     results = evaluator.simple_evaluate(
         model=lm,
         tasks=args.tasks,
         task_manager=tm,
-        limit=args.limit,
+        limit=limit,
         log_samples=True,
         random_seed=args.seed,
         numpy_random_seed=args.seed,
@@ -170,7 +278,8 @@ def cmd_eval(args) -> int:
         return 0
     samples = results.pop("samples", {})
     results["peeval"] = provenance(args, lm, model_args, metadata)
-    out = Path(args.output_path) / run_name(args, model_args)
+    _check_output(out, args.overwrite)  # a run that finished meanwhile in the same folder is not replaced silently
+    _clear_run(out)
     for task, rows in samples.items():
         _atomic_write(out / f"samples_{task}.jsonl", "".join(json.dumps(r, default=str) + "\n" for r in rows))
     _atomic_write(out / "results.json", json.dumps(results, indent=1, default=str))
@@ -283,10 +392,17 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--num_fewshot", type=int, default=None)
     e.add_argument("--output_path", default="results")
     e.add_argument(
-        "--run_name", default=None, help="folder name under --output_path (default: model, checkpoint, tasks)"
+        "--run_name",
+        default=None,
+        help="folder name under --output_path (default: model, checkpoint, tasks and a hash of the model_args)",
     )
     e.add_argument("--metadata", default=None, help="JSON passed to the tasks, e.g. '{\"lengths\": [512, 1024]}'")
     e.add_argument("--seed", type=int, default=0)
+    e.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a finished run in the same folder (its results.json and samples_*.jsonl are deleted first)",
+    )
     e.set_defaults(func=cmd_eval)
     _add_train_parsers(sub)
     return p

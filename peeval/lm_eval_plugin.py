@@ -6,11 +6,19 @@ set beyond the training length (extrapolation is what is measured); a checkpoint
 ``pe`` differs from the model name is an error; and the exact-window perplexity protocol of
 ``peeval_ppl_*`` (``loglikelihood_rolling`` requests whose doc carries ``peeval_window``).
 Registered by the import hook in ``peeval/_lm_eval_hook.py``, so no ``--include_path``.
+
+Bad model_args fail before any weights are read, with one ``ValueError`` naming the argument
+and what is allowed (an unknown name lists the known ones); a truncated or corrupt
+``*.safetensors`` file is named, instead of the library's file-less header error.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
+import math
+import os
+from pathlib import Path
 
 import torch
 from lm_eval.models.huggingface import HFLM
@@ -31,8 +39,70 @@ def _device(device: str | None) -> str:
     return device or ("cuda" if torch.cuda.is_available() else "cpu")
 
 
+#: ``from_pretrained`` keywords that HFLM forwards and that apply to peeval's models
+_FROM_PRETRAINED = ("attn_implementation", "device_map")
+
+
+def _named_params(fn) -> set[str]:
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return {p.name for p in inspect.signature(fn).parameters.values() if p.kind in kinds} - {"self"}
+
+
+def check_weight_files(folder) -> None:
+    """Open the header of every ``*.safetensors`` file in ``folder`` (cheap: no tensor is read),
+    so that a truncated or corrupt file is named rather than failing deep in the loader."""
+    if not folder or not os.path.isdir(folder):
+        return
+    from safetensors import safe_open
+
+    for f in sorted(Path(folder).glob("*.safetensors")):
+        try:
+            with safe_open(str(f), "pt"):
+                pass
+        except Exception as e:  # safetensors' SafetensorError derives from Exception only
+            raise ValueError(f"{f}: not a readable safetensors file, truncated or corrupt ({e})") from e
+
+
+def _local_folder(name: str, value) -> str | None:
+    """``value`` when it names a local path (absolute, ./ or ~/): it must exist."""
+    if not isinstance(value, str) or not value:
+        return None
+    if value.startswith(("/", ".", "~")) or os.path.exists(value):
+        path = os.path.expanduser(value)
+        if not os.path.exists(path):
+            raise ValueError(f"{name}={value!r}: no such file or folder")
+        return path
+    return None  # a hub id
+
+
 class _PeevalHFLM(HFLM):
     """What the peeval wrappers add to HFLM."""
+
+    model_name = "peeval"
+
+    @classmethod
+    def allowed_args(cls) -> list[str]:
+        """HFLM's own keywords, this wrapper's, and the forwarded ``from_pretrained`` ones."""
+        names = _named_params(HFLM.__init__) | set(_FROM_PRETRAINED)
+        for klass in cls.__mro__:
+            if "__init__" in vars(klass) and issubclass(klass, _PeevalHFLM):
+                names |= _named_params(vars(klass)["__init__"])
+        return sorted(names - {"backend", "kwargs"})
+
+    @classmethod
+    def check_args(cls, pretrained, kwargs: dict) -> None:
+        """Unknown names, a missing ``pretrained`` and a bad ``max_length`` as one clear error."""
+        unknown = sorted(set(kwargs) - set(cls.allowed_args()))
+        if unknown:
+            raise ValueError(
+                f"--model {cls.model_name}: unknown model_args {', '.join(unknown)} "
+                f"(allowed: {', '.join(cls.allowed_args())})"
+            )
+        if pretrained is None or pretrained == "":
+            raise ValueError(f"--model {cls.model_name}: model_args needs pretrained=<checkpoint folder>")
+        ml = kwargs.get("max_length")
+        if ml is not None and (isinstance(ml, bool) or not isinstance(ml, int) or ml < 1):
+            raise ValueError(f"--model {cls.model_name}: max_length={ml!r} must be a positive integer (tokens)")
 
     def __init__(self, pretrained, device: str | None = None, **kwargs):
         super().__init__(pretrained=pretrained, device=_device(device), **kwargs)
@@ -56,11 +126,15 @@ class _PeevalHFLM(HFLM):
         """Disjoint windows of exactly ``L`` tokens (or every ``stride``): sum log p of each
         scored token, token and byte counts. Each window is one forward of length L."""
         L, stride = int(doc["peeval_window"]), int(doc.get("peeval_stride") or doc["peeval_window"])
+        max_windows = int(doc.get("peeval_max_windows") or 0)  # 0: no limit (set by the task, never by a user)
+        if L < 2 or not 1 <= stride <= L or max_windows < 0:
+            raise ValueError(f"peeval window L={L}, stride={stride}, max_windows={max_windows}: need L >= 2, "
+                             "1 <= stride <= L, max_windows >= 0")  # fmt: skip
         ids = self.tok_encode(text, add_special_tokens=False)
         ll, n_tok, n_bytes, n_win = 0.0, 0, 0, 0
         starts = range(0, len(ids) - L + 1, stride)
-        if doc.get("peeval_max_windows"):
-            starts = starts[: int(doc["peeval_max_windows"])]
+        if max_windows:
+            starts = starts[:max_windows]
         for s in starts:
             window = torch.tensor(ids[s : s + L], device=self.device)[None]
             # sliding protocol: score only tokens not scored by the previous window
@@ -80,10 +154,12 @@ class PeevalLM(_PeevalHFLM):
 
     expected_pe: str | None = None
 
-    def __init__(self, pretrained, **kwargs):
+    def __init__(self, pretrained=None, **kwargs):
+        self.check_args(pretrained, kwargs)
         if isinstance(pretrained, str):
             from transformers import AutoConfig
 
+            check_weight_files(_local_folder("pretrained", pretrained))
             try:
                 cfg = AutoConfig.from_pretrained(pretrained)
             except (OSError, ValueError) as e:
@@ -103,27 +179,56 @@ class PeevalLM(_PeevalHFLM):
 ROPE_SCALINGS = {"linear": "pi", "ntk": "theta", "dynamic": "dynamic", "yarn": "yarn"}
 
 
+def scaling_factor(rope_scaling: str | None, factor, adapter=None) -> float | None:
+    """peeval-llama's ``factor``: a finite number with ``rope_scaling`` (default 2), else absent.
+
+    transformers accepts factor >= 1. At factor 1, linear, ntk and yarn are the identity (the
+    unscaled model, checked in tests/test_eval_inputs.py), so they need factor > 1: the base model
+    is never filed under an extension method's name. Dynamic NTK at factor 1 is not the identity
+    (beyond the training length the base still grows with seq_len / max_position_embeddings), so it
+    takes factor >= 1."""
+    if not rope_scaling:
+        if factor is not None:
+            where = "an adapter= carries its own factor" if adapter else f"rope_scaling={'|'.join(ROPE_SCALINGS)}"
+            raise ValueError(f"peeval-llama: factor={factor!r} has no effect without rope_scaling= ({where})")
+        return None
+    if factor is None:
+        return 2.0
+    low_ok = rope_scaling == "dynamic"  # factor 1 is a real method only for dynamic NTK
+    ok = not isinstance(factor, bool) and isinstance(factor, (int, float)) and math.isfinite(factor)
+    if not ok or factor < 1 or (factor == 1 and not low_ok):
+        cmp, why = (">= 1", "") if low_ok else ("> 1", " (at 1 it is the unscaled model: leave out rope_scaling)")
+        raise ValueError(f"peeval-llama: factor={factor!r} must be a number {cmp} for rope_scaling={rope_scaling}{why}")
+    return float(factor)
+
+
 class PeevalLlamaLM(_PeevalHFLM):
     """``--model peeval-llama``: a HF Llama-family checkpoint or GGUF file (``gguf_file=``),
     with optional ``rope_scaling=linear|ntk|dynamic|yarn`` + ``factor`` and ``adapter=DIR``
     (a ``peeval adapt`` directory: tape, lora, theta, pi or yarn, see ``peeval.models.llama_adapters``)."""
 
-    def __init__(self, pretrained, rope_scaling: str | None = None, factor: float | None = None, adapter=None, **kw):
+    model_name = "peeval-llama"
+
+    def __init__(
+        self, pretrained=None, rope_scaling: str | None = None, factor: float | None = None, adapter=None, **kw
+    ):
+        self.check_args(pretrained, kw)
         if adapter and rope_scaling:  # an adapter carries its own rope parameters
             raise ValueError("peeval-llama: give either adapter= or rope_scaling=, not both")
+        if rope_scaling and rope_scaling not in ROPE_SCALINGS:
+            raise ValueError(f"peeval-llama: rope_scaling={rope_scaling!r} is not one of {', '.join(ROPE_SCALINGS)}")
+        factor = scaling_factor(rope_scaling, factor, adapter)
+        check_weight_files(_local_folder("pretrained", pretrained))
+        check_weight_files(_local_folder("adapter", adapter))
         if rope_scaling:  # training-free scaling, set on the config before loading
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
             from peeval.models.llama_adapters import base_config, rope_params_for
 
-            if rope_scaling not in ROPE_SCALINGS:
-                raise ValueError(
-                    f"peeval-llama: rope_scaling={rope_scaling!r} is not one of {', '.join(ROPE_SCALINGS)}"
-                )
             load = {"gguf_file": kw["gguf_file"]} if kw.get("gguf_file") else {}
             cfg = base_config(pretrained, kw.get("gguf_file"))
             # the same parameters `peeval adapt` uses for pi / theta (static NTK-aware base) / yarn
-            cfg.rope_parameters = rope_params_for(cfg, ROPE_SCALINGS[rope_scaling], float(factor or 2.0))
+            cfg.rope_parameters = rope_params_for(cfg, ROPE_SCALINGS[rope_scaling], factor)
             if not kw.get("tokenizer"):
                 kw["tokenizer"] = AutoTokenizer.from_pretrained(pretrained, **load)
             pretrained = AutoModelForCausalLM.from_pretrained(pretrained, config=cfg, dtype=torch.float32, **load)
@@ -146,9 +251,8 @@ def __getattr__(name: str):
 
         pe = name[len("PeevalLM_") :]
         if pe in ENCODINGS:
-            cls = type(
-                name, (PeevalLM,), {"expected_pe": pe, "__module__": __name__, "__doc__": f"--model peeval-{pe}"}
-            )
+            attrs = {"expected_pe": pe, "model_name": f"peeval-{pe}", "__module__": __name__}
+            cls = type(name, (PeevalLM,), {**attrs, "__doc__": f"--model peeval-{pe}"})
             globals()[name] = cls
             return cls
     raise AttributeError(name)

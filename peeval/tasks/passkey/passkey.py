@@ -9,7 +9,8 @@ intro, 1 = right before the question). Grid and sizes from ``--metadata``:
 (default 5), ``seed`` (0), ``tokenizer`` (a tokenizer dir used to count tokens; default the
 mirror's GPT-2 BPE, else 4 characters a token). Same metadata, same prompts, byte for byte.
 Greedy generation of a few tokens; exact match of the first integer generated, reported
-per cell (``acc@<length>@<depth>``) and overall (``acc``).
+per cell (``acc@<length>@<depth>``) and overall (``acc``). Bad metadata (a depth outside
+[0, 1], a length that is not a positive integer) is one ``ValueError`` naming the key.
 """
 
 from __future__ import annotations
@@ -66,8 +67,40 @@ def make_prompt(length: int, depth: float, key: int, count) -> str:
     return "\n".join(parts)
 
 
-def build_dataset(**metadata) -> datasets.DatasetDict:
+def _as_list(name: str, value) -> list:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return [value]
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ValueError(f"peeval_passkey metadata {name}={value!r}: must be a non-empty list")
+    return list(value)
+
+
+def check_metadata(metadata: dict) -> dict:
+    """The validated grid: ``lengths`` ints >= 1, ``depths`` numbers in [0, 1] (a depth outside
+    builds a prompt longer than the length it is filed under), ``per_cell`` int >= 1, ``seed``
+    int. Raised where the task reads its metadata, so ``lm_eval`` and ``peeval eval`` agree."""
     md = {**DEFAULTS, **{k: v for k, v in metadata.items() if k in (*DEFAULTS, "tokenizer")}}
+    for L in _as_list("lengths", md["lengths"]):
+        if isinstance(L, bool) or not isinstance(L, int) or L < 1:
+            raise ValueError(f"peeval_passkey metadata lengths: {L!r} is not a positive integer (prompt tokens)")
+    for d in _as_list("depths", md["depths"]):
+        if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0.0 <= d <= 1.0:
+            raise ValueError(
+                f"peeval_passkey metadata depths: {d!r} is not a number in [0, 1] (0 = after the intro, 1 = before "
+                "the question)"
+            )
+    for key in ("per_cell", "seed"):
+        v, low = md[key], 1 if key == "per_cell" else 0
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise ValueError(f"peeval_passkey metadata {key}={v!r}: must be an integer >= {low}")
+    if md.get("tokenizer") is not None and not isinstance(md["tokenizer"], str):
+        raise ValueError(f"peeval_passkey metadata tokenizer={md['tokenizer']!r}: must be a tokenizer folder")
+    md["lengths"], md["depths"] = _as_list("lengths", md["lengths"]), _as_list("depths", md["depths"])
+    return md
+
+
+def build_dataset(**metadata) -> datasets.DatasetDict:
+    md = check_metadata(metadata)
     count = _counter(md.get("tokenizer"))
     rows = []
     for length in md["lengths"]:
@@ -91,10 +124,12 @@ class PasskeyTask(ConfigurableTask):
     """Metrics named by the grid cells asked for."""
 
     def __init__(self, config=None, **kwargs):
-        super().__init__(config={k: v for k, v in (config or {}).items() if k != "class"}, **kwargs)
+        config = {k: v for k, v in (config or {}).items() if k != "class"}
+        check_metadata(config.get("metadata") or {})  # before any prompt is built
+        super().__init__(config=config, **kwargs)
 
     def _cells(self):
-        md = {**DEFAULTS, **(self.config.metadata or {})}
+        md = check_metadata(self.config.metadata or {})
         return [(int(L), float(d)) for L in md["lengths"] for d in md["depths"]]
 
     def process_results(self, doc, results):

@@ -9,40 +9,83 @@ config (``ppl_protocol``). Reported per length: token perplexity ``ppl@L`` (``in
 model explodes), bits per byte ``bpb@L`` (comparable across tokenizers), and the counts
 ``tokens@L`` and ``windows@L``. Windows are cut by the peeval model wrappers, which know the
 tokenizer (``loglikelihood_rolling`` requests carry ``peeval_window``); other lm-eval models
-are refused with a clear error. ``max_docs`` / ``max_windows`` bound the cost on a CPU.
+are refused with a clear error. ``max_docs`` / ``max_windows`` (>= 1, or null for no limit)
+bound the cost on a CPU. Bad metadata is one ``ValueError`` naming the key, raised when the
+task is built (so ``lm_eval`` and ``peeval eval`` agree); a metric is never NaN.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import datasets
 from lm_eval.api.task import ConfigurableTask
 
 DEFAULT_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384)
+_NONE_SCORED = "{}: no token was scored (no evaluated document has that many tokens): use shorter lengths"
+
+
+def _int_at_least(name: str, value, low: int, hint: str = "") -> int:
+    """``value`` as an int >= ``low``, else one clear ValueError naming the metadata key."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"peeval_ppl metadata {name}={value!r}: must be an integer >= {low}{hint}")
+    return value
+
+
+def check_metadata(metadata: dict) -> dict:
+    """The validated window settings: ``lengths`` (sorted ints >= 2: a window of L tokens scores
+    L-1 of them), ``stride`` (None, or 1 <= stride <= min(lengths)), ``max_windows`` and
+    ``max_docs`` (None for no limit, else >= 1). Raised here, where the task reads its metadata,
+    so plain ``lm_eval`` and ``peeval eval`` fail the same way, before any model work."""
+    lengths = metadata.get("lengths", DEFAULT_LENGTHS)
+    if isinstance(lengths, int) and not isinstance(lengths, bool):
+        lengths = [lengths]
+    if not isinstance(lengths, (list, tuple)) or not lengths:
+        raise ValueError(f"peeval_ppl metadata lengths={lengths!r}: must be a non-empty list of integers >= 2")
+    lengths = sorted({_int_at_least("lengths", L, 2, " (a window of L tokens scores L-1)") for L in lengths})
+    stride = metadata.get("stride")
+    if stride is not None:
+        _int_at_least("stride", stride, 1, " (omit it for disjoint windows)")
+        if stride > lengths[0]:
+            raise ValueError(
+                f"peeval_ppl metadata stride={stride} is larger than length {lengths[0]}: sliding windows need "
+                "1 <= stride <= every length (omit stride for disjoint windows)"
+            )
+    out = {"lengths": lengths, "stride": stride}
+    for key in ("max_windows", "max_docs"):
+        v = metadata.get(key)
+        out[key] = None if v is None else _int_at_least(key, v, 1, " or null for no limit")
+    return out
 
 
 def _lengths(metadata: dict) -> list[int]:
-    lengths = metadata.get("lengths", DEFAULT_LENGTHS)
-    if isinstance(lengths, (int, str)):
-        lengths = [lengths]
-    return sorted({int(x) for x in lengths})
+    return check_metadata(metadata)["lengths"]
 
 
 def build_dataset(hub_id: str, split: str = "test", **metadata) -> datasets.DatasetDict:
-    """Rows (document, length): document-major, so ``--limit`` keeps every length."""
+    """Rows (document, length): document-major, so ``--limit`` keeps every length. A length
+    that a document cannot give (fewer bytes than L, hence fewer than L tokens) is an error
+    naming the document, not a NaN row."""
     from peeval.data import load_dataset
 
+    md = check_metadata(metadata)
     docs = load_dataset(hub_id, split=split)
-    if metadata.get("max_docs"):
-        docs = docs.select(range(min(int(metadata["max_docs"]), len(docs))))
-    stride = metadata.get("stride")
-    max_windows = metadata.get("max_windows")
+    if md["max_docs"]:
+        docs = docs.select(range(min(md["max_docs"], len(docs))))
+    longest = md["lengths"][-1]
+    for i, text in enumerate(docs["text"]):
+        n_bytes = len(text.encode("utf-8"))
+        if n_bytes < longest:
+            raise ValueError(
+                f"peeval_ppl ({hub_id}) metadata lengths: length {longest} is more than document {i} can give "
+                f"({n_bytes} bytes, so fewer tokens): use lengths <= {n_bytes}" + (f" or max_docs <= {i}" if i else "")
+            )
     rows = []
     for i, text in enumerate(docs["text"]):
-        for L in _lengths(metadata):
-            rows.append({"doc_id": i, "text": text, "peeval_window": L, "peeval_stride": int(stride or L),
-                         "peeval_max_windows": int(max_windows or 0)})  # fmt: skip
+        for L in md["lengths"]:
+            rows.append({"doc_id": i, "text": text, "peeval_window": L, "peeval_stride": md["stride"] or L,
+                         "peeval_max_windows": md["max_windows"] or 0})  # fmt: skip
     return datasets.DatasetDict({split: datasets.Dataset.from_list(rows)})
 
 
@@ -54,26 +97,34 @@ def proof_pile(**metadata):
     return build_dataset("hoskinson-center/proof-pile", **metadata)
 
 
-def _ppl(items) -> float:
+def _ppl(items, where: str = "ppl") -> float:
     ll, n = sum(i[0] for i in items), sum(i[1] for i in items)
-    if n == 0:
-        return float("nan")
+    if n == 0:  # never a NaN row: no document gave a full window
+        raise ValueError(
+            f"{where}: no token was scored (no evaluated document has that many tokens): use shorter lengths"
+        )
     try:
         return math.exp(-ll / n)
     except OverflowError:  # an exploding model: report it, don't crash
         return float("inf")
 
 
-def _bpb(items) -> float:
+def _bpb(items, where: str = "bpb") -> float:
     ll, b = sum(i[0] for i in items), sum(i[1] for i in items)
-    return -ll / (b * math.log(2)) if b else float("nan")
+    if b == 0:
+        raise ValueError(
+            f"{where}: no token was scored (no evaluated document has that many tokens): use shorter lengths"
+        )
+    return -ll / (b * math.log(2))
 
 
 class PerplexityTask(ConfigurableTask):
     """A ``loglikelihood_rolling`` task whose metrics are named by the lengths asked for."""
 
     def __init__(self, config=None, **kwargs):  # the YAML's ``class`` key is not a TaskConfig field
-        super().__init__(config={k: v for k, v in (config or {}).items() if k != "class"}, **kwargs)
+        config = {k: v for k, v in (config or {}).items() if k != "class"}
+        check_metadata(config.get("metadata") or {})  # before the corpus is read
+        super().__init__(config=config, **kwargs)
 
     def lengths(self) -> list[int]:
         return _lengths(self.config.metadata or {})
@@ -96,7 +147,9 @@ class PerplexityTask(ConfigurableTask):
     def aggregation(self):
         agg = {}
         for L in self.lengths():
-            agg.update({f"ppl@{L}": _ppl, f"bpb@{L}": _bpb, f"tokens@{L}": sum, f"windows@{L}": sum})
+            ppl = functools.partial(_ppl, where=f"{self.config.task} ppl@{L}")
+            bpb = functools.partial(_bpb, where=f"{self.config.task} bpb@{L}")
+            agg.update({f"ppl@{L}": ppl, f"bpb@{L}": bpb, f"tokens@{L}": sum, f"windows@{L}": sum})
         return agg
 
     def higher_is_better(self):
