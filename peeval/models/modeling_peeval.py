@@ -61,6 +61,8 @@ class PeevalAttention(nn.Module):
 
         probs = None
         out = pe.fused_attention(self.layer_idx, q, k, v, ctx, allowed) if fused else None
+        if out is None and backend == "sdpa" and not output_attentions:
+            out = pe.attention(self.layer_idx, q, k, v, ctx, allowed)
         if out is None:
             bias = pe.bias(self.layer_idx, q, k, ctx)
             if output_attentions or backend == "eager" or pe.needs_scores and backend != "sdpa":
