@@ -292,7 +292,7 @@ def _offers(pe, hook: str) -> bool:
 
 
 def plan(backend: str, pe, q, ctx, attention_mask, output_attentions: bool = False) -> str:
-    """How this layer's attention runs: fused | eager | flash | flex | blocked | sdpa.
+    """How this layer's attention runs: fused | eager | flash | own | flex | blocked | sdpa.
 
     ``backend`` is ``config.attn_backend``; a requested back-end that cannot run here falls
     back (once logged) to the default choice. Default for a position-only bias: FlexAttention
@@ -313,9 +313,17 @@ def plan(backend: str, pe, q, ctx, attention_mask, output_attentions: bool = Fal
     if backend == "flash":
         plain = ctx.past_length == 0 or ctx.query_length == 1
         half = q.dtype in (torch.float16, torch.bfloat16)  # flash-attn's only dtypes (xpos lifts q/k to float32)
-        if flash_available(q) and half and not padded and plain and (not _has_bias(pe) or pe.flash_alibi_slopes() is not None):
+        if (
+            flash_available(q)
+            and half
+            and not padded
+            and plain
+            and (not _has_bias(pe) or pe.flash_alibi_slopes() is not None)
+        ):
             return "flash"
         log_once(f"attn_backend='flash' unavailable for pe={pe.name!r} here: using sdpa")
+    if _offers(pe, "attention"):  # the encoding computes its own attention (CoPE in query blocks)
+        return "own"
     if _offers(pe, "bias_blocks"):
         can_flex = _offers(pe, "score_mod") and flex_available(q) and whole
         if backend == "flex" and not can_flex:
@@ -335,6 +343,11 @@ def attend(how: str, pe, layer: int, q, k, v, ctx, allowed):
     scale = pe.scale()
     if how == "fused":
         out = pe.fused_attention(layer, q, k, v, ctx, allowed)
+        if out is not None:
+            return out, None
+        how = "sdpa"
+    if how == "own":
+        out = pe.attention(layer, q, k, v, ctx, allowed)
         if out is not None:
             return out, None
         how = "sdpa"

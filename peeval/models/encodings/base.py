@@ -171,6 +171,11 @@ class Encoding(nn.Module):
         """(H,) float32 slopes when ``bias`` is exactly flash-attn's ALiBi (None otherwise)."""
         return None
 
+    def attention(self, layer: int, q, k, v, ctx: PEContext, allowed) -> torch.Tensor | None:
+        """The attention output (B, H, Nq, dv) for an encoding that computes it itself on the
+        sdpa back-end (CoPE: its bias in query blocks, never N×N); None: the generic path."""
+        return None
+
     # -- (d) state carried between layers --------------------------------------------
     def extra_values(self, layer: int, ctx: PEContext) -> torch.Tensor | None:
         """(B, H, Nq, X) channels appended to v (attended with the same weights, and cached)."""

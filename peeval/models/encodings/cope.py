@@ -24,14 +24,20 @@ Choices where the paper is silent or the hooks constrain:
 - GQA: keys (and values) are repeated to the query heads; every head counts on its own.
 - Only causal masking enters the gates (the listing's mask): left padding is harmless,
   since p_ij sums gates of keys j..i only, all of them after the padding.
+- Speed: ``bias`` builds the full (B, H, Nq, Nk) bias (the reference, for the eager back-end
+  and attention maps); the default path (``attention``) computes the same attention in query
+  blocks (``cope_attention``), so no N×N tensor per head is ever held.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 
 import torch
+import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 from transformers import initialization as init
 
 from ..attention import causal_allowed, repeat_kv
@@ -120,17 +126,96 @@ class CoPE(Encoding):
         """p_ij = Σ_{t>=j} g_it (a reversed cumsum, as the listing), clamped to npos_max − 1."""
         return gates.flip(-1).cumsum(-1).flip(-1).clamp(max=self.npos_max - 1)
 
-    def bias(self, layer, q, k, ctx):
+    def _inputs(self, layer, q, k, ctx):
+        """(q for the gates, gate keys, q for z = q·e, e): see ``with_rope`` in the module docstring."""
         q = _acc(q)
         q_raw = ctx.state.pop(("cope_raw_q", id(self), layer), None) if self.rope is not None else None
         q_raw = q if q_raw is None else q_raw.to(q.dtype)  # == q without RoPE
         # rotated q against rotated k (the attention's own q·k), the raw q against W_g h or v
         q_gate = q if not (self.opts["val_gates"] or self.gate_proj is not None) else q_raw
-        pos = self.positions(self.gates(q_gate, self.gate_keys(layer, k, ctx)))
         e = self.pos_emb[0 if self.opts["share_layers"] else layer].to(q.dtype)
+        return q_gate, self.gate_keys(layer, k, ctx), q_raw, e
+
+    def bias(self, layer, q, k, ctx):
+        """The full (B, H, Nq, Nk) bias: the reference (eager back-end, attention maps)."""
+        q_gate, gk, q_raw, e = self._inputs(layer, q, k, ctx)
+        pos = self.positions(self.gates(q_gate, gk))
         z = torch.matmul(q_raw, e)  # (B, H, Nq, npos_max): q·e[p] for every integer p
         lo = pos.floor()
         w = pos - lo
         z_lo = z.gather(-1, lo.long())
         z_hi = z.gather(-1, pos.ceil().long())
         return z_hi * w + z_lo * (1 - w)
+
+    def attention(self, layer, q, k, v, ctx, allowed):
+        """softmax(q·kᵀ/√d + CoPE bias)·v in query blocks: no N×N tensor per head (``cope_attention``)."""
+        q_gate, gk, q_raw, e = self._inputs(layer, q, k, ctx)
+        return cope_attention(q, k, v, gk, e, self.npos_max, self.scale(), allowed, q_gate=q_gate, q_pos=q_raw)
+
+
+#: query rows per block hold at most this many (B·H·rows·keys) elements per temporary
+BLOCK_ELEMENTS = 1 << 20
+MIN_BLOCK_ROWS = 32
+
+
+def cope_attention(
+    q, k, v, gk, e, npos_max: int, scale: float, allowed=None, rows: int | None = None, *, q_gate=None, q_pos=None
+):
+    """CoPE attention computed one query block at a time, equal to ``CoPE.bias`` + sdpa.
+
+    q (B, H, Nq, d), k/v/gk (B, Hk, Nk, ·): the queries are the last Nq of Nk keys; ``allowed``
+    (B, 1, Nq, Nk) masks the attention only (padding), as in the reference, never the gates.
+    Keys are flipped once, so each block's reverse cumsum is a plain cumsum and its bias is
+    built in flipped key order, which sdpa does not care about; a block sees only the keys
+    up to its last query (half the work of the full matrix). Under autograd every block is
+    checkpointed (recomputed in the backward), so training memory is linear in N too.
+    """
+    q_gate = q if q_gate is None else q_gate
+    q_pos = q if q_pos is None else q_pos
+    b, h, nq, _ = q.shape
+    nk = k.shape[2]
+    rep = h // k.shape[1]
+    dt = torch.promote_types(q.dtype, torch.float32)
+    kf, vf = repeat_kv(k, rep).flip(2), repeat_kv(v, rep).flip(2)
+    gkf = repeat_kv(gk.to(dt), rep).flip(2)
+    rows = rows or max(MIN_BLOCK_ROWS, BLOCK_ELEMENTS // max(1, b * h * nk))
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, q_gate, q_pos, k, v, gk, e))
+    past = nk - nq
+    outs = []
+    for s in range(0, nq, rows):
+        t = min(nq, s + rows)
+        kv = past + t
+        keep = None if allowed is None else allowed[:, :, s:t, :kv].flip(-1)
+        args = (
+            q[:, :, s:t],
+            q_gate[:, :, s:t],
+            q_pos[:, :, s:t],
+            kf[:, :, nk - kv :],
+            vf[:, :, nk - kv :],
+            gkf[:, :, nk - kv :],
+            e,
+        )
+        fn = functools.partial(_cope_block, npos_max=npos_max, scale=scale, keep=keep)
+        outs.append(checkpoint(fn, *args, use_reentrant=False) if grad else fn(*args))
+    return torch.cat(outs, dim=2)
+
+
+def _cope_block(q, q_gate, q_pos, kf, vf, gkf, e, *, npos_max, scale, keep):
+    """One query block (the last rows of its flipped keys, see ``cope_attention``)."""
+    r = q.shape[2]
+    dt = torch.promote_types(q.dtype, torch.float32)
+    # flipped key j' = kv-1-j is a future key of row i iff j' < r-1-i (only in the first r columns)
+    future = torch.ones(r, r, dtype=torch.bool, device=q.device).triu(1).flip(-1)
+    logits = torch.matmul(q_gate.to(dt) * scale, gkf.transpose(-1, -2))
+    logits[..., :r].masked_fill_(future, float("-inf"))  # σ(−∞) = 0: the listing's masked gates
+    pos = torch.sigmoid(logits).cumsum(-1).clamp(max=npos_max - 1)  # = the reversed cumsum, unflipped
+    z = torch.matmul(q_pos.to(dt), e.to(dt))
+    lo = pos.floor()
+    w = pos - lo
+    z_lo = z.gather(-1, lo.long())
+    z_hi = z.gather(-1, pos.ceil().long())
+    bias = (z_lo + w * (z_hi - z_lo)).to(q.dtype)
+    bias[..., :r].masked_fill_(future, float("-inf"))
+    if keep is not None:
+        bias = bias.masked_fill(~keep, float("-inf"))
+    return F.scaled_dot_product_attention(q, kf, vf, attn_mask=bias, scale=scale)

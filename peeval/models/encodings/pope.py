@@ -77,29 +77,55 @@ class PoPE(Encoding):
             return None
         return self.delta[layer].clamp(-TWO_PI, 0.0)
 
-    def magnitude(self, x: torch.Tensor) -> torch.Tensor:
-        """μ = softplus(x) (float32), or x itself in the no-softplus ablation."""
-        return F.softplus(x.float()) if self.use_softplus else x.float()
+    def magnitude(self, x: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """μ = softplus(x) (float32, or ``dtype``), or x itself in the no-softplus ablation."""
+        return F.softplus(x.to(dtype)) if self.use_softplus else x.to(dtype)
 
-    def _phase(self, ctx: PEContext) -> torch.Tensor:
-        """(B, 1, N, d) float32 angles position·θ of the new tokens, shared by all layers."""
-        key = ("pope_phase", id(self))
+    def _phase(self, ctx: PEContext, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """(B, 1, N, d) angles position·θ of the new tokens, shared by all layers."""
+        key = ("pope_phase", id(self), dtype)
         if key not in ctx.state:
-            ctx.state[key] = ctx.position_ids.float()[:, None, :, None] * self.theta()
+            ctx.state[key] = ctx.position_ids.to(dtype)[:, None, :, None] * self.inv_freq.to(dtype)
+        return ctx.state[key]
+
+    def _cos_sin(self, ctx: PEContext, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos/sin of ``_phase``, computed once per forward rather than once per layer."""
+        key = ("pope_cos_sin", id(self), dtype)
+        if key not in ctx.state:
+            phase = self._phase(ctx, dtype)
+            ctx.state[key] = (phase.cos(), phase.sin())
         return ctx.state[key]
 
     # -- hooks ------------------------------------------------------------------------
     def transform_qk(self, layer, q, k, ctx):
-        """q (B,H,N,d), k (B,Hk,N,d) -> q̃ (B,H,N,2d), k̃ (B,Hk,N,2d); raw when fused."""
+        """q (B,H,N,d), k (B,Hk,N,d) -> q̃ (B,H,N,2d), k̃ (B,Hk,N,2d); raw when fused.
+
+        The key phase sθ+δ is rotated from the shared cos/sin by δ's (Hk, d) table
+        (angle addition), so no layer evaluates trig on (N, d) itself."""
         if ctx.fused:
             return q, k
-        phase = self._phase(ctx)
-        mq, mk = self.magnitude(q), self.magnitude(k)
-        q2 = torch.cat([mq * phase.cos(), mq * phase.sin()], dim=-1)
+        dt = torch.promote_types(q.dtype, torch.float32)  # float32 at least; float64 models in float64
+        cos, sin = self._cos_sin(ctx, dt)
+        mq, mk = self.magnitude(q, dt), self.magnitude(k, dt)
+        q2 = torch.cat([mq * cos, mq * sin], dim=-1)
         delta = self.delta_for(layer)
-        kphase = phase if delta is None else phase + delta.float()[None, :, None, :]
-        k2 = torch.cat([mk * kphase.cos(), mk * kphase.sin()], dim=-1)
+        if delta is None:
+            kcos, ksin = cos, sin
+        else:
+            cd, sd = delta.to(dt).cos()[None, :, None, :], delta.to(dt).sin()[None, :, None, :]
+            kcos, ksin = cos * cd - sin * sd, sin * cd + cos * sd
+        k2 = torch.cat([mk * kcos, mk * ksin], dim=-1)
         return q2.to(q.dtype), k2.to(k.dtype)
+
+    def extra_values(self, layer, ctx):
+        """d zero channels after v on the CPU, so [v | 0] is as wide as q̃/k̃ (2d): PyTorch's
+        CPU flash kernel needs equal widths, and without it sdpa falls back to its math
+        kernel, which holds the N×N scores and is ~2× slower. The zeros' output is dropped
+        (``after_attention`` is a no-op); the KV cache then holds them too."""
+        if ctx.fused or ctx.position_ids.device.type != "cpu" or self.config.attn_backend == "eager":
+            return None
+        b, n = ctx.position_ids.shape
+        return ctx.position_ids.new_zeros((b, self.num_kv_heads, n, self.head_dim), dtype=torch.float32)
 
     # -- the ``triton`` back-end: raw q/k, magnitudes and phases inside the kernel ------
     def supports_fused(self, q):
