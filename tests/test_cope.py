@@ -291,6 +291,7 @@ def test_sep_keys_gates_by_hand_from_the_layer_input():
     m = tiny_model("cope", pe_options={"sep_keys": True, "npos_max": 5}, num_hidden_layers=1)
     randomize_(m, std=0.5)
     m = m.double()
+    m.config.attn_backend = "eager"  # the reference path builds the full bias (blocked == eager: test_cope_blocked)
     pe, att = m.model.pe, m.model.layers[0].self_attn
     seen = {}
     att.register_forward_pre_hook(lambda mod, args: seen.update(h=args[0]))
