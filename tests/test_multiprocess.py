@@ -1,0 +1,191 @@
+"""Multi-process training and evaluation on the CPU (gloo), against one process.
+
+2 processes (torchrun, OMP_NUM_THREADS=1) at the same global batch must give the same loss
+curve, learning rates and final weights as one process (float round-off), resume after a
+kill, write the checkpoint once, and ``peeval eval`` must give the same metrics through
+lm-eval's data-parallel path. The global-token-mean loss is checked by hand in float64.
+"""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from peeval import train as tr
+
+REPO = Path(__file__).resolve().parent.parent
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+#: the diagnostic and its settings: addition has answers of different lengths (so per-process
+#: means would weight tokens differently), batch 7 splits 4 + 3, two micro-batches per step
+DIAG = dict(task="addition", profile="smoke", steps=6, batch_size=7, grad_accum=2, eval_every=2, save_every=3)
+SETS = [f"{k}={v}" for k, v in DIAG.items() if k not in ("task", "profile")]
+
+
+def _env() -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "ACCELERATE_USE_CPU"):
+        env.pop(k, None)
+    return env
+
+
+def _launch(args: list[str], timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*TORCHRUN, *args], cwd=REPO, env=_env(), capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def _train_cli(out: Path) -> list[str]:
+    cmd = ["-m", "peeval.cli", "train", "--pe", "rope", "--task", DIAG["task"], "--profile", "smoke"]
+    return [*cmd, "--out", str(out), *(a for s in SETS for a in ("--set", s))]
+
+
+def _curve(d: Path) -> list[dict]:
+    with open(d / "train_curve.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def _one_process(out: Path) -> dict:
+    return tr.run_train(out, "rope", **DIAG)
+
+
+def _assert_same_run(one: Path, two: Path) -> None:
+    """Same learning rates and tokens, same losses and weights up to float round-off."""
+    a, b = _curve(one), _curve(two)
+    assert [(r["step"], r["tokens"], r["lr"]) for r in a] == [(r["step"], r["tokens"], r["lr"]) for r in b]
+    for ra, rb in zip(a, b, strict=True):
+        assert float(ra["train_loss"]) == pytest.approx(float(rb["train_loss"]), abs=2e-5), (ra, rb)
+        assert (ra["val_loss"] == "") == (rb["val_loss"] == "")
+        if ra["val_loss"]:
+            assert float(ra["val_loss"]) == pytest.approx(float(rb["val_loss"]), abs=2e-5), (ra, rb)
+    wa, wb = load_file(str(one / "model.safetensors")), load_file(str(two / "model.safetensors"))
+    assert wa.keys() == wb.keys()
+    for k in wa:
+        torch.testing.assert_close(wb[k], wa[k], rtol=0, atol=2e-5, msg=k)
+
+
+# -- fast: the loss normalisation by hand, the accelerate --cpu trap --------------------------------
+def test_global_token_mean_by_hand():
+    """Shard sums scaled by world / n_target, then averaged over processes (what DDP does), give the
+    gradient of the token mean over the whole global batch; per-shard means do not."""
+    torch.manual_seed(0)
+    w = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
+    x = torch.randn(7, 4, 5, dtype=torch.float64)
+    labels = torch.randint(0, 3, (7, 4))
+    labels[0, 1:] = -100  # targets are labels[:, 1:]: rows 0, 3, 5 keep 0, 1 and 2 of their 3
+    labels[3, 2:] = -100
+    labels[5, 3:] = -100
+    batches = tr.Batches({"input_ids": labels.clamp(min=0), "labels": labels}, {"input_ids": labels[:1]})
+
+    def loss_sum(rows):
+        logits, tgt = (x[rows] @ w)[:, :-1], labels[rows][:, 1:]
+        m = tgt != -100
+        return torch.nn.functional.cross_entropy(logits[m], tgt[m], reduction="sum"), int(m.sum())
+
+    idx = torch.arange(7)
+    n_target = tr._n_targets(batches, idx)
+    total, n = loss_sum(idx)
+    assert n_target == n == 3 * 7 - 3 - 2 - 1
+    (want,) = torch.autograd.grad(total / n, w)
+    world = 2
+    shards = [torch.autograd.grad(loss_sum(idx[r::world])[0] * (world / n_target), w)[0] for r in range(world)]
+    torch.testing.assert_close(sum(shards) / world, want, rtol=1e-12, atol=1e-14)
+    means = [torch.autograd.grad(loss_sum(idx[r::world])[0] / loss_sum(idx[r::world])[1], w)[0] for r in range(world)]
+    assert not torch.allclose(sum(means) / world, want)  # the pre-fix weighting differs here
+
+
+def test_accelerate_cpu_single_process_is_refused(tmp_path, monkeypatch, capsys):
+    """``accelerate launch --cpu --num_processes 2`` (no mpirun) starts one process with
+    ACCELERATE_USE_CPU and MASTER_ADDR but no WORLD_SIZE: one clear error, exit 2."""
+    from peeval.cli import main
+
+    for k in ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("ACCELERATE_USE_CPU", "True")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    out = tmp_path / "x"
+    argv = ["train", "--pe", "rope", "--task", "flip_flop", "--profile", "smoke", "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "torchrun --nproc_per_node" in err[0] and "--multi_gpu" in err[0], err
+    assert not (out / tr.STATE_FILE).exists() and not (out / "model.safetensors").exists()
+
+
+# -- torchrun: 2 CPU processes against 1 ------------------------------------------------------------
+@pytest.mark.slow
+def test_two_processes_train_like_one(tmp_path):
+    """The issue's case: the prepared scheduler stepped twice per step under 2 processes, and
+    per-process mean losses weighted the answer tokens differently (addition's answers vary)."""
+    _one_process(tmp_path / "one")
+    r = _launch(_train_cli(tmp_path / "two"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    _assert_same_run(tmp_path / "one", tmp_path / "two")
+    s = json.loads((tmp_path / "two" / "train_summary.json").read_text())
+    assert s["world_size"] == 2 and s["torch_threads"] == 1
+    # the checkpoint is written once, by process 0; no temporary files are left behind
+    assert r.stderr.count("peeval: checkpoint written to") == 1
+    assert "by process 0 of 2" in r.stderr
+    assert sorted(p.name for p in (tmp_path / "two").iterdir() if p.name.startswith(".") or ".tmp" in p.name) == []
+    assert not (tmp_path / "two" / tr.STATE_FILE).exists()
+
+
+KILLED = """
+import os, signal, sys
+from peeval.train import run_train
+res = run_train(sys.argv[1], "rope", stop_after=4, **{DIAG!r})
+assert res == {{"interrupted_at": 4}}, res
+os.kill(os.getpid(), signal.SIGKILL)  # killed after step 4: the last saved state is step 3's
+"""
+
+
+@pytest.mark.slow
+def test_two_processes_resume_after_a_kill(tmp_path):
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED.format(DIAG=DIAG))
+    out = tmp_path / "two"
+    r = _launch([str(script), str(out)])
+    assert r.returncode != 0  # torchrun reports the killed workers
+    st = torch.load(out / tr.STATE_FILE, weights_only=False)
+    assert st["step"] == 3 and not (out / "model.safetensors").exists()
+    r = _launch(_train_cli(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stderr.count("peeval: checkpoint written to") == 1
+    _one_process(tmp_path / "one")
+    _assert_same_run(tmp_path / "one", out)
+
+
+@pytest.mark.slow
+def test_two_processes_eval_like_one(tmp_path):
+    """``peeval eval`` under torchrun: lm-eval shards the requests over the 2 CPU processes
+    (its data-parallel path), rank 0 gathers and writes once; the metrics equal one process's."""
+    from peeval.cli import main
+
+    ck = tmp_path / "ck"
+    tr.run_train(ck, "rope", task="flip_flop", profile="smoke", steps=4)
+    task = "peeval_diag_flip_flop_test"
+    args = ["eval", "--model", "peeval", "--model_args", f"pretrained={ck}", "--tasks", task]
+    args += ["--metadata", json.dumps({"n": 24}), "--batch_size", "4", "--run_name", "r"]
+    assert main([*args, "--output_path", str(tmp_path / "e1")]) == 0
+    r = _launch(["-m", "peeval.cli", *args, "--output_path", str(tmp_path / "e2")])
+    assert r.returncode == 0, r.stderr[-3000:]
+    one, two = (json.loads((tmp_path / e / "r" / "results.json").read_text()) for e in ("e1", "e2"))
+    assert two["peeval"]["world_size"] == 2 and one["peeval"]["world_size"] == 1
+    m1, m2 = one["results"][task], two["results"][task]
+    metrics = [k for k in m1 if k.endswith(",none") and "stderr" not in k]
+    assert metrics and {k: m2[k] for k in metrics} == pytest.approx({k: m1[k] for k in metrics}, abs=1e-9)
+    assert two["n-samples"] == one["n-samples"]
+
+    def samples(e):
+        rows = [json.loads(line) for line in (tmp_path / e / "r" / f"samples_{task}.jsonl").open()]
+        return {r["doc_id"]: [float(x[0][0]) for x in r["resps"]] for r in rows}
+
+    s1, s2 = samples("e1"), samples("e2")
+    assert s1.keys() == s2.keys() and len(s1) == 24
+    for d in s1:
+        assert s2[d] == pytest.approx(s1[d], abs=1e-5), d
