@@ -189,3 +189,82 @@ def test_two_processes_eval_like_one(tmp_path):
     assert s1.keys() == s2.keys() and len(s1) == 24
     for d in s1:
         assert s2[d] == pytest.approx(s1[d], abs=1e-5), d
+
+
+# -- params.yaml `launcher` -------------------------------------------------------------------------
+def _launcher_module():
+    sys.path.insert(0, str(REPO / "pipelines"))
+    try:
+        import common
+    finally:
+        sys.path.pop(0)
+    return common
+
+
+@pytest.mark.parametrize(
+    "launcher, tail",
+    [
+        ("", None),
+        ("torchrun --nproc_per_node 2", ["torch.distributed.run", "--nproc_per_node", "2"]),
+        ("accelerate launch --multi_gpu --num_processes 2",
+         ["accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]),
+    ],
+)  # fmt: skip
+def test_launcher_argv(launcher, tail):
+    argv = _launcher_module().launcher_argv(launcher)
+    assert argv == ([] if tail is None else [sys.executable, "-m", *tail])
+
+
+@pytest.mark.parametrize(
+    "launcher, why",
+    [
+        ("mpirun -n 2", "allowed '' (one process)"),
+        ("torchrun --nproc_per_node 2 train.py", "options only"),
+        ("torchrun --no_such_option 2", "unrecognized arguments"),
+        ("accelerate launch --cpu --num_processes 2", "starts ONE process here"),
+        ("torchrun 'unclosed", "No closing quotation"),
+        (8, "a string"),
+    ],
+)
+def test_launcher_refused(launcher, why, monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))  # no accelerate default config of the machine's user
+    import accelerate.commands.config as cfg
+
+    monkeypatch.setattr(cfg, "default_config_file", str(tmp_path / "none.yaml"))
+    with pytest.raises(ValueError, match="params.yaml launcher=") as e:
+        _launcher_module().launcher_argv(launcher)
+    assert why in str(e.value) and "\n" not in str(e.value)
+
+
+def test_bad_launcher_stops_the_stage_in_one_line(tmp_path):
+    (tmp_path / "params.yaml").write_text('launcher: "mpirun -n 2"\n')
+    r = subprocess.run(
+        [sys.executable, str(REPO / "pipelines" / "launch.py"), str(REPO / "pipelines" / "train.py"), "rope"],
+        cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0, r.stderr
+    assert "launcher='mpirun -n 2'" in r.stderr and "torchrun" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]
+
+
+@pytest.mark.slow
+def test_stage_under_a_launcher(tmp_path):
+    """The diagnostics stage under `launcher: torchrun --standalone --nproc_per_node 2` trains
+    what the stage without a launcher trains (same curve and weights), recorded as world size 2."""
+    import yaml
+
+    p = yaml.safe_load((REPO / "params" / "smoke.yaml").read_text())
+    p["diagnostics"]["train"]["set"] = {"steps": 4, "batch_size": 6}
+    runs = {}
+    for name, launcher in (("one", ""), ("two", "torchrun --standalone --nproc_per_node 2")):
+        work = tmp_path / name
+        work.mkdir()
+        (work / "params.yaml").write_text(yaml.safe_dump({**p, "launcher": launcher}))
+        script = [str(REPO / "pipelines" / "launch.py"), str(REPO / "pipelines" / "diagnostics.py")]
+        r = subprocess.run([sys.executable, *script, "rope", "flip_flop", "0"], cwd=work, env=_env(),
+                           capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+        assert r.returncode == 0, r.stderr[-3000:]
+        runs[name] = work / "checkpoints" / "diag" / "rope-flip_flop-s0"
+    assert json.loads((runs["two"] / "train_summary.json").read_text())["world_size"] == 2
+    assert json.loads((runs["one"] / "train_summary.json").read_text())["world_size"] == 1
+    _assert_same_run(runs["one"], runs["two"])
