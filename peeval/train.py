@@ -4,7 +4,8 @@ Every encoding of a profile sees the same tokens in the same order with the same
 hyper-parameters: the batch of optimizer step ``s`` is a pure function of (seed, s), so
 a resumed run reads exactly what an uninterrupted one would. AdamW, linear warmup +
 cosine decay to ``min_lr_ratio``, gradient clipping and accumulation, bf16 autocast on
-GPU (through ``accelerate``; multi-GPU with ``accelerate launch -m peeval.cli train``),
+GPU (through ``accelerate``; several processes with ``torchrun`` / ``accelerate launch``: they
+split each global batch and train what one process trains, README "Beyond one machine"),
 periodic validation loss, ``train_state.pt`` (model, optimizer, scheduler, RNG, curve)
 written atomically every ``save_every`` steps and resumed from automatically.
 
@@ -302,25 +303,29 @@ _WORLD_ENV = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_
 
 def make_accelerator():
     """The ``Accelerator`` of a training run: bf16 on GPU, gloo on CPU under ``torchrun`` /
-    ``accelerate launch --multi_gpu`` (both start one process per rank and set WORLD_SIZE).
-
-    ``accelerate launch --cpu --num_processes N`` (N > 1) without ``--mpirun_hostfile`` starts
-    ONE process (accelerate's multi-CPU path is MPI) and the run would silently train on one
-    process: that launch is refused with the commands that work."""
+    ``accelerate launch --multi_gpu`` (both start one process per rank and set WORLD_SIZE)."""
     from accelerate import Accelerator
 
+    check_launch()
     cuda = torch.cuda.is_available()
+    return Accelerator(mixed_precision="bf16" if cuda else "no", cpu=not cuda)
+
+
+def check_launch() -> None:
+    """``accelerate launch --num_processes N`` (N > 1) with ``--cpu``, or without ``--multi_gpu`` on a
+    machine with fewer than N GPUs, starts ONE process (accelerate's multi-CPU path is MPI,
+    ``--mpirun_hostfile``) and the run would silently train on one process: that launch (the
+    accelerate launcher's environment, MASTER_ADDR set for N > 1, no world size) is refused."""
     if (
-        os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true")
-        and "MASTER_ADDR" in os.environ  # set by accelerate launch only for num_processes > 1
+        "ACCELERATE_USE_CPU" in os.environ  # set by accelerate launch's one-process launcher
+        and "MASTER_ADDR" in os.environ  # which sets this only for num_processes > 1
         and not any(k in os.environ for k in _WORLD_ENV)
     ):
         raise ValueError(
-            "accelerate launch --cpu --num_processes N starts a single process unless given "
-            "--mpirun_hostfile: launch N CPU processes with `torchrun --nproc_per_node N -m peeval.cli ...` "
+            "accelerate launch --num_processes N started a single process (with --cpu, or without --multi_gpu "
+            "on fewer than N GPUs): launch N processes with `torchrun --nproc_per_node N -m peeval.cli ...` "
             "or `accelerate launch --multi_gpu --num_processes N -m peeval.cli ...` (gloo on a CPU machine)"
         )
-    return Accelerator(mixed_precision="bf16" if cuda else "no", cpu=not cuda)
 
 
 def _write_curve(path: Path, rows: list[dict]) -> None:
@@ -546,6 +551,7 @@ def run_train(
 
     if pe not in ENCODINGS:
         raise ValueError(f"unknown pe {pe!r}: allowed {', '.join(sorted(ENCODINGS))}")
+    check_launch()  # before anything is written
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if task is not None:

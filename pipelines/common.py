@@ -147,3 +147,33 @@ def run_stage(p: dict, script: str, args: list[str]) -> None:
     if prefix:
         print("launch: " + " ".join(argv), file=sys.stderr, flush=True)
     os.execv(argv[0], argv)
+
+
+# -- a profile's smoke-sized twin (tests: the gpu profile's stage structure on the CPU) -------------
+def smoke_twin(p: dict) -> dict:
+    """``p`` with the same stages (encodings, diagnostics encodings x tasks x seeds, adapt methods,
+    shift encodings, eval suites and their tasks) at the ``smoke`` sizes: every size and step
+    override dropped, evaluation lengths, counts and limits tiny, one process."""
+    import copy
+
+    t = copy.deepcopy(p)
+    t.update(profile="smoke", launcher="")
+    t["tokenizer"]["set"] = {}
+    t["train"]["set"] = {}
+    for enc in t["encodings"].values():
+        enc["set"] = {}
+    d = t["diagnostics"]
+    d["train"] = {"set": {}, "task_set": {}}
+    d["eval"] = {"profile": "cpu", "n": 8, "limit": 16}
+    t["shift"].update(sequences=2, length=32)
+    t["adapt"]["train"]["set"] = {}
+    for suite in t["eval"]["suites"].values():
+        meta = suite.get("metadata") or {}
+        if "lengths" in meta:
+            meta["lengths"] = [32, 64]
+        meta.update({k: v for k, v in {"per_cell": 1, "max_docs": 1, "max_windows": 1}.items() if k in meta})
+        if "depths" in meta:
+            meta["depths"] = [0.0, 1.0]
+        suite["metadata"] = meta
+        suite["limit"] = None if "lengths" in meta else 4
+    return t

@@ -100,21 +100,22 @@ def test_global_token_mean_by_hand():
     assert not torch.allclose(sum(means) / world, want)  # the pre-fix weighting differs here
 
 
-def test_accelerate_cpu_single_process_is_refused(tmp_path, monkeypatch, capsys):
-    """``accelerate launch --cpu --num_processes 2`` (no mpirun) starts one process with
-    ACCELERATE_USE_CPU and MASTER_ADDR but no WORLD_SIZE: one clear error, exit 2."""
+@pytest.mark.parametrize("use_cpu", ["True", "False"])  # --cpu, or no --multi_gpu on a machine without GPUs
+def test_accelerate_single_process_launch_is_refused(use_cpu, tmp_path, monkeypatch, capsys):
+    """``accelerate launch [--cpu] --num_processes 2`` (no mpirun, no --multi_gpu) starts one process
+    with ACCELERATE_USE_CPU and MASTER_ADDR but no WORLD_SIZE: one clear error, exit 2."""
     from peeval.cli import main
 
     for k in ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE"):
         monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv("ACCELERATE_USE_CPU", "True")
+    monkeypatch.setenv("ACCELERATE_USE_CPU", use_cpu)
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     out = tmp_path / "x"
     argv = ["train", "--pe", "rope", "--task", "flip_flop", "--profile", "smoke", "--out", str(out)]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "torchrun --nproc_per_node" in err[0] and "--multi_gpu" in err[0], err
-    assert not (out / tr.STATE_FILE).exists() and not (out / "model.safetensors").exists()
+    assert not out.exists()  # nothing written
 
 
 # -- torchrun: 2 CPU processes against 1 ------------------------------------------------------------
@@ -268,3 +269,117 @@ def test_stage_under_a_launcher(tmp_path):
     assert json.loads((runs["two"] / "train_summary.json").read_text())["world_size"] == 2
     assert json.loads((runs["one"] / "train_summary.json").read_text())["world_size"] == 1
     _assert_same_run(runs["one"], runs["two"])
+
+
+# -- the gpu profile and its smoke-sized twin -------------------------------------------------------
+#: the rate the gpu profile is sized with: ~10% of an H100's dense bf16 peak (989 TFLOP/s), eager
+#: PyTorch at width 512 (README "Beyond one machine")
+H100_FLOPS = 100e12
+
+
+def _gpu_params() -> dict:
+    import yaml
+
+    return yaml.safe_load((REPO / "params" / "gpu.yaml").read_text())
+
+
+def test_gpu_profile_is_consistent():
+    """params/gpu.yaml has every key the other profiles have, names known encodings / tasks / suites,
+    and every override is a setting of peeval's `gpu` profiles."""
+    import yaml
+
+    from peeval.models.encodings import ENCODINGS
+    from peeval.profiles import get_profile
+    from peeval.tasks.diagnostics.generators import TASKS
+
+    p = _gpu_params()
+    cpu = yaml.safe_load((REPO / "params" / "cpu.yaml").read_text())
+    assert set(p) == set(cpu) and p["profile"] == "gpu" and p["launcher"] == ""
+    assert all(e["pe"] in ENCODINGS for e in p["encodings"].values())
+    assert set(ENCODINGS) - {e["pe"] for e in p["encodings"].values()} == {"learned"}  # cannot extrapolate
+    d = p["diagnostics"]
+    assert set(d["encodings"]) <= set(p["encodings"]) and set(d["tasks"]) <= set(TASKS) and len(d["seeds"]) == 3
+    for task in d["tasks"]:
+        get_profile("diag", "gpu", {**d["train"]["set"], **(d["train"]["task_set"].get(task) or {})})
+    get_profile("train", "gpu", p["train"]["set"])
+    get_profile("adapt", "gpu", p["adapt"]["train"]["set"])
+    assert set(p["eval"]["pretrain"]) | set(p["eval"]["adapt"]) <= set(p["eval"]["suites"])
+    assert max(p["eval"]["suites"]["passkey_long"]["metadata"]["lengths"]) >= 2 * 8192  # beyond SmolLM2's 8192
+
+
+def test_gpu_profile_stages_fit_ten_minutes_by_flops():
+    """Training FLOPs (6N + attention, Kaplan, plus the output layer) of each gpu training stage at
+    H100_FLOPS: the slowest (TAPE: ~2.3x rope's attention on the H100) must fit 10 minutes with 2x slack."""
+    from peeval.models import PeevalConfig, PeevalForCausalLM
+    from peeval.profiles import get_profile
+
+    p = _gpu_params()
+
+    def minutes(prof: dict, vocab: int, seq: int, tokens_per_step: int) -> float:
+        keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads")
+        cfg = PeevalConfig(vocab_size=vocab, max_position_embeddings=seq, pe="rope", **{k: prof[k] for k in keys})
+        with torch.device("meta"):
+            n = tr.count_params(PeevalForCausalLM(cfg))["non_embedding"]
+        per_token = tr.flops_per_token(cfg, n, seq) + 6 * vocab * prof["hidden_size"]
+        return per_token * tokens_per_step * prof["steps"] * prof["grad_accum"] / H100_FLOPS / 60
+
+    t = get_profile("train", "gpu", p["train"]["set"])
+    pre = minutes(t, t["vocab_size"], t["seq_len"], t["batch_size"] * t["seq_len"])
+    assert pre > 0.5 and 2 * pre <= 10, pre
+    d = p["diagnostics"]["train"]
+    for task in p["diagnostics"]["tasks"]:
+        prof = get_profile("diag", "gpu", {**d["set"], **(d["task_set"].get(task) or {})})
+        m = minutes(prof, 64, 128, prof["batch_size"] * 128)  # cpu-size examples: <= 128 tokens
+        assert 2 * m <= 10, (task, m)
+
+
+@pytest.mark.slow
+def test_gpu_profile_smoke_twin_runs_on_the_cpu(tmp_path):
+    """The gpu profile's twin (same stages, smoke sizes): DVC resolves every stage of the gpu
+    structure, and one chain of each stage kind runs for real on the CPU."""
+    import shutil
+
+    import yaml
+
+    from peeval.data import mirror_root
+
+    mirror = mirror_root()
+    if mirror is None or not (mirror / "local" / "gutenberg-train").is_dir():
+        pytest.skip("no data mirror")
+    twin = _launcher_module().smoke_twin(_gpu_params())
+    twin["data"]["root"] = str(mirror.resolve())
+    work = tmp_path / "repo"
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True,
+                           check=True).stdout.decode().split("\0")  # fmt: skip
+    for rel in filter(None, files):
+        if (REPO / rel).is_file():
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, work / rel)
+    (work / "params.yaml").write_text(yaml.safe_dump(twin, sort_keys=False))
+    env = {**_env(), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+           "PEEVAL_DATA_MIRROR": str(mirror.resolve())}  # fmt: skip
+    dvc = str(Path(sys.executable).parent / "dvc")
+
+    def sh(*args, timeout=1500):
+        r = subprocess.run([dvc, *args], cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
+        assert r.returncode == 0, f"{args}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+        return r.stdout + r.stderr
+
+    sh("config", "--local", "core.no_scm", "true")
+    stages = set(sh("stage", "list", "--name-only").split())
+    d, e = twin["diagnostics"], twin["eval"]
+    want = len(twin["encodings"]) * (1 + len(e["pretrain"])) + 2 * len(d["encodings"]) * len(d["tasks"]) * len(
+        d["seeds"]
+    )
+    want += len(twin["adapt"]["methods"]) * (1 + len(e["adapt"])) + len(twin["shift"]["encodings"])
+    want += 4  # data, tokenizer, ingest, site
+    assert len(stages) == want, sorted(stages)
+    enc, task, method = "rope", d["tasks"][-1], twin["adapt"]["methods"][0]
+    targets = [f"eval_pretrain@{enc}-{s}" for s in e["pretrain"]] + [f"eval_diagnostics@{enc}-{task}-0"]
+    targets += [f"eval_adapt@{method}-{s}" for s in e["adapt"]] + [f"shift@{enc}"]
+    assert set(targets) <= stages
+    log = sh("repro", *targets)
+    for t in targets:
+        assert f"Running stage '{t}'" in log, t
+    for s in e["pretrain"]:
+        assert (work / "results" / "pretrain" / enc / s / s / "results.json").is_file(), s
