@@ -115,5 +115,6 @@ def run_adapt(
     if method == "tape":
         summary["tape_pi_factor"] = meta["tape_pi_factor"]
         summary["trainable_tensors"] = len(meta["trained_tensors"])
-    atomic_write_text(out / "adapt_summary.json", json.dumps(summary, indent=1))
+    if res["is_main_process"]:  # once per launch, not once per process
+        atomic_write_text(out / "adapt_summary.json", json.dumps(summary, indent=1))
     return summary

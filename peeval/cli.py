@@ -143,6 +143,8 @@ def provenance(args, lm, model_args: dict, metadata: dict) -> dict:
         "seed": args.seed,
         "limit": args.limit,
         "device": str(getattr(lm, "device", args.device)),
+        "world_size": getattr(lm, "world_size", 1),  # processes that shared the requests (lm-eval data parallel)
+        "torch_threads": torch.get_num_threads(),  # per process
         "versions": {**versions, "python": sys.version.split()[0], "cuda": torch.version.cuda},
         "command": sys.argv,
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

@@ -75,6 +75,13 @@ def _local_folder(name: str, value) -> str | None:
     return None  # a hub id
 
 
+def _cpu_launch_world_size() -> int:
+    """Processes started by a launcher (torchrun, accelerate launch) on a machine without CUDA."""
+    if torch.cuda.is_available():
+        return 1
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
 class _PeevalHFLM(HFLM):
     """What the peeval wrappers add to HFLM."""
 
@@ -105,7 +112,17 @@ class _PeevalHFLM(HFLM):
             raise ValueError(f"--model {cls.model_name}: max_length={ml!r} must be a positive integer (tokens)")
 
     def __init__(self, pretrained, device: str | None = None, **kwargs):
+        cpu_ranks = _cpu_launch_world_size() > 1 and isinstance(pretrained, str)
+        if cpu_ranks:  # torchrun / accelerate launch on CPUs: HFLM's Accelerator() joins them over gloo
+            from accelerate import PartialState
+
+            PartialState(cpu=True)
         super().__init__(pretrained=pretrained, device=_device(device), **kwargs)
+        acc = getattr(self, "accelerator", None)
+        if cpu_ranks and acc is not None and acc.num_processes > 1 and self._world_size == 1:
+            # HFLM enables its data-parallel path (each rank scores a share of the requests,
+            # rank 0 gathers) only when it counts > 1 GPU: the same path, for CPU processes
+            self._rank, self._world_size = acc.process_index, acc.num_processes
 
     # -- exact-window perplexity (peeval_ppl_*) -------------------------------------
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):

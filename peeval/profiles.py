@@ -1,4 +1,5 @@
-"""Training / adaptation profiles: ``smoke`` (seconds, CI), ``cpu`` (minutes on 2 cores), ``paper``.
+"""Training / adaptation profiles: ``smoke`` (seconds, CI), ``cpu`` (minutes on 2 cores), ``gpu`` (one
+H100-class GPU, every stage minutes), ``paper``.
 
 A profile is a flat dict of documented parameters; ``peeval train --set key=value`` (or
 ``run_train(**overrides)``) overrides any of them. Only ``pe`` / ``pe_options`` differ between
@@ -254,6 +255,56 @@ ADAPT_PROFILES: dict[str, dict[str, Any]] = {
         val_chars=400_000,
         eval_batches=4,
     ),
+}
+
+#: ``gpu``: one H100-class GPU (params/gpu.yaml; sizing in README "Beyond one machine"). Pretraining:
+#: 8 x 512 (51M parameters, 25M without the embedding) on the GPT-2 tokenizer, 600 steps x 64 x 512
+#: tokens (19.7M tokens, ~2 epochs of gutenberg-train); diagnostics: CoPE's 4 x 256 model (per-task
+#: sizes in params/gpu.yaml), 1000 steps x 64 of 32k examples; adaptation: SmolLM2-135M at 16k tokens,
+#: linear factor 4 (8192 -> 32768).
+TRAIN_PROFILES["gpu"] = {
+    **TRAIN_PROFILES["paper"],
+    "hidden_size": 512,
+    "intermediate_size": 1376,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "seq_len": 512,
+    "batch_size": 64,
+    "grad_accum": 1,
+    "steps": 600,
+    "lr": 1e-3,
+    "warmup_steps": 60,
+    "eval_every": 100,
+    "eval_batches": 8,
+    "save_every": 100,
+    "tie_word_embeddings": True,
+}
+DIAG_PROFILES["gpu"] = {
+    **DIAG_PROFILES["cpu"],
+    "hidden_size": 256,
+    "intermediate_size": 688,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "batch_size": 64,
+    "steps": 1000,
+    "lr": 5e-4,
+    "warmup_steps": 100,
+    "eval_every": 250,
+    "eval_batches": 4,
+    "save_every": 250,
+    "train_examples": 32_000,  # 2 epochs: generating and tokenising is CPU time in every stage
+    "val_examples": 256,
+}
+ADAPT_PROFILES["gpu"] = {
+    **ADAPT_PROFILES["paper"],
+    "seq_len": 16384,
+    "grad_accum": 4,
+    "steps": 60,
+    "warmup_steps": 5,
+    "factor": 4.0,
+    "eval_batches": 2,
 }
 
 #: optimiser settings shared by every adaptation profile (fit() reads these names)

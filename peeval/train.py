@@ -4,7 +4,8 @@ Every encoding of a profile sees the same tokens in the same order with the same
 hyper-parameters: the batch of optimizer step ``s`` is a pure function of (seed, s), so
 a resumed run reads exactly what an uninterrupted one would. AdamW, linear warmup +
 cosine decay to ``min_lr_ratio``, gradient clipping and accumulation, bf16 autocast on
-GPU (through ``accelerate``; multi-GPU with ``accelerate launch -m peeval.cli train``),
+GPU (through ``accelerate``; several processes with ``torchrun`` / ``accelerate launch``: they
+split each global batch and train what one process trains, README "Beyond one machine"),
 periodic validation loss, ``train_state.pt`` (model, optimizer, scheduler, RNG, curve)
 written atomically every ``save_every`` steps and resumed from automatically.
 
@@ -14,12 +15,14 @@ Outputs in ``out_dir``: the HF model (config.json, model.safetensors), the token
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import math
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -247,39 +250,82 @@ class Batches:
         return {k: v[idx] for k, v in src.items()}
 
 
-def _loss_and_correct(model, batch: dict) -> tuple[torch.Tensor, int, int, int]:
-    """Mean token loss over labelled positions, and exact-match counts per sequence (teacher
-    forcing: every answer token is the argmax <=> greedy decoding reproduces the answer)."""
+def _loss_and_correct(model, batch: dict, reduction: str = "mean") -> tuple[torch.Tensor, int, int, int]:
+    """Token loss over labelled positions (mean, or sum), and exact-match counts per sequence
+    (teacher forcing: every answer token is the argmax <=> greedy decoding reproduces the answer)."""
     labels = batch.get("labels", batch["input_ids"])
     out = model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask"))
     logits = out.logits[:, :-1].float()
     tgt = labels[:, 1:]
     mask = tgt != -100
-    loss = torch.nn.functional.cross_entropy(logits[mask], tgt[mask])
+    loss = torch.nn.functional.cross_entropy(logits[mask], tgt[mask], reduction=reduction)
     right = (logits.argmax(-1) == tgt) | ~mask
     seq_ok = int(right.all(-1).sum())
     return loss, int(mask.sum()), seq_ok, tgt.shape[0]
 
 
 @torch.no_grad()
-def evaluate(model, batches: Batches, prof: dict, device) -> tuple[float, float]:
+def evaluate(model, batches: Batches, prof: dict, device, acc=None) -> tuple[float, float]:
     """(mean validation token loss, exact-match rate) over the first eval_batches x batch_size
-    validation rows (the same rows at every evaluation)."""
+    validation rows (the same rows at every evaluation, whatever the number of processes:
+    under ``acc`` each process scores its share of every batch and the sums are added up)."""
     was = model.training
     model.eval()
+    world, rank = (acc.num_processes, acc.process_index) if acc is not None else (1, 0)
     n_val = batches.val["input_ids"].shape[0]
     b = prof["batch_size"]
-    tot, n_tok, ok, n_seq = 0.0, 0, 0, 0
+    sums = torch.zeros(4, dtype=torch.float64, device=device)  # loss sum, tokens, right, sequences
     for i in range(min(prof["eval_batches"], math.ceil(n_val / b))):
-        idx = torch.arange(i * b, min(n_val, (i + 1) * b))
+        idx = torch.arange(i * b, min(n_val, (i + 1) * b))[rank::world]
+        if len(idx) == 0:
+            continue
         batch = {k: v.to(device) for k, v in batches.get(idx, "val").items()}
-        loss, nt, so, ns = _loss_and_correct(model, batch)
-        tot += loss.item() * nt
-        n_tok += nt
-        ok += so
-        n_seq += ns
+        loss, nt, so, ns = _loss_and_correct(model, batch, reduction="sum")
+        sums[0] += loss.double()
+        sums[1:] += torch.tensor([nt, so, ns], dtype=torch.float64, device=device)
+    if world > 1:
+        sums = acc.reduce(sums, reduction="sum")
     model.train(was)
+    tot, n_tok, ok, n_seq = sums.tolist()
     return tot / max(1, n_tok), ok / max(1, n_seq)
+
+
+def _n_targets(batches: Batches, idx: torch.Tensor) -> int:
+    """How many labelled next-token targets rows ``idx`` of the training set hold (as
+    ``_loss_and_correct`` counts them)."""
+    labels = batches.train.get("labels", batches.train["input_ids"])[idx]
+    return int((labels[:, 1:] != -100).sum())
+
+
+#: environment variables by which a launcher tells its processes the world size
+_WORLD_ENV = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+
+
+def make_accelerator():
+    """The ``Accelerator`` of a training run: bf16 on GPU, gloo on CPU under ``torchrun`` /
+    ``accelerate launch --multi_gpu`` (both start one process per rank and set WORLD_SIZE)."""
+    from accelerate import Accelerator
+
+    check_launch()
+    cuda = torch.cuda.is_available()
+    return Accelerator(mixed_precision="bf16" if cuda else "no", cpu=not cuda)
+
+
+def check_launch() -> None:
+    """``accelerate launch --num_processes N`` (N > 1) with ``--cpu``, or without ``--multi_gpu`` on a
+    machine with fewer than N GPUs, starts ONE process (accelerate's multi-CPU path is MPI,
+    ``--mpirun_hostfile``) and the run would silently train on one process: that launch (the
+    accelerate launcher's environment, MASTER_ADDR set for N > 1, no world size) is refused."""
+    if (
+        "ACCELERATE_USE_CPU" in os.environ  # set by accelerate launch's one-process launcher
+        and "MASTER_ADDR" in os.environ  # which sets this only for num_processes > 1
+        and not any(k in os.environ for k in _WORLD_ENV)
+    ):
+        raise ValueError(
+            "accelerate launch --num_processes N started a single process (with --cpu, or without --multi_gpu "
+            "on fewer than N GPUs): launch N processes with `torchrun --nproc_per_node N -m peeval.cli ...` "
+            "or `accelerate launch --multi_gpu --num_processes N -m peeval.cli ...` (gloo on a CPU machine)"
+        )
 
 
 def _write_curve(path: Path, rows: list[dict]) -> None:
@@ -330,10 +376,15 @@ def fit(
     Resumes from ``out_dir/train_state.pt`` when it exists. ``stop_after`` (tests: simulate an
     interruption) ends the run after that many steps without finishing it.
     """
-    from accelerate import Accelerator
     from tqdm import tqdm
 
-    acc = Accelerator(mixed_precision="bf16" if torch.cuda.is_available() else "no", cpu=not torch.cuda.is_available())
+    acc = make_accelerator()
+    world, rank = acc.num_processes, acc.process_index
+    if prof["batch_size"] < world:
+        raise ValueError(
+            f"batch_size={prof['batch_size']} is split across {world} processes: use batch_size >= {world} "
+            "(it is the global batch per micro-step, whatever the number of processes)"
+        )
     steps = int(prof["steps"])
     decay, no_decay = [], []
     for n, p in model.named_parameters():
@@ -348,7 +399,10 @@ def fit(
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: lr_lambda(s, prof["warmup_steps"], steps, prof["min_lr_ratio"])
     )
-    model, opt, sched = acc.prepare(model, opt, sched)
+    # The scheduler is NOT prepared: accelerate's AcceleratedScheduler steps it num_processes times
+    # per optimizer step (it assumes each process adds a full batch), but here the processes split
+    # one global batch, so one optimizer step is one schedule step (issue 19's 2-process drift).
+    model, opt = acc.prepare(model, opt)
     state_path = out_dir / STATE_FILE
     start, rows, tokens, elapsed_before = 0, [], 0, 0.0
     if state_path.exists():
@@ -363,7 +417,6 @@ def fit(
         _set_rng_state(st["rng"])
         start, rows, tokens, elapsed_before = st["step"], st["rows"], st["tokens"], st["elapsed_s"]
     model.train()
-    world, rank = acc.num_processes, acc.process_index
     perms = _perm_cache(batches.n, seed)
     b, n_micro = prof["batch_size"], prof["grad_accum"]
     t0 = time.perf_counter()
@@ -372,17 +425,26 @@ def fit(
     for step in range(start, steps):
         opt.zero_grad(set_to_none=True)
         loss_sum = torch.zeros((), device=acc.device)
-        tok_step = 0
+        # the global batch of this step (all micro-batches, all processes): a function of (seed, step)
+        micro_idx = []
         for micro in range(n_micro):
             pos = torch.arange((step * n_micro + micro) * b, (step * n_micro + micro + 1) * b)
-            idx = torch.stack([perms(int(p) // batches.n)[int(p) % batches.n] for p in pos])
+            micro_idx.append(torch.stack([perms(int(p) // batches.n)[int(p) % batches.n] for p in pos]))
+        # the loss is the mean over every labelled token of the global batch: each process sums its
+        # share and divides by the global count (known to all without communication); DDP averages
+        # the gradients over processes, hence the factor world
+        n_target = max(1, sum(_n_targets(batches, idx) for idx in micro_idx))
+        tok_step = sum(len(idx) * batches.train["input_ids"].shape[1] for idx in micro_idx)
+        for micro, idx in enumerate(micro_idx):
             idx = idx[rank::world]  # each process takes its share of the same global batch
             batch = {k: v.to(acc.device) for k, v in batches.get(idx).items()}
-            with acc.autocast():
-                loss, n_tok, _, _ = _loss_and_correct(model, batch)
-            acc.backward(loss / n_micro)
-            loss_sum += loss.detach() / n_micro
-            tok_step += batch["input_ids"].numel() * world
+            # gradients are all-reduced once per optimizer step, after the last micro-batch
+            sync = contextlib.nullcontext() if micro == n_micro - 1 else acc.no_sync(model)
+            with sync:
+                with acc.autocast():
+                    loss, _, _, _ = _loss_and_correct(model, batch, reduction="sum")
+                acc.backward(loss * (world / n_target))
+            loss_sum += loss.detach()
         if prof["grad_clip"]:
             acc.clip_grad_norm_(model.parameters(), prof["grad_clip"])
         lr = opt.param_groups[0]["lr"]
@@ -390,10 +452,10 @@ def fit(
         sched.step()
         tokens += tok_step
         done = step + 1
-        train_loss = acc.reduce(loss_sum, reduction="mean").item()
+        train_loss = acc.reduce(loss_sum, reduction="sum").item() / n_target
         val_loss = None
         if done % prof["eval_every"] == 0 or done == steps:
-            val_loss, val_acc = evaluate(acc.unwrap_model(model), batches, prof, acc.device)
+            val_loss, val_acc = evaluate(acc.unwrap_model(model), batches, prof, acc.device, acc)
             last_val = (val_loss, val_acc)
         elapsed = elapsed_before + time.perf_counter() - t0
         rows.append(
@@ -417,12 +479,16 @@ def fit(
     bar.close()
     elapsed = elapsed_before + time.perf_counter() - t0
     if last_val is None:  # resumed at the end: evaluate once more
-        last_val = evaluate(acc.unwrap_model(model), batches, prof, acc.device)
+        last_val = evaluate(acc.unwrap_model(model), batches, prof, acc.device, acc)
     if acc.is_main_process:
         save_model(acc.unwrap_model(model))
         _write_curve(out_dir / "train_curve.csv", rows)
         state_path.unlink(missing_ok=True)
+        print(f"peeval: checkpoint written to {out_dir} by process {rank} of {world}", file=sys.stderr)
+    acc.wait_for_everyone()  # no process returns before the checkpoint is complete
     return {
+        "world_size": world,
+        "is_main_process": acc.is_main_process,
         "steps": steps,
         "tokens": tokens,
         "train_time_s": round(elapsed, 3),
@@ -485,6 +551,7 @@ def run_train(
 
     if pe not in ENCODINGS:
         raise ValueError(f"unknown pe {pe!r}: allowed {', '.join(sorted(ENCODINGS))}")
+    check_launch()  # before anything is written
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if task is not None:
@@ -537,11 +604,13 @@ def run_train(
         "unigram_val_ppl": unigram,
         "settings": _jsonable(prof),
         "device": "cuda" if torch.cuda.is_available() else "cpu",
-        "torch_threads": torch.get_num_threads(),
+        "world_size": res["world_size"],  # processes that shared each global batch
+        "torch_threads": torch.get_num_threads(),  # per process
     }
     if task is not None:
         summary["final_val_exact_match"] = res["final_val_exact_match"]
-    atomic_write_text(out / "train_summary.json", json.dumps(summary, indent=1))
+    if res["is_main_process"]:  # written once, not by every process of a launch
+        atomic_write_text(out / "train_summary.json", json.dumps(summary, indent=1))
     return summary
 
 

@@ -58,3 +58,122 @@ def read_json(path: Path) -> dict:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise SystemExit(f"{path}: cannot read ({e})") from e
+
+
+# -- params.yaml `launcher`: run a training / evaluation stage on several processes ----------------
+#: the launchers a stage may run under, as modules of the stage's own interpreter (so the venv's)
+LAUNCHERS = {"accelerate launch": "accelerate.commands.launch", "torchrun": "torch.distributed.run"}
+
+
+def launcher_argv(launcher: str) -> list[str]:
+    """The command that prefixes ``<stage script> <args>`` for params.yaml ``launcher`` ("" -> []).
+
+    Checked with the launcher's own argument parser; a launch that would silently start one
+    process (``accelerate launch --num_processes N`` without ``--multi_gpu`` on a machine with
+    fewer than N GPUs, e.g. ``--cpu``) is refused. Raises ``ValueError`` (one line) if not allowed."""
+    import shlex
+
+    allowed = "'' (one process), 'accelerate launch [options]' or 'torchrun [options]'"
+    if not isinstance(launcher, str):
+        raise ValueError(f"params.yaml launcher={launcher!r}: a string, allowed {allowed}")
+    try:
+        words = shlex.split(launcher)
+    except ValueError as e:
+        raise ValueError(f"params.yaml launcher={launcher!r}: {e}") from None
+    if not words:
+        return []
+    name = next((k for k in LAUNCHERS if words[: len(k.split())] == k.split()), None)
+    if name is None:
+        raise ValueError(f"params.yaml launcher={launcher!r}: allowed {allowed}")
+    opts = words[len(name.split()) :]
+    args = _parse_launcher(name, opts, launcher)
+    if name == "accelerate launch":
+        n = args.num_processes or 1
+        from accelerate.commands.config import default_config_file
+
+        configured = args.config_file or os.path.isfile(default_config_file)  # `accelerate config` decides
+        multi = args.multi_gpu or args.use_deepspeed or args.use_fsdp or configured or args.mpirun_hostfile
+        if n > 1 and not multi:
+            import torch
+
+            if args.cpu or torch.cuda.device_count() < n:
+                raise ValueError(
+                    f"params.yaml launcher={launcher!r} starts ONE process here (accelerate's multi-CPU path "
+                    f"needs --mpirun_hostfile; this machine has {torch.cuda.device_count()} GPUs): use 'accelerate "
+                    f"launch --multi_gpu --num_processes {n}' (gloo on CPUs) or 'torchrun --nproc_per_node {n}'"
+                )
+    return [sys.executable, "-m", LAUNCHERS[name], *opts]
+
+
+def _parse_launcher(name: str, opts: list[str], launcher: str):
+    """``opts`` through the launcher's own parser (with a placeholder script); one line on error."""
+    import contextlib
+    import io
+
+    if name == "accelerate launch":
+        from accelerate.commands.launch import launch_command_parser
+
+        parser = launch_command_parser()
+    else:
+        from torch.distributed.run import get_args_parser
+
+        parser = get_args_parser()
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            args = parser.parse_args([*opts, "pipelines/stage.py"])
+    except SystemExit:
+        why = next((ln for ln in reversed(err.getvalue().splitlines()) if "error:" in ln), err.getvalue().strip())
+        raise ValueError(f"params.yaml launcher={launcher!r}: {why.split('error:', 1)[-1].strip()}") from None
+    if args.training_script != "pipelines/stage.py":
+        raise ValueError(f"params.yaml launcher={launcher!r}: options only, the stage names its own script")
+    return args
+
+
+def run_stage(p: dict, script: str, args: list[str]) -> None:
+    """Replace this process by ``python <script> <args>``, or, if params.yaml names a ``launcher``,
+    by ``<launcher> <script> <args>`` (the stage then runs once per process: the processes split
+    each batch, rank 0 writes). A bad launcher ends the stage with one line, exit 2, before
+    anything is started or written."""
+    if not Path(script).is_file():
+        print(f"launch: no stage script {script!r}", file=sys.stderr)
+        sys.exit(2)
+    try:
+        prefix = launcher_argv(p.get("launcher") or "")
+    except ValueError as e:
+        print(f"launch: {e}", file=sys.stderr)
+        sys.exit(2)
+    argv = [*(prefix or [sys.executable]), script, *args]
+    if prefix:
+        print("launch: " + " ".join(argv), file=sys.stderr, flush=True)
+    os.execv(argv[0], argv)
+
+
+# -- a profile's smoke-sized twin (tests: the gpu profile's stage structure on the CPU) -------------
+def smoke_twin(p: dict) -> dict:
+    """``p`` with the same stages (encodings, diagnostics encodings x tasks x seeds, adapt methods,
+    shift encodings, eval suites and their tasks) at the ``smoke`` sizes: every size and step
+    override dropped, evaluation lengths, counts and limits tiny, one process."""
+    import copy
+
+    t = copy.deepcopy(p)
+    t.update(profile="smoke", launcher="")
+    t["tokenizer"]["set"] = {}
+    t["train"]["set"] = {}
+    for enc in t["encodings"].values():
+        enc["set"] = {}
+    d = t["diagnostics"]
+    d["train"] = {"set": {}, "task_set": {}}
+    d["eval"] = {"profile": "cpu", "n": 8, "limit": 16}
+    t["shift"].update(sequences=2, length=32)
+    t["adapt"]["train"]["set"] = {}
+    for suite in t["eval"]["suites"].values():
+        meta = suite.get("metadata") or {}
+        if "lengths" in meta:
+            meta["lengths"] = [32, 64]
+        meta.update({k: v for k, v in {"per_cell": 1, "max_docs": 1, "max_windows": 1}.items() if k in meta})
+        if "depths" in meta:
+            meta["depths"] = [0.0, 1.0]
+        suite["metadata"] = meta
+        suite["limit"] = None if "lengths" in meta else 4
+    return t
