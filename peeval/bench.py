@@ -3,7 +3,10 @@
     python -m peeval.bench                       # CPU: all encodings, lengths 512..8192
     python -m peeval.bench --pe rope tape tape@triton pope@triton --device cuda --dtype bfloat16 --train
 
-An entry ``pe@backend`` picks the attention back-end (default sdpa); ``--train`` times a
+An entry ``pe@backend`` picks the attention back-end (default sdpa, which for the bias
+encodings alibi / t5 / kerple / fire means ``attention.plan``'s choice: FlexAttention on
+CUDA, blocked sdpa on the CPU; ``alibi@eager`` is the N×N reference, ``alibi@flex`` forces
+FlexAttention, compiled during the warm-up, CPU forward only); ``--train`` times a
 forward + backward (training step without the optimizer) instead of a forward.
 
 Speed: the encodings are timed interleaved with ``rope`` (round robin, median of

@@ -153,7 +153,10 @@ def test_flex_score_mod_equals_reference(pe, opts):
 
 @pytest.mark.slow
 def test_flex_compiled_model_forward_on_cpu():
-    """attn_backend='flex' without autograd: the compiled CPU kernel, through the model (~1 min compile)."""
+    """attn_backend='flex' without autograd: the compiled CPU kernel, through the model (~1 min
+    compile); new score_mod closures (every layer, every forward) reuse the compiled graph."""
+    from torch._dynamo.utils import counters
+
     m = model64("kerple", {}).float().eval()
     x = torch.randint(0, 61, (1, 128))
     with torch.no_grad():
@@ -161,7 +164,11 @@ def test_flex_compiled_model_forward_on_cpu():
         ref = m(x, use_cache=False).logits
         m.config.attn_backend = "flex"
         out = m(x, use_cache=False).logits
+        graphs = counters["stats"]["unique_graphs"]
+        again = m(x, use_cache=False).logits
+        assert counters["stats"]["unique_graphs"] == graphs
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(again, out)
 
 
 # -- FIRE: the piecewise-linear form of its MLP ---------------------------------------------

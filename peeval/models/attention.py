@@ -259,7 +259,7 @@ def flex_bias_attention(q, k, v, score_mod, *, scale=None, state=None):
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
     if _compiled_flex is None:
-        _compiled_flex = torch.compile(flex_attention, dynamic=False)
+        _compiled_flex = torch.compile(flex_attention)  # dynamic shapes after a first recompile
     nq, nk = q.shape[2], k.shape[2]
     key = ("flex_block_mask", nq, nk, q.device)
     mask = state.get(key) if state is not None else None
@@ -299,9 +299,9 @@ def plan(backend: str, pe, q, ctx, attention_mask, output_attentions: bool = Fal
     on CUDA for a causal pass without padding or cache history, else the blocked path
     (measured faster than the N×N bias on the CPU, forward and training; issue 17).
     """
-    if "padded" not in ctx.state:  # one host sync per forward, not per layer
-        ctx.state["padded"] = attention_mask is not None and not bool(attention_mask.all())
-    padded = ctx.state["padded"]
+    if "attn_padded" not in ctx.state:  # one host sync per forward, not per layer
+        ctx.state["attn_padded"] = attention_mask is not None and not bool(attention_mask.all())
+    padded = ctx.state["attn_padded"]
     whole = ctx.past_length == 0 and not padded  # one causal pass over a whole sequence
     if output_attentions or backend == "eager" or (pe.needs_scores and backend != "sdpa"):
         return "eager"
