@@ -1,4 +1,4 @@
-"""Ships the lm-eval hook: ``peeval_lm_eval.pth`` + ``_peeval_lm_eval_hook.py`` at the top of
+"""Ships the lm-eval / transformers hook: ``peeval_lm_eval.pth`` + ``_peeval_lm_eval_hook.py`` at the top of
 site-packages, for ``pip install .`` and ``pip install -e .`` alike (see peeval/_lm_eval_hook.py)."""
 
 import os

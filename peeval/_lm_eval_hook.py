@@ -1,10 +1,17 @@
-"""Make peeval's models and tasks visible to lm-evaluation-harness with no flags.
+"""Make peeval's models and tasks visible to lm-evaluation-harness and transformers with no flags.
 
-lm-eval 0.4.13 scans no entry points, so a ``.pth`` file (installed next to this module as
-the top-level ``_peeval_lm_eval_hook``) imports this module at interpreter start. It must
-stay cheap (stdlib only, no lm_eval / torch import) and lazy: it only adds a finder that
-waits for lm_eval's own modules and then
+lm-eval 0.4.13 scans no entry points (newer releases read the ``lm_eval.models`` ones that
+pyproject.toml declares too), and transformers resolves ``model_type: peeval`` only once
+``PeevalConfig`` is registered, so a ``.pth`` file (installed next to this module as the
+top-level ``_peeval_lm_eval_hook``) imports this module at interpreter start. It must stay
+cheap (stdlib only, no lm_eval / transformers / torch import) and lazy: it only adds a
+finder that waits for those libraries' own modules and then
 
+- after ``transformers.models.auto.configuration_auto`` runs: makes ``AutoConfig`` know
+  ``model_type: peeval`` without importing anything; the first lookup of it imports
+  ``peeval.models``, which registers ``PeevalConfig``, and the first ``PeevalConfig`` built
+  registers the model classes, so ``AutoModelForCausalLM.from_pretrained(peeval_checkpoint)``
+  works without importing peeval (see ``peeval/models/__init__.py``);
 - after ``lm_eval.api.registry`` runs: imports ``lm_eval.models`` first (its built-ins
   register only into an empty registry) and registers ``peeval``, ``peeval-llama`` and
   ``peeval-<pe>`` for every encoding as lazy placeholders (nothing heavy is imported until
@@ -92,7 +99,59 @@ def _on_task(module) -> None:
     patch_lm_eval_tasks(module)
 
 
+class _PendingPeeval(dict):
+    """transformers' ``CONFIG_MAPPING._extra_content`` with ``peeval`` known before it is loaded.
+
+    Registering ``PeevalConfig`` for real imports ``LlamaConfig``, which pulls ~1000 modules
+    (torch._dynamo, ...) into every process that merely imports an Auto class. So ``peeval``
+    answers ``in`` at once and imports ``peeval.models`` (which registers itself through
+    ``AutoConfig.register``) only when it is looked up.
+    """
+
+    def __init__(self, entries: dict) -> None:
+        super().__init__(entries)
+        self.pending = "peeval" not in entries
+
+    def _load(self) -> None:
+        if self.pending:
+            self.pending = False
+            import peeval.models  # noqa: F401  (registers PeevalConfig into this dict)
+
+    def __contains__(self, key) -> bool:
+        return (key == "peeval" and self.pending) or super().__contains__(key)
+
+    def __getitem__(self, key):
+        if key == "peeval":
+            self._load()
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default  # noqa: SIM401  (dict.get would skip the load)
+
+    def keys(self):
+        return [*super().keys(), *(["peeval"] if self.pending else [])]
+
+    def values(self):
+        self._load()
+        return super().values()
+
+    def items(self):
+        self._load()
+        return super().items()
+
+
+def _on_auto_config(module) -> None:
+    mapping = module.CONFIG_MAPPING
+    extra = getattr(mapping, "_extra_content", None)
+    if isinstance(extra, _PendingPeeval):
+        return
+    if type(extra) is not dict:
+        raise TypeError(f"transformers' CONFIG_MAPPING._extra_content is {type(extra).__name__}, expected a dict")
+    mapping._extra_content = _PendingPeeval(extra)
+
+
 WATCH = {
+    "transformers.models.auto.configuration_auto": _on_auto_config,
     "lm_eval.api.registry": _on_registry,
     "lm_eval.tasks.manager": _on_task_manager,
     "lm_eval.api.task": _on_task,
@@ -114,8 +173,9 @@ class _PostImportFinder:
             exec_module(module)
             try:
                 WATCH[name](module)
-            except Exception as e:  # never break lm_eval itself
-                print(f"peeval: could not register with lm_eval ({e!r})", file=sys.stderr)
+            except Exception as e:  # never break lm_eval / transformers themselves
+                lib = name.partition(".")[0]
+                print(f"peeval: could not register with {lib} ({e!r})", file=sys.stderr)
 
         spec.loader.exec_module = exec_then_hook
         return spec

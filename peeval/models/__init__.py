@@ -1,12 +1,51 @@
-"""PeevalConfig / PeevalForCausalLM, registered with transformers' Auto classes."""
+"""PeevalConfig / PeevalForCausalLM, registered with transformers' Auto classes.
 
-from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
+Registration stays lazy in two steps. Importing this package registers the config class with
+``AutoConfig`` (the ``.pth`` hook, ``peeval/_lm_eval_hook.py``, imports it on the first
+lookup of ``model_type: peeval`` in a process that never imported peeval). The model classes
+pull in transformers' modelling code, so they register when the first ``PeevalConfig`` is
+built (``from_pretrained`` and ``from_config`` both build one before they look up the model
+class) or when they are first read from this package.
+"""
 
-from .configuration_peeval import PeevalConfig
-from .modeling_peeval import PeevalForCausalLM, PeevalModel
+from __future__ import annotations
 
-AutoConfig.register("peeval", PeevalConfig, exist_ok=True)
-AutoModel.register(PeevalConfig, PeevalModel, exist_ok=True)
-AutoModelForCausalLM.register(PeevalConfig, PeevalForCausalLM, exist_ok=True)
+from .configuration_peeval import ON_FIRST_BUILD, PeevalConfig
 
-__all__ = ["PeevalConfig", "PeevalForCausalLM", "PeevalModel"]
+_models_registered = False
+
+
+def register_config(auto_config=None) -> None:
+    if auto_config is None:
+        from transformers import AutoConfig as auto_config
+
+    auto_config.register("peeval", PeevalConfig, exist_ok=True)
+
+
+def register_models() -> None:
+    global _models_registered
+    if _models_registered:
+        return
+    from transformers import AutoModel, AutoModelForCausalLM
+
+    from .modeling_peeval import PeevalForCausalLM, PeevalModel
+
+    AutoModel.register(PeevalConfig, PeevalModel, exist_ok=True)
+    AutoModelForCausalLM.register(PeevalConfig, PeevalForCausalLM, exist_ok=True)
+    _models_registered = True
+
+
+register_config()
+ON_FIRST_BUILD.append(register_models)
+
+
+def __getattr__(name: str):
+    if name in ("PeevalForCausalLM", "PeevalModel"):
+        register_models()
+        from . import modeling_peeval
+
+        return getattr(modeling_peeval, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["PeevalConfig", "PeevalForCausalLM", "PeevalModel", "register_config", "register_models"]

@@ -3,14 +3,24 @@
 Subclassing LlamaConfig keeps every Llama field name (``rope_theta``, ``rope_scaling`` /
 ``rope_parameters``, ``num_key_value_heads``, ...), so a Llama checkpoint's config maps
 onto a ``pe="rope"`` peeval model one to one.
+
+``config.json`` carries ``pe_options`` as given (the run's identity: labels and provenance
+read it) and ``pe_options_effective``, every declared option with its default filled in, so
+a reader knows what a checkpoint is without importing the encoding registry, and a later
+change of a default cannot silently change what an old checkpoint loads as.
 """
 
 from __future__ import annotations
+
+import json
 
 from huggingface_hub.dataclasses import strict
 from transformers import LlamaConfig
 
 ATTN_BACKENDS = ("sdpa", "eager", "flash", "triton", "flex", "blocked")
+EFFECTIVE = "pe_options_effective"  # the config.json key; derived, never stored on the object
+#: callbacks run once, when the first PeevalConfig is built (a list, so this module imports nothing upward)
+ON_FIRST_BUILD: list = []
 
 
 @strict
@@ -26,7 +36,7 @@ class PeevalConfig(LlamaConfig):
     max_position_embeddings: int = 512
     #: which positional encoding (a key of ``peeval.models.encodings.ENCODINGS``)
     pe: str = "rope"
-    #: the encoding's own options, validated against its declared ``options``
+    #: the encoding's own options as given, validated against its declared ``options``
     pe_options: dict | None = None
     #: attention back-end: sdpa (default), eager, flash, triton, flex, blocked (``attention.plan``)
     attn_backend: str = "sdpa"
@@ -34,18 +44,54 @@ class PeevalConfig(LlamaConfig):
     random_offset: bool = False
 
     def __post_init__(self, **kwargs):
+        recorded = kwargs.pop(EFFECTIVE, None)
         if self.pe_options is None:
             self.pe_options = {}
         super().__post_init__(**kwargs)
         self.validate_pe()
+        if recorded is not None:
+            self._pin_recorded(recorded)
+        while ON_FIRST_BUILD:  # a peeval model is near (peeval.models registers the Auto model classes)
+            ON_FIRST_BUILD.pop(0)()
 
     def validate_pe(self) -> None:
         """Fail at load time on an unknown encoding, option or back-end (SPEC 2.1)."""
-        from .encodings import get_encoding_class
-        from .encodings.base import resolve_options
-
         if self.attn_backend not in ATTN_BACKENDS:
             raise ValueError(f"attn_backend={self.attn_backend!r}: allowed {', '.join(ATTN_BACKENDS)}")
         if not isinstance(self.pe_options, dict):
             raise ValueError(f"pe_options must be a dict, got {type(self.pe_options).__name__}")
-        resolve_options(get_encoding_class(self.pe), self.pe_options, self.pe)
+        self._resolve_options()
+
+    @property
+    def effective_pe_options(self) -> dict:
+        """Every declared option of ``pe``: the given value, else the encoding's default."""
+        return self._resolve_options()
+
+    def _resolve_options(self) -> dict:
+        from .encodings import get_encoding_class
+        from .encodings.base import resolve_options
+
+        return resolve_options(get_encoding_class(self.pe), self.pe_options or {}, self.pe)
+
+    def _pin_recorded(self, recorded) -> None:
+        """Keep the options a checkpoint was saved with where today's defaults differ."""
+        if not isinstance(recorded, dict):
+            raise ValueError(f"{EFFECTIVE} must be a dict, got {type(recorded).__name__}")
+        now = json.loads(json.dumps(self.effective_pe_options))  # compare as config.json stores them
+        clash = sorted(k for k in self.pe_options if k in recorded and recorded[k] != now.get(k))
+        if clash:
+            raise ValueError(f"{EFFECTIVE} disagrees with pe_options on {clash}: remove {EFFECTIVE} or fix pe_options")
+        changed = {k: v for k, v in recorded.items() if k not in now or now[k] != v}
+        if changed:
+            from .._log import log_once
+
+            log_once(
+                f"pe={self.pe!r}: saved with pe_options {changed} (today's defaults differ): keeping the saved ones"
+            )
+            self.pe_options = {**changed, **self.pe_options}
+            self.validate_pe()  # an option unknown today fails here, naming it
+
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        out[EFFECTIVE] = self.effective_pe_options
+        return out
