@@ -39,7 +39,7 @@ CURVE_COLUMNS = ("step", "tokens", "lr", "train_loss", "val_loss", "elapsed_s")
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "runs": ("run_id", "name", "kind", "checkpoint", "pe", "pe_options", "params", "seed", "git_commit",
              "peeval_version", "lm_eval_version", "torch_version", "transformers_version", "date", "max_length",
-             "training_length", "protocol", "dtype", "results_path", "diag_task"),
+             "training_length", "protocol", "dtype", "results_path", "diag_task", "source", "machine"),
     "metrics": ("run_id", "task", "metric", "filter", "value", "stderr", "n"),
     "ppl_by_length": ("run_id", "corpus", "length", "ppl", "bpb", "tokens", "windows", "protocol"),
     "passkey_cells": ("run_id", "length", "depth", "acc", "n"),
@@ -531,11 +531,79 @@ def _insert(con, table: str, rows: list[dict]) -> None:
         con.unregister("_peeval_rows")
 
 
-def ingest(paths: list[str | Path], db: str | Path = DEFAULT_DB, root: str | Path | None = None) -> dict[str, int]:
-    """Ingest every results / checkpoint directory under ``paths`` into ``db``; rows written per table."""
+# ----------------------------------------------------------------------------- published results
+#: results of a profile run elsewhere (e.g. the gpu profile on a GPU machine), committed to the
+#: repository by ``python -m leaderboard.publish``: leaderboard/published/<profile>/ holds SOURCE.json,
+#: results/**/results.json + samples and checkpoints/**/{train,adapt}_summary.json + train_curve.csv
+#: (no weights), laid out as in the repository that produced them.
+PUBLISHED = Path(__file__).with_name("published")
+SOURCE_FILE = "SOURCE.json"
+LOCAL = "local"
+
+
+def read_source(folder: Path) -> dict:
+    """SOURCE.json of one published folder: which profile, machine and commit its numbers came from."""
+    f = folder / SOURCE_FILE
+    if not f.is_file():
+        raise IngestError(
+            f"{folder}: a published folder needs {SOURCE_FILE} (write it with `python -m leaderboard.publish`)"
+        )
+    src = _read_json(f)
+    if not isinstance(src, dict):
+        raise IngestError(f"{f}: expected a JSON object")
+    for key in ("profile", "machine"):
+        if not isinstance(src.get(key), str) or not src[key].strip():
+            raise IngestError(f"{f}: {key!r} must be a non-empty string")
+    if src["profile"] != folder.name:
+        raise IngestError(f"{f}: profile {src['profile']!r} but the folder is named {folder.name!r}")
+    return src
+
+
+def _published_rows(folder: Path, root: Path) -> dict[str, list[dict]]:
+    """Every row of one published folder, told apart from local ones: source ``published/<profile>``,
+    the machine, names ``<label> @<profile>``, paths under the folder and run ids salted with the source
+    (a published copy of a local results.json is a different run), so local runs never replace them."""
+    src = read_source(folder)
+    source = f"published/{src['profile']}"
+    prefix = _rel(folder, root)
+    result_dirs, ck_dirs = discover([folder])
+    rows: dict[str, list[dict]] = {t: [] for t in TABLE_COLUMNS}
+    for d in result_dirs:  # paths inside the results resolve against the folder, as where they were made
+        got = parse_results_dir(d, folder)
+        old = got["runs"][0]["run_id"]
+        new = hashlib.sha256(f"{source}\n{old}".encode()).hexdigest()[:16]
+        for t in RUN_TABLES:
+            for r in got[t]:
+                r["run_id"] = new
+        run = got["runs"][0]
+        run.update(source=source, machine=src["machine"], name=f"{run['name']} @{src['profile']}")
+        for key in ("checkpoint", "results_path"):
+            if run[key] and not Path(run[key]).is_absolute():
+                run[key] = f"{prefix}/{run[key]}"
+        for t, rs in got.items():
+            rows[t].extend(rs)
+    for d in ck_dirs:
+        for t, rs in parse_checkpoint_dir(d, folder).items():
+            for r in rs:
+                r["checkpoint"] = f"{prefix}/{r['checkpoint']}"
+            rows[t].extend(rs)
+    return rows
+
+
+def ingest(
+    paths: list[str | Path],
+    db: str | Path = DEFAULT_DB,
+    root: str | Path | None = None,
+    published: str | Path | None = None,
+) -> dict[str, int]:
+    """Ingest every results / checkpoint directory under ``paths`` into ``db``, and every folder of
+    ``published`` (see ``PUBLISHED``) beside them; rows written per table."""
     root = Path(root or Path.cwd())
     result_dirs, ck_dirs = discover([Path(p) for p in paths])
-    if not result_dirs and not ck_dirs:
+    folders = (
+        sorted(p for p in Path(published).iterdir() if p.is_dir()) if published and Path(published).is_dir() else []
+    )
+    if not result_dirs and not ck_dirs and not folders:
         raise IngestError(f"nothing to ingest under {[str(p) for p in paths]} (no results.json / *_summary.json)")
     rows: dict[str, list[dict]] = {t: [] for t in TABLE_COLUMNS}
     first: dict[str, Path] = {}
@@ -546,10 +614,14 @@ def ingest(paths: list[str | Path], db: str | Path = DEFAULT_DB, root: str | Pat
                 raise IngestError(f"{d / 'results.json'}: the same file as {first[r['run_id']] / 'results.json'} "
                                   "(a copied results folder would count the run twice): remove one")  # fmt: skip
             first[r["run_id"]] = d
+            r.update(source=LOCAL, machine=None)
         for t, rs in got.items():
             rows[t].extend(rs)
     for d in ck_dirs:
         for t, rs in parse_checkpoint_dir(d, root).items():
+            rows[t].extend(rs)
+    for folder in folders:
+        for t, rs in _published_rows(folder, root).items():
             rows[t].extend(rs)
     run_ids = sorted({r["run_id"] for r in rows["runs"]})
     paths_ = sorted({r["results_path"] for r in rows["runs"]})

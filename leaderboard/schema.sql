@@ -27,7 +27,9 @@ CREATE TABLE IF NOT EXISTS runs (
     protocol             VARCHAR,              -- perplexity protocol: 'disjoint windows' or 'sliding, stride S'
     dtype                VARCHAR,
     results_path         VARCHAR,              -- the results.json ingested
-    diag_task            VARCHAR               -- the diagnostic task a diagnostic checkpoint was trained on
+    diag_task            VARCHAR,              -- the diagnostic task a diagnostic checkpoint was trained on
+    source               VARCHAR NOT NULL DEFAULT 'local',  -- 'local' (this pipeline) or 'published/<profile>'
+    machine              VARCHAR               -- published runs: the machine SOURCE.json names (NULL: local)
 );
 
 -- Every aggregated lm-eval metric, per-cell ones included (ppl@L, acc@L@depth, acc@AxB, ...).

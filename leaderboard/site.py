@@ -289,17 +289,27 @@ class Site:
         runs = self.q("select * from runs order by kind, name, date")
         run_rows = [[Cell(r["name"], r["name"], href=f"runs/{r['run_id']}.html"), r["kind"], r["pe"],
                      r["checkpoint"], r["seed"], r["max_length"], r["training_length"], str(r["date"]),
+                     r["source"], r["machine"] or "this machine",
                      Cell(r["run_id"], r["run_id"], href=f"runs/{r['run_id']}.html")] for r in runs]  # fmt: skip
+        published = sorted({(r["source"], r["machine"]) for r in runs if r["source"] != "local"})
+        origin = ""
+        if published:
+            origin = (
+                '<p class="note">Rows named <b>… @&lt;profile&gt;</b> are published results of a profile run '
+                "elsewhere (leaderboard/published/): "
+                + "; ".join(f"{escape(src.split('/', 1)[1])} on {escape(str(m))}" for src, m in published)
+                + ". Every other row was computed on this machine by its own pipeline.</p>"
+            )
         body = (
             '<p class="note">Rows: encodings trained with identical data, budget and hyper-parameters (only the '
             "positional encoding differs); columns: perplexity within and beyond the training length first, then "
             "passkey, the papers' diagnostics and zero-shot tasks. Mean ± standard error over seeds, or lm-eval's "
-            "stderr for a single run. Click a header to sort, type to filter. Bold = best in column.</p>"
+            "stderr for a single run. Click a header to sort, type to filter. Bold = best in column.</p>" + origin +
             "<h2>Encodings</h2>" + self.leaderboard_table("leaderboard", ("pretrain", "diagnostic"), "encoding") +
             "<h2>Context extension (adapted and external models)</h2>" +
             self.leaderboard_table("extension", ("adapt", "external"), "model / method") +
             "<h2>All runs</h2>" + self.table("runs_list", ["name", "kind", "pe", "checkpoint", "seed", "max_length",
-                                             "training_length", "date", "run"], run_rows)
+                                             "training_length", "date", "source", "machine", "run"], run_rows)
         )  # fmt: skip
         self.page("index.html", "leaderboard", body)
 

@@ -1,4 +1,5 @@
-"""Stage `ingest`: a fresh leaderboard/peeval.duckdb from every results and checkpoint folder.
+"""Stage `ingest`: a fresh leaderboard/peeval.duckdb from every results and checkpoint folder, and
+the published results of other machines (leaderboard/published/<profile>/, marked with their source).
 
 The new store is built in a temporary file beside the old one and moved over it only when every
 input parsed and validated; on a bad input the old store is left as it was (exit 2, one line)."""
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from common import ADAPT, DB, DIAG, PRETRAIN, RESULTS
 
-from leaderboard.ingest import IngestError, ingest
+from leaderboard.ingest import PUBLISHED, IngestError, ingest
 
 
 def _remove(db: Path) -> None:
@@ -21,7 +22,7 @@ def main() -> int:
     tmp = DB.with_name(f".{DB.name}.{os.getpid()}.tmp")
     _remove(tmp)
     try:
-        counts = ingest([p for p in (RESULTS, PRETRAIN, DIAG, ADAPT) if Path(p).is_dir()], tmp)
+        counts = ingest([p for p in (RESULTS, PRETRAIN, DIAG, ADAPT) if Path(p).is_dir()], tmp, published=PUBLISHED)
     except IngestError as e:
         _remove(tmp)
         print(f"ingest: error: {e}", file=sys.stderr)

@@ -1,0 +1,118 @@
+"""Publish a profile's results for the leaderboard of every clone: copy what `dvc repro` produced
+on this machine (results with provenance and samples, training summaries and curves; never
+weights) to ``leaderboard/published/<profile>/`` with a SOURCE.json naming the machine.
+
+    python -m leaderboard.publish --profile gpu --machine "1x NVIDIA H100 80GB"
+
+Run it in the repository that ran the profile, then commit the folder. An existing published
+folder is never replaced unless ``--replace`` says so. See leaderboard/published/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from leaderboard.ingest import PUBLISHED, SOURCE_FILE, IngestError, discover, parse_results_dir
+
+#: what a checkpoint folder contributes: its summaries and curve, nothing that holds weights
+CHECKPOINT_FILES = ("train_summary.json", "adapt_summary.json", "train_curve.csv")
+PROFILE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,40}$")
+
+
+class PublishError(ValueError):
+    """A bad argument or input, reported as one line (exit 2)."""
+
+
+def publish(
+    profile: str,
+    machine: str,
+    results: Path = Path("results"),
+    checkpoints: Path = Path("checkpoints"),
+    out: Path = PUBLISHED,
+    replace: bool = False,
+) -> Path:
+    """Copy ``results`` and the checkpoints' summaries into ``out/<profile>``; returns that folder."""
+    if not PROFILE.match(profile or ""):
+        raise PublishError(f"--profile {profile!r}: lower-case letters, digits, '_' or '-' (e.g. gpu)")
+    if not machine or not machine.strip():
+        raise PublishError("--machine: say which machine ran it, e.g. '1x NVIDIA H100 80GB'")
+    if not results.is_dir():
+        raise PublishError(f"--results {results}: no such folder (run the profile first)")
+    target = out / profile
+    if target.exists() and not replace:
+        raise PublishError(f"{target} exists: pass --replace to publish over it")
+    result_dirs, ck_dirs = discover([results, *([checkpoints] if checkpoints.is_dir() else [])])
+    if not result_dirs:
+        raise PublishError(f"--results {results}: no results.json under it")
+    devices, commits = set(), set()
+    for d in result_dirs:  # only what ingest accepts is published
+        try:
+            parse_results_dir(d, Path.cwd())
+        except IngestError as e:
+            raise PublishError(str(e)) from e
+        prov = json.loads((d / "results.json").read_text(encoding="utf-8"))["peeval"]
+        devices.add(str(prov.get("device")))
+        commits.add(str(prov.get("git_commit")))
+    here = Path.cwd().resolve()
+    for d in (*result_dirs, *ck_dirs):  # the published layout mirrors the repository's
+        if not d.resolve().is_relative_to(here):
+            raise PublishError(f"{d}: outside the current directory {here} (run publish in the repository root)")
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{profile}.", dir=out))
+    try:
+        for d in result_dirs:
+            dest = tmp / d.resolve().relative_to(here)
+            dest.mkdir(parents=True, exist_ok=True)
+            for f in [d / "results.json", *sorted(d.glob("samples_*.jsonl"))]:
+                shutil.copy2(f, dest / f.name)
+        for d in ck_dirs:
+            dest = tmp / d.resolve().relative_to(here)
+            dest.mkdir(parents=True, exist_ok=True)
+            for name in CHECKPOINT_FILES:
+                if (d / name).is_file():
+                    shutil.copy2(d / name, dest / name)
+        source = {
+            "profile": profile,
+            "machine": machine.strip(),
+            "devices": sorted(devices),
+            "git_commits": sorted(commits),
+            "published": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "runs": len(result_dirs),
+            "checkpoints": len(ck_dirs),
+        }
+        (tmp / SOURCE_FILE).write_text(json.dumps(source, indent=1) + "\n", encoding="utf-8")
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m leaderboard.publish", description=__doc__.split("\n\n")[0])
+    p.add_argument("--profile", required=True, help="the profile that produced the results, e.g. gpu")
+    p.add_argument("--machine", required=True, help="the machine it ran on, e.g. '1x NVIDIA H100 80GB'")
+    p.add_argument("--results", default="results", type=Path)
+    p.add_argument("--checkpoints", default="checkpoints", type=Path)
+    p.add_argument("--replace", action="store_true", help="publish over an existing leaderboard/published/<profile>")
+    a = p.parse_args(argv)
+    try:
+        target = publish(a.profile, a.machine, a.results, a.checkpoints, replace=a.replace)
+    except PublishError as e:
+        print(f"publish: error: {e}", file=sys.stderr)
+        return 2
+    print(f"publish: {target} (commit it; the ingest stage reads it beside the local runs)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""Published results (issue 19): a profile's results copied by ``leaderboard.publish`` are ingested
+beside local runs with their source and machine, shown marked on the site, never replaced by a
+local run, and kept out of the local claims."""
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+from conftest import REPO
+
+sys.path.insert(0, REPO)
+from leaderboard.ingest import IngestError, ingest  # noqa: E402
+from leaderboard.publish import PublishError, main, publish  # noqa: E402
+from leaderboard.site import build_site  # noqa: E402
+
+
+def _local_run(root: Path, ppl: float) -> None:
+    """results/rope (ppl@64 = ``ppl``) of checkpoints/pretrain/rope, as the pipeline lays them out."""
+    ck = root / "checkpoints" / "pretrain" / "rope"
+    ck.mkdir(parents=True, exist_ok=True)
+    (ck / "model.safetensors").write_bytes(b"weights")
+    (ck / "train_summary.json").write_text(json.dumps({
+        "pe": "rope", "pe_options": {}, "task": None, "seed": 0, "params": 1000, "steps": 3, "tokens": 300,
+        "train_time_s": 2.0, "tokens_per_s": 150.0, "final_val_loss": 5.0, "final_val_ppl": math.exp(5.0),
+        "training_length": 64}))  # fmt: skip
+    (ck / "train_curve.csv").write_text("step,tokens,lr,train_loss,val_loss,elapsed_s\n1,100,0.001,6.0,5.5,1\n")
+    d = root / "results" / "rope"
+    d.mkdir(parents=True, exist_ok=True)
+    prov = {"peeval_version": "0.1.0", "git_commit": "abc", "model": "peeval",
+            "model_args": {"pretrained": "checkpoints/pretrain/rope"}, "checkpoint": "checkpoints/pretrain/rope",
+            "pe": "rope", "max_length": 128, "training_length": 64, "dtype": "torch.float32",
+            "protocol": {"ppl": "disjoint windows"}, "seed": 0, "device": "cuda:0", "versions": {},
+            "date": "2026-11-22T10:00:00+00:00"}  # fmt: skip
+    res = {"peeval_ppl_pg19": {"ppl@64,none": ppl, "ppl@128,none": 2 * ppl}}
+    (d / "results.json").write_text(json.dumps({"results": res, "peeval": prov}))
+
+
+def _q(db, sql):
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _local_run(tmp_path, 30.0)
+    return tmp_path
+
+
+def test_publish_copies_results_and_summaries_never_weights(repo):
+    out = publish("gpu", "1x NVIDIA H100 80GB", out=repo / "published")
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert files == ["SOURCE.json", "checkpoints/pretrain/rope/train_curve.csv",
+                     "checkpoints/pretrain/rope/train_summary.json", "results/rope/results.json"]  # fmt: skip
+    src = json.loads((out / "SOURCE.json").read_text())
+    assert src["profile"] == "gpu" and src["machine"] == "1x NVIDIA H100 80GB" and src["devices"] == ["cuda:0"]
+    with pytest.raises(PublishError, match="exists: pass --replace"):  # a published folder is never replaced silently
+        publish("gpu", "other", out=repo / "published")
+    assert json.loads((out / "SOURCE.json").read_text())["machine"] == "1x NVIDIA H100 80GB"
+    publish("gpu", "other", out=repo / "published", replace=True)
+    assert json.loads((out / "SOURCE.json").read_text())["machine"] == "other"
+
+
+@pytest.mark.parametrize(
+    ("argv", "msg"),
+    [
+        (["--profile", "GPU!", "--machine", "m"], "--profile"),
+        (["--profile", "gpu", "--machine", " "], "--machine"),
+        (["--profile", "gpu", "--machine", "m", "--results", "nowhere"], "--results nowhere"),
+    ],
+)
+def test_publish_bad_arguments_are_one_line(repo, capsys, argv, msg):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and msg in err
+    assert not (Path(REPO) / "leaderboard" / "published" / "GPU!").exists()
+
+
+def test_published_runs_ingest_beside_local_ones_marked_and_never_replaced(repo):
+    publish("gpu", "1x NVIDIA H100 80GB", out=repo / "published")
+    _local_run(repo, 40.0)  # the local pipeline reruns: a different local result, same paths
+    db = repo / "store.duckdb"
+    ingest([repo / "results", repo / "checkpoints"], db, root=repo, published=repo / "published")
+    runs = _q(db, "select name, source, machine, checkpoint from runs order by source")
+    assert runs == [("rope", "local", None, "checkpoints/pretrain/rope"),
+                    ("rope @gpu", "published/gpu", "1x NVIDIA H100 80GB",
+                     "published/gpu/checkpoints/pretrain/rope")]  # fmt: skip
+    vals = dict(_q(db, "select r.source, m.value from metrics m join runs r using (run_id) where m.metric = 'ppl@64'"))
+    assert vals == {"local": 40.0, "published/gpu": 30.0}
+    assert sorted(r[0] for r in _q(db, "select checkpoint from efficiency")) == [
+        "checkpoints/pretrain/rope", "published/gpu/checkpoints/pretrain/rope"]  # fmt: skip
+    # re-ingesting the local folders alone into the same store leaves the published rows as they were
+    ingest([repo / "results"], db, root=repo)
+    assert dict(_q(db, "select source, count(*) from runs group by source")) == {"local": 1, "published/gpu": 1}
+
+    index = build_site(db, repo / "site")
+    html = index.read_text()
+    assert "rope @gpu" in html and "1x NVIDIA H100 80GB" in html and "published/gpu" in html
+
+    from peeval.claims import read_store
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert [r["source"] for r in read_store(con).runs.values()] == ["local"]
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize(
+    ("source", "msg"),
+    [
+        (None, "needs SOURCE.json"),
+        ({"profile": "gpu"}, "'machine' must be a non-empty string"),
+        ({"profile": "cpu", "machine": "m"}, "the folder is named 'gpu'"),
+    ],
+)
+def test_bad_published_folder_names_the_file(repo, source, msg):
+    out = publish("gpu", "m", out=repo / "published")
+    if source is None:
+        (out / "SOURCE.json").unlink()
+    else:
+        (out / "SOURCE.json").write_text(json.dumps(source))
+    with pytest.raises(IngestError, match=msg):
+        ingest([repo / "results"], repo / "s.duckdb", root=repo, published=repo / "published")
+    assert not (repo / "s.duckdb").exists() or _q(repo / "s.duckdb", "select count(*) from runs") == [(0,)]
