@@ -105,8 +105,12 @@ def ctx_for(b, nq, nk, start=0):
 
 @pytest.mark.parametrize("pe,opts", BIAS_PES, ids=IDS)
 @pytest.mark.parametrize("nq,nk,padded", [(13, 13, False), (13, 13, True), (5, 13, False)])
-def test_blocked_function_gradients_of_q_k_v_and_parameters(pe, opts, nq, nk, padded):
-    """The autograd Function itself, GQA (4 query, 2 KV heads), blocks of 4 rows, cache offset."""
+@pytest.mark.parametrize("kernels", ["cpu", "explicit"])
+def test_blocked_function_gradients_of_q_k_v_and_parameters(pe, opts, nq, nk, padded, kernels, monkeypatch):
+    """The autograd Function itself, GQA (4 query, 2 KV heads), blocks of 4 rows, cache offset;
+    with the CPU flash kernels and with the explicit path that other devices take."""
+    if kernels == "explicit":
+        monkeypatch.setattr(attn, "_cpu_kernels", lambda t: False)
     m = model64(pe, opts)
     enc = m.model.pe
     torch.manual_seed(1)
