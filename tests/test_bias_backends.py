@@ -139,6 +139,7 @@ def test_blocked_function_gradients_of_q_k_v_and_parameters(pe, opts, nq, nk, pa
             torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12, msg=name)
 
 
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 @pytest.mark.parametrize("pe,opts", BIAS_PES, ids=IDS)
 def test_flex_score_mod_equals_reference(pe, opts):
     """FlexAttention with the encoding's score_mod (eager flex: same semantics as compiled, CPU, no grad)."""
