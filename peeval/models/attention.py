@@ -300,12 +300,6 @@ def _causal_mod(b, h, q_idx, kv_idx):
 # -- the one place that decides the back-end ----------------------------------------------------
 
 
-def _has_bias(pe) -> bool:
-    from .encodings.base import Encoding
-
-    return type(pe).bias is not Encoding.bias
-
-
 def _offers(pe, hook: str) -> bool:
     from .encodings.base import Encoding
 
@@ -333,7 +327,8 @@ def plan(backend: str, pe, q, ctx, attention_mask, output_attentions: bool = Fal
             log_once(f"attn_backend='triton': no fused kernel for pe={pe.name!r} on {q.device.type}: using sdpa")
     if backend == "flash":
         plain = ctx.past_length == 0 or ctx.query_length == 1
-        if flash_available(q) and not padded and plain and (not _has_bias(pe) or pe.flash_alibi_slopes() is not None):
+        fits = pe.flash_alibi_slopes() is not None or not _offers(pe, "bias_blocks")  # else: flex / blocked
+        if flash_available(q) and not padded and plain and fits:
             return "flash"
         log_once(f"attn_backend='flash' unavailable for pe={pe.name!r} here: using sdpa")
     if _offers(pe, "bias_blocks"):
@@ -358,8 +353,13 @@ def attend(how: str, pe, layer: int, q, k, v, ctx, allowed):
         if out is not None:
             return out, None
         how = "sdpa"
-    if how == "flash":
-        return flash_attention(q, k, v, alibi_slopes=pe.flash_alibi_slopes(), scale=scale), None
+    if how == "flash":  # flash-attn expresses no bias but ALiBi's (an encoding may return none)
+        slopes = pe.flash_alibi_slopes()
+        bias = None if slopes is not None else pe.bias(layer, q, k, ctx)
+        if bias is None:
+            return flash_attention(q, k, v, alibi_slopes=slopes, scale=scale), None
+        log_once(f"attn_backend='flash' cannot express pe={pe.name!r}'s bias: using sdpa")
+        how = "sdpa"
     if how == "flex":
         return flex_bias_attention(q, k, v, pe.score_mod(layer, ctx), scale=scale, state=ctx.state), None
     if how == "blocked":
