@@ -105,8 +105,12 @@ def ctx_for(b, nq, nk, start=0):
 
 @pytest.mark.parametrize("pe,opts", BIAS_PES, ids=IDS)
 @pytest.mark.parametrize("nq,nk,padded", [(13, 13, False), (13, 13, True), (5, 13, False)])
-def test_blocked_function_gradients_of_q_k_v_and_parameters(pe, opts, nq, nk, padded):
-    """The autograd Function itself, GQA (4 query, 2 KV heads), blocks of 4 rows, cache offset."""
+@pytest.mark.parametrize("kernels", ["cpu", "explicit"])
+def test_blocked_function_gradients_of_q_k_v_and_parameters(pe, opts, nq, nk, padded, kernels, monkeypatch):
+    """The autograd Function itself, GQA (4 query, 2 KV heads), blocks of 4 rows, cache offset;
+    with the CPU flash kernels and with the explicit path that other devices take."""
+    if kernels == "explicit":
+        monkeypatch.setattr(attn, "_cpu_kernels", lambda t: False)
     m = model64(pe, opts)
     enc = m.model.pe
     torch.manual_seed(1)
@@ -135,6 +139,7 @@ def test_blocked_function_gradients_of_q_k_v_and_parameters(pe, opts, nq, nk, pa
             torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12, msg=name)
 
 
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 @pytest.mark.parametrize("pe,opts", BIAS_PES, ids=IDS)
 def test_flex_score_mod_equals_reference(pe, opts):
     """FlexAttention with the encoding's score_mod (eager flex: same semantics as compiled, CPU, no grad)."""
@@ -292,3 +297,27 @@ def test_alibi_offers_flash_slopes_others_do_not():
     assert tiny_model("alibi").model.pe.flash_alibi_slopes().tolist() == [0.25, 0.0625, 2**-6, 2**-8]
     for pe in ("t5", "kerple", "fire", "rope", "nope"):
         assert tiny_model(pe).model.pe.flash_alibi_slopes() is None
+
+
+def test_flash_plan_runs_only_biases_flash_can_express(monkeypatch):
+    """A 'flash' plan: ALiBi passes its slopes, a bias-free encoding none, any other bias goes to sdpa."""
+    calls = []
+
+    def fake_flash(q, k, v, *, alibi_slopes=None, scale=None):
+        calls.append(alibi_slopes)
+        return attn.sdpa_attention(q, k, v, scale=scale)
+
+    monkeypatch.setattr(attn, "flash_attention", fake_flash)
+    torch.manual_seed(3)
+    q, k, v = (torch.randn(1, 4, 6, 8, dtype=torch.float64) for _ in range(3))
+    ctx = ctx_for(1, 6, 6)
+    alibi = tiny_model("alibi").model.pe
+    attn.attend("flash", alibi, 0, q, k, v, ctx, None)
+    assert calls[-1].tolist() == [0.25, 0.0625, 2**-6, 2**-8]
+    attn.attend("flash", tiny_model("rope").model.pe, 0, q, k, v, ctx, None)
+    assert calls[-1] is None and len(calls) == 2
+    randpe = tiny_model("randpe", pe_options={"base": "alibi", "max_positions": 64}).model.pe
+    out, _ = attn.attend("flash", randpe, 0, q, k, v, ctx, None)
+    assert len(calls) == 2  # flash-attn's ALiBi would read indices, not randpe's positions
+    ref = attn.eager_attention(q, k, v, bias=randpe.bias(0, q, k, ctx), scale=randpe.scale())[0]
+    torch.testing.assert_close(out, ref)

@@ -158,15 +158,17 @@ class _BlockedBiasAttention(torch.autograd.Function):
         for s in range(0, nq, rows):
             r = slice(s, min(nq, s + rows))
             kv = past + r.stop
-            bias = _masked_block(blocks, allowed, r, kv, past, q.dtype, q.device)
-            if q.device.type == "cpu":
+            cpu = _cpu_kernels(q)
+            wd = q.dtype if cpu else torch.promote_types(q.dtype, torch.float32)
+            bias = _masked_block(blocks, allowed, r, kv, past, wd, q.device)
+            if cpu:
                 o, m = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
                     q[:, :, r], k[:, :, :kv], v[:, :, :kv], attn_mask=bias, scale=scale
                 )
-            else:
-                sc = torch.matmul(q[:, :, r], k[:, :, :kv].transpose(-1, -2)).float() * scale + bias
+            else:  # float32 scores at least (bfloat16 models on a GPU without FlexAttention)
+                sc = torch.matmul(q[:, :, r].to(wd), k[:, :, :kv].to(wd).transpose(-1, -2)).mul_(scale).add_(bias)
                 m = torch.logsumexp(sc, dim=-1)
-                o = torch.matmul(torch.exp(sc - m[..., None]).to(v.dtype), v[:, :, :kv])
+                o = torch.matmul(sc.sub_(m[..., None]).exp_(), v[:, :, :kv].to(wd))
             out[:, :, r], lse[:, :, r] = o, m
         actx.save_for_backward(q, k, v, out, lse, *tensors)
         actx.meta = (scale, rows, allowed, blocks_fn, rep)
@@ -179,6 +181,11 @@ class _BlockedBiasAttention(torch.autograd.Function):
         nq, nk = q.shape[2], k.shape[2]
         past = nk - nq
         wants = [t.requires_grad and t.is_floating_point() for t in tensors]
+        fused = not any(wants) and _cpu_kernels(q)  # a constant bias: the CPU flash kernel
+        dtypes = q.dtype, k.dtype, v.dtype
+        if not fused:  # the explicit backward runs in float32 at least
+            wd = torch.promote_types(q.dtype, torch.float32)
+            q, k, v, out, dout = (t.to(wd) for t in (q, k, v, out, dout))
         dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
         dts = [torch.zeros_like(t) if w else None for t, w in zip(tensors, wants)]
         delta = (dout * out).sum(-1, keepdim=True)
@@ -189,7 +196,7 @@ class _BlockedBiasAttention(torch.autograd.Function):
                 leaves = [t.detach().requires_grad_(w) for t, w in zip(tensors, wants)]
                 bias = _masked_block(_blocks(blocks_fn, leaves), allowed, r, kv, past, q.dtype, q.device)
             qb, kb, vb, dob = q[:, :, r], k[:, :, :kv], v[:, :, :kv], dout[:, :, r]
-            if not any(wants) and q.device.type == "cpu":  # a constant bias: the fused kernel
+            if fused:
                 gq, gk, gv = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
                     dob, qb, kb, vb, out[:, :, r], lse[:, :, r], 0.0, False, attn_mask=bias, scale=scale
                 )
@@ -210,7 +217,13 @@ class _BlockedBiasAttention(torch.autograd.Function):
         if rep > 1:
             dk = dk.view(dk.shape[0], -1, rep, *dk.shape[2:]).sum(2)
             dv = dv.view(dv.shape[0], -1, rep, *dv.shape[2:]).sum(2)
+        dq, dk, dv = (g.to(t) for g, t in zip((dq, dk, dv), dtypes))
         return (None, None, None, None, dq, dk, dv, *dts)
+
+
+def _cpu_kernels(t: torch.Tensor) -> bool:
+    """Whether the CPU flash kernels (forward with log-sum-exp, backward) serve this tensor."""
+    return t.device.type == "cpu"
 
 
 def _blocks(fn, tensors):
@@ -279,12 +292,6 @@ def _causal_mod(b, h, q_idx, kv_idx):
 # -- the one place that decides the back-end ----------------------------------------------------
 
 
-def _has_bias(pe) -> bool:
-    from .encodings.base import Encoding
-
-    return type(pe).bias is not Encoding.bias
-
-
 def _offers(pe, hook: str) -> bool:
     from .encodings.base import Encoding
 
@@ -310,20 +317,15 @@ def plan(backend: str, pe, q, ctx, attention_mask, output_attentions: bool = Fal
             return "fused"
         if not (pe.supports_fused(q) and triton_available(q)):
             log_once(f"attn_backend='triton': no fused kernel for pe={pe.name!r} on {q.device.type}: using sdpa")
-    if backend == "flash":
-        plain = ctx.past_length == 0 or ctx.query_length == 1
-        half = q.dtype in (torch.float16, torch.bfloat16)  # flash-attn's only dtypes (xpos lifts q/k to float32)
-        if (
-            flash_available(q)
-            and half
-            and not padded
-            and plain
-            and (not _has_bias(pe) or pe.flash_alibi_slopes() is not None)
-        ):
-            return "flash"
-        log_once(f"attn_backend='flash' unavailable for pe={pe.name!r} here: using sdpa")
     if _offers(pe, "attention"):  # the encoding computes its own attention (CoPE in query blocks)
         return "own"
+    if backend == "flash":
+        plain = ctx.past_length == 0 or ctx.query_length == 1
+        fits = pe.flash_alibi_slopes() is not None or not _offers(pe, "bias_blocks")  # else: flex / blocked
+        half = q.dtype in (torch.float16, torch.bfloat16)  # flash-attn's only dtypes (xpos lifts q/k to float32)
+        if flash_available(q) and half and not padded and plain and fits:
+            return "flash"
+        log_once(f"attn_backend='flash' unavailable for pe={pe.name!r} here: using sdpa")
     if _offers(pe, "bias_blocks"):
         can_flex = _offers(pe, "score_mod") and flex_available(q) and whole
         if backend == "flex" and not can_flex:
@@ -351,8 +353,13 @@ def attend(how: str, pe, layer: int, q, k, v, ctx, allowed):
         if out is not None:
             return out, None
         how = "sdpa"
-    if how == "flash":
-        return flash_attention(q, k, v, alibi_slopes=pe.flash_alibi_slopes(), scale=scale), None
+    if how == "flash":  # flash-attn expresses no bias but ALiBi's (an encoding may return none)
+        slopes = pe.flash_alibi_slopes()
+        bias = None if slopes is not None else pe.bias(layer, q, k, ctx)
+        if bias is None:
+            return flash_attention(q, k, v, alibi_slopes=slopes, scale=scale), None
+        log_once(f"attn_backend='flash' cannot express pe={pe.name!r}'s bias: using sdpa")
+        how = "sdpa"
     if how == "flex":
         return flex_bias_attention(q, k, v, pe.score_mod(layer, ctx), scale=scale, state=ctx.state), None
     if how == "blocked":
