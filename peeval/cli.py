@@ -353,10 +353,11 @@ def cmd_adapt(args) -> int:
 
 
 def _add_train_parsers(sub) -> None:
-    from .models.encodings import ENCODINGS
+    # the encoding names without importing torch/transformers: `peeval eval` starts without them
+    from ._lm_eval_hook import encoding_names
 
     t = sub.add_parser("train", help="pretrain a checkpoint for one encoding (text corpus or a diagnostic task)")
-    t.add_argument("--pe", required=True, choices=sorted(ENCODINGS))
+    t.add_argument("--pe", required=True, choices=sorted(encoding_names()))
     t.add_argument("--pe_options", default=None, help="JSON object, e.g. '{\"mlp_update\": false}'")
     t.add_argument("--task", default=None, help="a diagnostic task (default: text pretraining)")
     t.add_argument("--profile", default="cpu", help="smoke, cpu (default) or paper")
