@@ -14,6 +14,7 @@ import argparse
 import datetime as dt
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -268,6 +269,8 @@ def _evaluate(args, metadata: dict, limit, model_args: dict, out: Path) -> int:
     from lm_eval import evaluator
     from lm_eval.api.registry import get_model
 
+    # lm-eval's two-line hint on every custom-dataset task (peeval's read --metadata already)
+    logging.getLogger("lm_eval.api.task").addFilter(lambda r: "Custom kwargs can be passed" not in r.getMessage())
     tm = task_manager(args.tasks, metadata or None)
     _build_tasks_first(tm, args.tasks)
     try:
