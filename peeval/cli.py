@@ -14,6 +14,7 @@ import argparse
 import datetime as dt
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -253,11 +254,27 @@ def cmd_eval(args) -> int:
         return _fail("eval", e)
 
 
+def _build_tasks_first(tm, names: list[str]) -> None:
+    """Build the tasks now, before any weights are read (bad task metadata fails in a second), and
+    hand these same objects to ``simple_evaluate``'s one ``tm.load(names)`` call."""
+    loaded = [tm.load(list(names))]
+
+    def load(task_list):
+        if loaded and list(task_list) == list(names):
+            return loaded.pop()
+        return type(tm).load(tm, task_list)
+
+    tm.load = load
+
+
 def _evaluate(args, metadata: dict, limit, model_args: dict, out: Path) -> int:
     from lm_eval import evaluator
     from lm_eval.api.registry import get_model
 
+    # lm-eval's two-line hint on every custom-dataset task (peeval's read --metadata already)
+    logging.getLogger("lm_eval.api.task").addFilter(lambda r: "Custom kwargs can be passed" not in r.getMessage())
     tm = task_manager(args.tasks, metadata or None)
+    _build_tasks_first(tm, args.tasks)
     try:
         model_cls = get_model(args.model)
     except (ValueError, KeyError) as e:
