@@ -207,6 +207,15 @@ def test_xpos_float16_model_at_max_length_finite_and_close_to_float32():
         out = m.half()(x).logits.float()
     assert torch.isfinite(out).all()
     assert (out - ref).abs().max() < 0.05 * ref.abs().max()  # float16 round-off of a 2-layer model
+    # KV-cache decoding in float16 (float32 keys in the cache) equals the full forward
+    h = m.half()
+    with torch.no_grad():
+        step = h(x[:, :500], use_cache=True)
+        steps = [step.logits]
+        for t in range(500, 512):
+            step = h(x[:, t : t + 1], past_key_values=step.past_key_values, use_cache=True)
+            steps.append(step.logits)
+    torch.testing.assert_close(torch.cat(steps, 1).float(), out, atol=1e-2, rtol=1e-2)
 
 
 # -- randpe -------------------------------------------------------------------------------

@@ -267,7 +267,7 @@ def _rope64(monkeypatch):
     monkeypatch.setattr(rope.RoPE, "cos_sin", cos_sin)
 
 
-@pytest.mark.parametrize("opts", [{}, {"sep_keys": True}, {"npos_max": 3}])
+@pytest.mark.parametrize("opts", [{}, {"sep_keys": True}, {"val_gates": True}, {"npos_max": 3}])
 def test_with_rope_is_relative_float64(monkeypatch, opts):
     """CoPE + RoPE: shifting every position by 5 leaves the logits (float64) unchanged: the
     gates see rotated q·k (relative), z = q·e the un-rotated q."""

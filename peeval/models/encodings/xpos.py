@@ -16,8 +16,8 @@ Half precision. Any split of ζ^((i−j)/γ) into a q factor and a k factor span
 ζ_0^(∓N/2γ) over N positions (ζ_0 = 0.4/1.4): 3.5^8 ≈ 2·10^4 at N = 8192, γ = 512, so in
 float16 (max 65504) the scaled q of early and the k of late positions overflow to inf
 (NaN attention), whatever the centre. So for float16 inputs the scaled q/k are returned
-in float32 (the attention then runs in float32 for this encoding; the value cache stays
-float16); bfloat16 has float32's range and stays. Scales are computed in float32, or in
+in float32 (the attention, and transformers' KV cache, then hold float32 for this
+encoding); bfloat16 has float32's range and stays. Scales are computed in float32, or in
 float64 for float64 inputs, so that exact checks see only the ratio's round-off. float32
 itself holds the scales until |p − o| ≈ 70γ (ζ_0^(−70) ≈ 10^38).
 """
