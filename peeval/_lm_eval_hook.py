@@ -104,7 +104,7 @@ class _PendingPeeval(dict):
 
     Registering ``PeevalConfig`` for real imports ``LlamaConfig``, which pulls ~1000 modules
     (torch._dynamo, ...) into every process that merely imports an Auto class. So ``peeval``
-    answers ``in`` at once and imports ``peeval.models`` (which registers itself through
+    answers ``in`` at once and ``peeval.models`` is imported and registered (through
     ``AutoConfig.register``) only when it is looked up.
     """
 
@@ -112,10 +112,23 @@ class _PendingPeeval(dict):
         super().__init__(entries)
         self.pending = "peeval" not in entries
 
-    def _load(self) -> None:
-        if self.pending:
+    def _load(self, strict: bool = True) -> None:
+        if not self.pending:
+            return
+        self.pending = False
+        try:
+            from peeval.models import register_config
+
+            register_config()  # AutoConfig.register stores PeevalConfig in this dict
+        except Exception as e:
+            if strict:  # looking up "peeval" itself: the error is the answer
+                raise
+            print(f"peeval: could not register with transformers ({e!r})", file=sys.stderr)
+
+    def __setitem__(self, key, value) -> None:
+        if key == "peeval":
             self.pending = False
-            import peeval.models  # noqa: F401  (registers PeevalConfig into this dict)
+        super().__setitem__(key, value)
 
     def __contains__(self, key) -> bool:
         return (key == "peeval" and self.pending) or super().__contains__(key)
@@ -131,12 +144,12 @@ class _PendingPeeval(dict):
     def keys(self):
         return [*super().keys(), *(["peeval"] if self.pending else [])]
 
-    def values(self):
-        self._load()
+    def values(self):  # a scan over every registered config (never break it for others)
+        self._load(strict=False)
         return super().values()
 
     def items(self):
-        self._load()
+        self._load(strict=False)
         return super().items()
 
 

@@ -200,6 +200,23 @@ print(json.dumps({{**out, "logits": logits.tolist()}}))
     torch.testing.assert_close(torch.tensor(out["logits"]), want, rtol=0, atol=1e-6)
 
 
+def test_auto_config_knows_peeval_before_loading_it(monkeypatch):
+    """The hook's stand-in for transformers' registered configs: named at once, loaded on lookup."""
+    from transformers.models.auto import configuration_auto as ca
+
+    from peeval._lm_eval_hook import _PendingPeeval
+    from peeval.models import PeevalConfig
+
+    plain = {k: v for k, v in dict.items(ca.CONFIG_MAPPING._extra_content) if k != "peeval"}
+    monkeypatch.setattr(ca.CONFIG_MAPPING, "_extra_content", _PendingPeeval(plain))
+    extra = ca.CONFIG_MAPPING._extra_content
+    assert "peeval" in ca.CONFIG_MAPPING and "peeval" in list(ca.CONFIG_MAPPING.keys()) and extra.pending
+    assert "nonesuch" not in ca.CONFIG_MAPPING
+    assert ca.CONFIG_MAPPING["peeval"] is PeevalConfig and not extra.pending
+    assert ca.CONFIG_MAPPING.keys().count("peeval") == 1
+    assert type(ca.AutoConfig.for_model("peeval", pe="t5")) is PeevalConfig
+
+
 # -- 3. lm-eval entry points --------------------------------------------------------------
 
 
