@@ -382,4 +382,5 @@ def test_gpu_profile_smoke_twin_runs_on_the_cpu(tmp_path):
     for t in targets:
         assert f"Running stage '{t}'" in log, t
     for s in e["pretrain"]:
-        assert (work / "results" / "pretrain" / enc / s / s / "results.json").is_file(), s
+        res = json.loads((work / "results" / "pretrain" / enc / s / "results.json").read_text())
+        assert res["results"] and res["peeval"]["world_size"] == 1, s
