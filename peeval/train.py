@@ -6,7 +6,8 @@ a resumed run reads exactly what an uninterrupted one would. AdamW, linear warmu
 cosine decay to ``min_lr_ratio``, gradient clipping and accumulation, bf16 autocast on
 GPU (through ``accelerate``; multi-GPU with ``accelerate launch -m peeval.cli train``),
 periodic validation loss, ``train_state.pt`` (model, optimizer, scheduler, RNG, curve)
-written atomically every ``save_every`` steps and resumed from automatically.
+written atomically every ``save_every`` steps and resumed from automatically, only by the same run
+(everything that defines it is recorded in the state and compared).
 
 Outputs in ``out_dir``: the HF model (config.json, model.safetensors), the tokenizer,
 ``train_curve.csv`` (step,tokens,lr,train_loss,val_loss,elapsed_s) and ``train_summary.json``.
