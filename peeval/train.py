@@ -146,6 +146,8 @@ def train_bpe(texts: list[str], vocab_size: int):
 def build_tokenizer(out_dir: str | os.PathLike, profile: str = "cpu", **overrides):
     """Build the profile's tokenizer (``bpe``: trained on the profile's training text; ``gpt2``:
     the mirror's files) and save it in ``out_dir``. Returns the tokenizer."""
+    if Path(out_dir).exists() and not Path(out_dir).is_dir():
+        raise ValueError(f"--out {out_dir}: is a file, allowed a folder")
     prof = get_profile("train", profile, overrides)
     if prof["tokenizer"] == "gpt2":
         tok = gpt2_tokenizer()

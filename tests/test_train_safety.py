@@ -128,7 +128,7 @@ def test_resume_refuses_a_different_run_naming_the_key(change, key, corpus, tok_
         other = tmp_path.parent / f"{tmp_path.name}-tok"
         tr.train_bpe([TEXT], 300).save_pretrained(other)  # 200 tokens: the bytes only
         change["tokenizer"] = str(other)
-    with pytest.raises(tr.ResumeMismatch, match=key) as e:
+    with pytest.raises(ValueError, match=key) as e:  # a ResumeMismatch
         tr.run_train(tmp_path, pe, **{**kw, **change})
     assert "\n" not in str(e.value) and "--overwrite" in str(e.value)
     assert (tmp_path / tr.STATE_FILE).read_bytes() == state and not (tmp_path / "model.safetensors").exists()
@@ -137,7 +137,7 @@ def test_resume_refuses_a_different_run_naming_the_key(change, key, corpus, tok_
 def test_resume_refuses_a_diagnostic_task_on_a_text_state(corpus, tok_dir, tmp_path, capsys):
     kw = dict(profile="smoke", tokenizer=tok_dir, corpus=corpus, **TINY)
     tr.run_train(tmp_path, "rope", stop_after=3, **kw)
-    with pytest.raises(tr.ResumeMismatch, match="task: None there, 'addition' now"):
+    with pytest.raises(ValueError, match="task: None there, 'addition' now"):
         tr.run_train(tmp_path, "rope", task="addition", profile="smoke", steps=6)
     # the CLI: the same refusal as one line, exit 2
     capsys.readouterr()
@@ -338,3 +338,25 @@ def test_adapt_refuses_a_finished_adapter_and_bad_settings(tiny_llama, corpus, t
         assert main(args + ["--profile", "smoke", "--set", setting]) == 2
         one_error_line(capsys, f"--set {setting.split('=')[0]}=", allowed)
     assert not (tmp_path / "x").exists()
+
+
+def test_pipeline_stage_bad_params_is_one_line(tmp_path):
+    """`dvc repro` runs pipelines/train.py: a bad params.yaml value is one line naming it, exit 2."""
+    import subprocess
+
+    import yaml
+
+    root = Path(__file__).resolve().parent.parent
+    p = yaml.safe_load((root / "params" / "smoke.yaml").read_text())
+    p["data"]["root"] = str(tmp_path)  # not read before the settings are checked
+    p["train"]["set"] = {"steps": 0}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(p))
+    env = {k: v for k, v in os.environ.items() if k != "PEEVAL_DATA_MIRROR"}
+    r = subprocess.run(
+        [sys.executable, str(root / "pipelines" / "train.py"), "rope"], cwd=tmp_path, env=env, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr[-2000:]
+    err = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(err) == 1 and "train@rope" in err[0] and "--set steps=0" in err[0], err
+    assert not (tmp_path / "checkpoints").exists() and not (tmp_path / ".resume").exists()

@@ -55,7 +55,8 @@ def test_killed_dvc_repro_resumes_and_equals_uninterrupted(tmp_path):
     t0 = time.time()
     while not state.exists() and proc.poll() is None and time.time() - t0 < 600:
         time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGKILL)  # dvc and the stage's python: the whole process group
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)  # dvc and the stage's python: the whole process group
     proc.wait()
     assert state.exists(), "no resume state outside the stage's outputs after the kill"
     assert not (out / "model.safetensors").exists(), "the stage finished before the kill"
