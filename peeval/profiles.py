@@ -16,6 +16,7 @@ GPT-2-small shape with nanoGPT's optimisation (lr 6e-4, ~0.5M tokens per step): 
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 #: model shape + optimisation + data, per profile (text pretraining)
@@ -324,13 +325,146 @@ def get_profile(kind: str, name: str, overrides: dict | None = None) -> dict[str
         if key not in prof:
             raise ValueError(f"unknown {kind} setting {key!r} for --set: allowed {', '.join(sorted(prof))}")
         prof[key] = value
+    return validate_profile(kind, prof)
+
+
+# -- what each setting allows (checked where settings enter: profile + overrides) ------------------
+def _int(lo: int, none: bool = False):
+    return ("int", lo, none)
+
+
+def _num(lo: float, hi: float | None = None, lo_open: bool = False, none: bool = False):
+    return ("num", lo, hi, lo_open, none)
+
+
+_COMMON = dict(
+    batch_size=_int(1),
+    grad_accum=_int(1),
+    lr=_num(0.0, lo_open=True),
+    warmup_steps=_int(0),
+    eval_batches=_int(1),
+)
+_MODEL = dict(
+    hidden_size=_int(1),
+    intermediate_size=_int(1),
+    num_hidden_layers=_int(1),
+    num_attention_heads=_int(1),
+    num_key_value_heads=_int(1),
+    steps=_int(1),
+    min_lr_ratio=_num(0.0, 1.0),
+    weight_decay=_num(0.0),
+    betas=("betas",),
+    grad_clip=_num(0.0, none=True),
+    eval_every=_int(1),
+    save_every=_int(1),
+    rope_theta=_num(0.0, lo_open=True),
+    tie_word_embeddings=("bool",),
+)
+#: per kind: setting -> rule (settings without a rule are strings or free-form)
+RULES: dict[str, dict[str, tuple]] = {
+    "train": {
+        **_COMMON,
+        **_MODEL,
+        "seq_len": _int(2),
+        "tokenizer": ("choice", "bpe", "gpt2"),
+        "vocab_size": _int(1),
+        "corpus": ("str",),
+        "train_chars": _int(1, none=True),
+        "val_docs": _int(1),
+        "val_chars": _int(1, none=True),
+    },
+    "diag": {
+        **_COMMON,
+        **_MODEL,
+        "train_examples": _int(1),
+        "val_examples": _int(1),
+        "task_params": ("dict",),
+        "gen_profile": ("choice", "cpu", "paper"),
+    },
+    "adapt": {
+        **_COMMON,
+        "seq_len": _int(2),
+        "steps": _int(0),  # 0: a training-free rescaling (pi, yarn), only the validation loss
+        "factor": _num(0.0, lo_open=True),
+        "theta": _num(0.0, lo_open=True, none=True),
+        "tape_pi": ("bool",),
+        "tape_extra_trainable": ("str",),
+        "gguf_file": ("str", True),
+        "max_layers": _int(1, none=True),
+        "corpus": ("str",),
+        "train_chars": _int(1, none=True),
+        "val_docs": _int(1),
+        "val_chars": _int(1, none=True),
+    },
+}
+
+
+def _describe(rule: tuple) -> str:
+    kind = rule[0]
+    if kind == "int":
+        return f"an integer >= {rule[1]}" + (" or null" if rule[2] else "")
+    if kind == "num":
+        _, lo, hi, lo_open, none = rule
+        rng = f"a number {'>' if lo_open else '>='} {lo:g}" + (f" and <= {hi:g}" if hi is not None else "")
+        return rng + (" or null" if none else "")
+    if kind == "choice":
+        return " or ".join(repr(c) for c in rule[1:])
+    if kind == "betas":
+        return "two numbers in [0, 1), e.g. [0.9, 0.95]"
+    return {"bool": "true or false", "dict": "a JSON object", "str": "a string"}[kind] + (
+        " or null" if len(rule) > 1 and rule[1] is True else ""
+    )
+
+
+def _check(rule: tuple, v: Any) -> tuple[bool, Any]:
+    """(valid?, the value to use): integral floats (``1e3``) become ints, tuples stay tuples."""
+    import math
+
+    kind = rule[0]
+    if v is None:
+        return (kind == "int" and rule[2]) or (kind == "num" and rule[4]) or (kind == "str" and len(rule) > 1), v
+    if kind == "int":
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        return isinstance(v, int) and not isinstance(v, bool) and v >= rule[1], v
+    if kind == "num":
+        _, lo, hi, lo_open, _ = rule
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            return False, v
+        return (v > lo if lo_open else v >= lo) and (hi is None or v <= hi), v
+    if kind == "choice":
+        return v in rule[1:], v
+    if kind == "betas":
+        ok = isinstance(v, (list, tuple)) and len(v) == 2
+        ok = ok and all(isinstance(b, (int, float)) and not isinstance(b, bool) and 0 <= b < 1 for b in v)
+        return ok, tuple(v) if ok else v
+    return isinstance(v, {"bool": bool, "dict": dict, "str": str}[kind]), v
+
+
+def validate_profile(kind: str, prof: dict[str, Any]) -> dict[str, Any]:
+    """Every setting in its allowed range (``steps=0`` would write an untrained checkpoint,
+    ``eval_every=0`` divide by zero): an error names the setting, its value and what is allowed."""
+    for key, rule in RULES[kind].items():
+        if key in prof:
+            ok, value = _check(rule, prof[key])
+            if not ok:
+                shown = json.dumps(prof[key], default=str)
+                raise ValueError(f"--set {key}={shown}: allowed {_describe(rule)} ({kind} setting)")
+            prof[key] = value
+    if "num_attention_heads" in prof:
+        h, kv, d = prof["num_attention_heads"], prof["num_key_value_heads"], prof["hidden_size"]
+        if d % h:
+            raise ValueError(f"--set hidden_size={d}: allowed a multiple of num_attention_heads={h} ({kind} setting)")
+        if h % kv:
+            raise ValueError(
+                f"--set num_key_value_heads={kv}: allowed a divisor of num_attention_heads={h} ({kind} setting)"
+            )
     return prof
 
 
 def parse_set(items: list[str] | None) -> dict[str, Any]:
     """``key=value`` strings from ``--set``; values parsed as JSON when possible (``steps=10``,
     ``lr=1e-3``, ``corpus=local/x``)."""
-    import json
 
     out: dict[str, Any] = {}
     for item in items or []:

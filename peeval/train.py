@@ -7,7 +7,8 @@ cosine decay to ``min_lr_ratio``, gradient clipping and accumulation, bf16 autoc
 GPU (through ``accelerate``; several processes with ``torchrun`` / ``accelerate launch``: they
 split each global batch and train what one process trains, README "Beyond one machine"),
 periodic validation loss, ``train_state.pt`` (model, optimizer, scheduler, RNG, curve)
-written atomically every ``save_every`` steps and resumed from automatically.
+written atomically every ``save_every`` steps and resumed from automatically, only by the same run
+(everything that defines it is recorded in the state and compared).
 
 Outputs in ``out_dir``: the HF model (config.json, model.safetensors), the tokenizer,
 ``train_curve.csv`` (step,tokens,lr,train_loss,val_loss,elapsed_s) and ``train_summary.json``.
@@ -35,6 +36,15 @@ from .profiles import get_profile
 EOS = "<|endoftext|>"
 CURVE_COLUMNS = ("step", "tokens", "lr", "train_loss", "val_loss", "elapsed_s")
 STATE_FILE = "train_state.pt"
+#: the files that mark a finished ``peeval train`` checkpoint
+FINISHED_FILES = ("model.safetensors", "train_summary.json")
+#: what ``overwrite=True`` deletes before training (config and tokenizer files are replaced at the end)
+OVERWRITTEN_FILES = ("model*.safetensors", "model.safetensors.index.json", "train_summary.json", "train_curve.csv")
+MAX_SEED = 2**32 - 1  # numpy's seed range (transformers.set_seed seeds numpy too)
+
+
+class ResumeMismatch(ValueError):
+    """The resume state was written by a different run (encoding, settings, seed, tokenizer...)."""
 
 
 # -- small file helpers ---------------------------------------------------------------
@@ -138,6 +148,8 @@ def train_bpe(texts: list[str], vocab_size: int):
 def build_tokenizer(out_dir: str | os.PathLike, profile: str = "cpu", **overrides):
     """Build the profile's tokenizer (``bpe``: trained on the profile's training text; ``gpt2``:
     the mirror's files) and save it in ``out_dir``. Returns the tokenizer."""
+    if Path(out_dir).exists() and not Path(out_dir).is_dir():
+        raise ValueError(f"--out {out_dir}: is a file, allowed a folder")
     prof = get_profile("train", profile, overrides)
     if prof["tokenizer"] == "gpt2":
         tok = gpt2_tokenizer()
@@ -370,11 +382,16 @@ def fit(
     *,
     stop_after: int | None = None,
     desc: str = "train",
+    identity: dict | None = None,
+    state_path: Path | None = None,
 ) -> dict:
     """The shared optimisation loop; returns {steps, tokens, train_time_s, final_val_loss, ...}.
 
-    Resumes from ``out_dir/train_state.pt`` when it exists. ``stop_after`` (tests: simulate an
-    interruption) ends the run after that many steps without finishing it.
+    Resumes from ``state_path`` (default ``out_dir/train_state.pt``) when it exists and was
+    written by the same run (``identity``: everything that defines it; a difference raises
+    ResumeMismatch naming the keys). The state is left in place: the caller deletes it once its
+    own outputs are written. ``stop_after`` (tests: simulate an interruption) ends the run after
+    that many steps without finishing it.
     """
     from tqdm import tqdm
 
@@ -403,14 +420,13 @@ def fit(
     # per optimizer step (it assumes each process adds a full batch), but here the processes split
     # one global batch, so one optimizer step is one schedule step (issue 19's 2-process drift).
     model, opt = acc.prepare(model, opt)
-    state_path = out_dir / STATE_FILE
+    state_path = Path(state_path) if state_path is not None else out_dir / STATE_FILE
+    run = _jsonable({**(identity or {}), "settings": prof, "seed": seed})
     start, rows, tokens, elapsed_before = 0, [], 0, 0.0
     if state_path.exists():
-        st = torch.load(state_path, weights_only=False, map_location="cpu")
-        if st.get("prof") != _jsonable(prof) or st.get("seed") != seed:
-            raise ValueError(
-                f"{state_path} was written with different settings or seed: remove it (or the folder) to start anew"
-            )
+        st = load_state(state_path)
+        check_same_run(state_path, st.get("run"), run)
+        print(f"{desc}: resuming from step {st['step']} of {state_path}", file=sys.stderr, flush=True)
         acc.unwrap_model(model).load_state_dict(st["model"])
         opt.load_state_dict(st["optimizer"])
         sched.load_state_dict(st["scheduler"])
@@ -471,7 +487,7 @@ def fit(
         bar.set_postfix(loss=f"{train_loss:.3f}", **({"val": f"{val_loss:.3f}"} if val_loss is not None else {}))
         bar.update(1)
         if acc.is_main_process and (done % prof["save_every"] == 0 and done < steps):
-            _save_state(state_path, acc.unwrap_model(model), opt, sched, done, rows, tokens, elapsed, prof, seed)
+            _save_state(state_path, acc.unwrap_model(model), opt, sched, done, rows, tokens, elapsed, prof, seed, run)
             _write_curve(out_dir / "train_curve.csv", rows)
         if stop_after is not None and done >= stop_after and done < steps:
             bar.close()
@@ -483,7 +499,6 @@ def fit(
     if acc.is_main_process:
         save_model(acc.unwrap_model(model))
         _write_curve(out_dir / "train_curve.csv", rows)
-        state_path.unlink(missing_ok=True)
         print(f"peeval: checkpoint written to {out_dir} by process {rank} of {world}", file=sys.stderr)
     acc.wait_for_everyone()  # no process returns before the checkpoint is complete
     return {
@@ -503,7 +518,8 @@ def _jsonable(prof: dict) -> dict:
     return json.loads(json.dumps(prof, default=str))
 
 
-def _save_state(path, model, opt, sched, step, rows, tokens, elapsed, prof, seed) -> None:
+def _save_state(path, model, opt, sched, step, rows, tokens, elapsed, prof, seed, run) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     atomic_torch_save(
         {
             "model": model.state_dict(),
@@ -516,9 +532,100 @@ def _save_state(path, model, opt, sched, step, rows, tokens, elapsed, prof, seed
             "elapsed_s": elapsed,
             "prof": _jsonable(prof),
             "seed": seed,
+            "run": run,
         },
         path,
     )
+
+
+def load_state(path: Path) -> dict:
+    """``train_state.pt`` as a dict; a truncated or foreign file is one error naming it."""
+    try:
+        st = torch.load(path, weights_only=False, map_location="cpu")
+    except Exception as e:  # torch raises RuntimeError / EOFError / UnpicklingError for a damaged file
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise ValueError(
+            f"{path}: cannot read the resume state, truncated or corrupt ({first}): delete it, or start anew "
+            "with --overwrite"
+        ) from e
+    need = ("model", "optimizer", "scheduler", "rng", "step", "rows", "tokens", "elapsed_s")
+    if not isinstance(st, dict) or any(k not in st for k in need):
+        raise ValueError(f"{path}: not a peeval resume state (no {', '.join(need)}): delete it, or use --overwrite")
+    return st
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def check_same_run(path: Path, old: dict | None, new: dict) -> None:
+    """Refuse to resume a state whose run differs from this one, naming every differing key."""
+    if old is None:
+        raise ResumeMismatch(
+            f"{path} was written by an older peeval that did not record the run's settings: delete it, or start "
+            "anew with --overwrite"
+        )
+    a, b = _flatten(old), _flatten(new)
+    missing = object()
+    # what the user names (pe, task, seed, tokenizer...) first, then settings, then derived model fields
+    rank = {"settings": 1, "model_config": 2}
+    diff = sorted(
+        (k for k in a.keys() | b.keys() if a.get(k, missing) != b.get(k, missing)),
+        key=lambda k: (rank.get(k.split(".")[0], 0), k),
+    )
+    if diff:
+        shown = "; ".join(f"{k}: {a.get(k, '<absent>')!r} there, {b.get(k, '<absent>')!r} now" for k in diff[:6])
+        more = f"; and {len(diff) - 6} more" if len(diff) > 6 else ""
+        raise ResumeMismatch(
+            f"{path} belongs to a different run ({shown}{more}): rerun with the same settings to resume, or "
+            "start anew with --overwrite"
+        )
+
+
+def drop_state(state_path: Path, keep_dir: Path) -> None:
+    """Delete a finished run's resume state (and its folder when it is a separate, now empty one)."""
+    state_path = Path(state_path)
+    state_path.unlink(missing_ok=True)
+    Path(str(state_path) + ".tmp").unlink(missing_ok=True)
+    d = state_path.parent
+    if d.resolve() != Path(keep_dir).resolve() and d.is_dir() and not any(d.iterdir()):
+        d.rmdir()
+
+
+def tokenizer_fingerprint(tok) -> str:
+    """A short hash of the tokenizer's vocabulary and rules (a resumed run must tokenise alike)."""
+    import hashlib
+
+    backend = getattr(tok, "backend_tokenizer", None)
+    text = backend.to_str() if backend is not None else json.dumps(sorted(tok.get_vocab().items()))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def check_out_dir(out: Path, finished_files: tuple[str, ...], state_path: Path, overwrite: bool, flag: str) -> None:
+    """Refuse an ``--out`` that is a file, or that holds a finished run, unless ``overwrite``."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: is a file, allowed a folder (new or holding a checkpoint to resume)")
+    done = [f for f in finished_files if (out / f).exists()]
+    if done and not overwrite and not state_path.exists():
+        raise ValueError(
+            f"--out {out} already holds a finished run ({', '.join(done)}): pass {flag} to replace it, or "
+            "choose another folder"
+        )
+
+
+def clear_for_overwrite(out: Path, state_path: Path, patterns: tuple[str, ...]) -> None:
+    """``--overwrite``: delete the previous run's resume state and finished outputs before training."""
+    Path(state_path).unlink(missing_ok=True)
+    for pat in patterns:
+        for f in out.glob(pat):
+            if f.is_file():
+                f.unlink()
 
 
 def _seed_all(seed: int) -> None:
@@ -537,6 +644,9 @@ def run_train(
     seed: int = 0,
     tokenizer: str | os.PathLike | None = None,
     *,
+    overwrite: bool = False,
+    resume_dir: str | os.PathLike | None = None,
+    settings: dict | None = None,
     stop_after: int | None = None,
     **overrides,
 ) -> dict:
@@ -545,15 +655,30 @@ def run_train(
     ``task=None``: text pretraining on the profile's corpus (tokenizer from ``tokenizer`` DIR,
     else built as ``build_tokenizer`` does and saved with the checkpoint). ``task=<diagnostic>``:
     a diagnostic of ``peeval.tasks.diagnostics.generators`` with its own word-level tokenizer.
-    ``overrides`` replace profile settings (``steps=20``, ``lr=1e-3``...).
-    """
-    from .models.encodings import ENCODINGS
+    ``settings`` and ``overrides`` replace profile settings (``steps=20``, ``lr=1e-3``...);
+    ``settings`` can also hold the profile's own ``tokenizer`` (bpe/gpt2), which as a keyword
+    would name the tokenizer folder.
 
+    An ``out_dir`` holding a finished checkpoint is refused unless ``overwrite`` (which also
+    discards any resume state: training starts from step 0). The resume state
+    (``train_state.pt``) lives in ``resume_dir`` (default ``out_dir``): the DVC stages keep it
+    outside their declared outputs, which DVC deletes before rerunning a stage. Every bad input
+    raises ValueError before anything is written.
+    """
+    from .models.encodings import ENCODINGS, get_encoding_class
+    from .models.encodings.base import resolve_options
+
+    overrides = {**(settings or {}), **overrides}
     if pe not in ENCODINGS:
         raise ValueError(f"unknown pe {pe!r}: allowed {', '.join(sorted(ENCODINGS))}")
     check_launch()  # before anything is written
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"--seed {seed!r}: allowed an integer from 0 to {MAX_SEED}")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    state_path = Path(resume_dir if resume_dir is not None else out) / STATE_FILE
+    check_out_dir(out, FINISHED_FILES, state_path, overwrite, "--overwrite")
+    if task is not None and tokenizer:
+        raise ValueError(f"--tokenizer {tokenizer}: allowed only for text pretraining (--task {task} has its own)")
     if task is not None:
         from .train_diagnostics import prepare_diagnostic
 
@@ -577,6 +702,15 @@ def run_train(
     cfg = model_config(prof, pe, pe_options, vocab, max_len, tok)
     model = PeevalForCausalLM(cfg)
     params = count_params(model)
+    skip = {"pe", "pe_options", "transformers_version", *prof}  # recorded once, below or in the settings
+    identity = {
+        "pe": pe,
+        "pe_options": resolve_options(get_encoding_class(pe), cfg.pe_options, pe),
+        "task": task,
+        "profile": profile,
+        "tokenizer": tokenizer_fingerprint(tok),
+        "model_config": {k: v for k, v in cfg.to_dict().items() if k not in skip},
+    }
 
     def save_model(m) -> None:
         def write(tmp: Path) -> None:
@@ -585,7 +719,21 @@ def run_train(
 
         save_dir_atomically(out, write)
 
-    res = fit(model, batches, prof, out, seed, save_model, stop_after=stop_after, desc=f"train {pe}")
+    if overwrite:
+        clear_for_overwrite(out, state_path, OVERWRITTEN_FILES)
+    out.mkdir(parents=True, exist_ok=True)
+    res = fit(
+        model,
+        batches,
+        prof,
+        out,
+        seed,
+        save_model,
+        stop_after=stop_after,
+        desc=f"train {pe}",
+        identity=identity,
+        state_path=state_path,
+    )
     if "interrupted_at" in res:
         return res
     summary = {
@@ -611,6 +759,7 @@ def run_train(
         summary["final_val_exact_match"] = res["final_val_exact_match"]
     if res["is_main_process"]:  # written once, not by every process of a launch
         atomic_write_text(out / "train_summary.json", json.dumps(summary, indent=1))
+        drop_state(state_path, out)
     return summary
 
 

@@ -3,6 +3,7 @@
 import sys
 
 from common import ADAPT, params, use_mirror
+from resume import RESUME, fail, resumable
 
 from peeval.adapt import run_adapt
 
@@ -11,5 +12,10 @@ if __name__ == "__main__":
     p = params()
     use_mirror()
     overrides = p["adapt"]["train"].get("set") or {}
-    s = run_adapt(ADAPT / method, method, profile=p["profile"], seed=p["seed"], **overrides)
+    try:
+        s = resumable(lambda rd: run_adapt(ADAPT / method, method, profile=p["profile"], seed=p["seed"],
+                                           resume_dir=rd, **overrides),
+                      RESUME / "adapt" / method, f"adapt@{method}")  # fmt: skip
+    except (ValueError, FileNotFoundError) as e:
+        fail(f"adapt@{method}", "profile, seed, adapt.train", e)
     print(f"adapt {method}: {s.get('trainable_params')} trainable parameters, {s.get('steps')} steps")

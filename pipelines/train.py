@@ -1,8 +1,10 @@
-"""Stage `train@<encoding>`: pretrain one encoding (same data, budget and settings for all)."""
+"""Stage `train@<encoding>`: pretrain one encoding (same data, budget and settings for all).
+A killed run resumes from its last saved step when the stage is run again (see resume.py)."""
 
 import sys
 
 from common import PRETRAIN, TOKENIZER, entry, params, use_mirror
+from resume import RESUME, fail, resumable
 
 from peeval.train import run_train
 
@@ -12,6 +14,11 @@ if __name__ == "__main__":
     use_mirror()
     enc = entry(p, "encodings", key)
     overrides = {**(p["train"].get("set") or {}), **(enc.get("set") or {})}
-    s = run_train(PRETRAIN / key, enc["pe"], enc.get("pe_options") or None, profile=p["profile"], seed=p["seed"],
-                  tokenizer=TOKENIZER, **overrides)  # fmt: skip
+    try:
+        s = resumable(lambda rd: run_train(PRETRAIN / key, enc["pe"], enc.get("pe_options") or None,
+                                           profile=p["profile"], seed=p["seed"], tokenizer=TOKENIZER,
+                                           resume_dir=rd, settings=overrides),
+                      RESUME / "train" / key, f"train@{key}")  # fmt: skip
+    except (ValueError, FileNotFoundError) as e:
+        fail(f"train@{key}", f"profile, seed, train.set, encodings.{key}", e)
     print(f"train {key}: {s.get('steps')} steps, val loss {s.get('final_val_loss')}")

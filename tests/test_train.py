@@ -98,7 +98,7 @@ def test_resume_equals_uninterrupted_and_determinism(pe, corpus, tok_dir, tmp_pa
 def test_resume_refuses_other_settings(corpus, tok_dir, tmp_path):
     kw = dict(profile="smoke", tokenizer=tok_dir, corpus=corpus, steps=6, save_every=3, **TINY)
     tr.run_train(tmp_path, "rope", stop_after=3, **kw)
-    with pytest.raises(ValueError, match="different settings or seed"):
+    with pytest.raises(ValueError, match=r"belongs to a different run \(settings.lr: 0.003 there, 0.0001 now\)"):
         tr.run_train(tmp_path, "rope", **{**kw, "lr": 1e-4})
 
 
