@@ -499,7 +499,8 @@ def fit(
     if acc.is_main_process:
         save_model(acc.unwrap_model(model))
         _write_curve(out_dir / "train_curve.csv", rows)
-        print(f"peeval: checkpoint written to {out_dir} by process {rank} of {world}", file=sys.stderr)
+        if world > 1:
+            print(f"peeval: checkpoint written to {out_dir} by process {rank} of {world}", file=sys.stderr)
     acc.wait_for_everyone()  # no process returns before the checkpoint is complete
     return {
         "world_size": world,

@@ -44,9 +44,9 @@ if not INNER:
     def test_dispatch_falls_back_to_reference_on_cpu(monkeypatch, caplog):
         """Without CUDA (and without the interpreter) the dispatchers use the references + log once."""
         monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+        from peeval import _log
         from peeval.kernels.pope_attention import pope_attention, pope_attention_reference
         from peeval.kernels.tape_attention import tape_attention, tape_attention_reference
-        from peeval import _log
 
         monkeypatch.setattr(_log, "_said", set())
         g = torch.Generator().manual_seed(0)
