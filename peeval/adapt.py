@@ -135,6 +135,8 @@ def run_adapt(
         gguf = prof["gguf_file"]
     if method in ("pi", "yarn") and "steps" not in overrides:
         prof["steps"] = 0  # training-free rescalings
+    if method in ("tape", "lora", "theta") and prof["steps"] == 0:  # an untrained adapter is not this method
+        raise ValueError(f"--set steps=0: allowed an integer >= 1 for --method {method} (0 only for pi, yarn)")
     check_weight_files(base, gguf)
     _seed_all(seed)
     try:

@@ -544,7 +544,7 @@ def load_state(path: Path) -> dict:
     try:
         st = torch.load(path, weights_only=False, map_location="cpu")
     except Exception as e:  # torch raises RuntimeError / EOFError / UnpicklingError for a damaged file
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0].split(". ")[0]
         raise ValueError(
             f"{path}: cannot read the resume state, truncated or corrupt ({first}): delete it, or start anew "
             "with --overwrite"

@@ -333,8 +333,10 @@ def test_adapt_refuses_a_finished_adapter_and_bad_settings(tiny_llama, corpus, t
         run_adapt(out, "lora", **kw)
     assert snapshot(out) == before
     run_adapt(out, "lora", overwrite=True, **kw)
-    for setting, allowed in [("steps=-1", "an integer >= 0"), ("factor=0", "a number > 0"), ("seq_len=0", ">= 2")]:
-        args = ["adapt", "--method", "pi", "--base", str(tiny_llama), "--out", str(tmp_path / "x")]
+    cases = [("pi", "steps=-1", "an integer >= 0"), ("pi", "factor=0", "a number > 0"), ("pi", "seq_len=0", ">= 2")]
+    cases += [("lora", "steps=0", "an integer >= 1 for --method lora")]  # an untrained adapter
+    for method, setting, allowed in cases:
+        args = ["adapt", "--method", method, "--base", str(tiny_llama), "--out", str(tmp_path / "x")]
         assert main(args + ["--profile", "smoke", "--set", setting]) == 2
         one_error_line(capsys, f"--set {setting.split('=')[0]}=", allowed)
     assert not (tmp_path / "x").exists()
