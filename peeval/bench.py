@@ -1,6 +1,8 @@
 """Forward speed and peak memory of every encoding, as ratios to ``rope`` in the same run.
 
-    python -m peeval.bench                       # CPU: all encodings, lengths 512..8192
+    python -m peeval.bench                       # `make bench`: every encoding and back-end,
+                                                 # forward @2048 and training step @1024
+    python -m peeval.bench --lengths 512 2048 8192   # forward at chosen lengths
     python -m peeval.bench --pe rope tape tape@triton pope@triton --device cuda --dtype bfloat16 --train
 
 An entry ``pe@backend`` picks the attention back-end (default sdpa, which for the bias
@@ -156,10 +158,25 @@ def format_table(rows) -> str:
     return "\n".join(lines)
 
 
+#: the issue-17 comparison `make bench` prints: (mode, length, train)
+DEFAULT_RUNS = (("forward", 2048, False), ("forward+backward", 1024, True))
+#: encodings whose default path is not the N×N reference: the reference is timed beside them
+REFERENCE_BACKENDS = ("alibi@eager", "t5@eager", "kerple@eager", "fire@eager", "cope@eager")
+
+
+def default_entries(device: str) -> list[str]:
+    """Every encoding on its default back-end, the references of the fast paths, and on CUDA the
+    fused Triton and FlexAttention paths."""
+    entries = [*ENCODINGS, *REFERENCE_BACKENDS]
+    if device.startswith("cuda"):
+        entries += ["tape@triton", "pope@triton", "alibi@flex", "t5@flex", "kerple@flex", "fire@flex"]
+    return entries
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--pe", nargs="*", default=list(ENCODINGS))
-    p.add_argument("--lengths", nargs="*", type=int, default=[512, 1024, 2048, 4096, 8192])
+    p.add_argument("--pe", nargs="*", default=None, help="entries pe[@backend] (default: every encoding and back-end)")
+    p.add_argument("--lengths", nargs="*", type=int, default=None, help="default: forward @2048 and train @1024")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     p.add_argument("--reps", type=int, default=3)
@@ -167,10 +184,17 @@ def main(argv=None) -> None:
     p.add_argument("--train", action="store_true", help="time forward + backward instead of forward")
     p.add_argument("--json", help="also write the rows to this JSON file")
     a = p.parse_args(argv)
-    rows = run(a.pe, a.lengths, a.device, getattr(torch, a.dtype), a.reps, memory=not a.no_memory, train=a.train)
-    mode = "forward+backward" if a.train else "forward"
-    print(f"{mode} device={a.device} dtype={a.dtype} threads={torch.get_num_threads()} shape={SHAPE} batch=1")
-    print(format_table(rows))
+    pes = a.pe if a.pe is not None else default_entries(a.device)
+    if a.lengths is None and not a.train:
+        plan = [(mode, [n], train) for mode, n, train in DEFAULT_RUNS]
+    else:
+        plan = [("forward+backward" if a.train else "forward", a.lengths or [2048], a.train)]
+    rows = []
+    for mode, lengths, train in plan:
+        got = run(pes, lengths, a.device, getattr(torch, a.dtype), a.reps, memory=not a.no_memory, train=train)
+        print(f"{mode} device={a.device} dtype={a.dtype} threads={torch.get_num_threads()} shape={SHAPE} batch=1")
+        print(format_table(got), flush=True)
+        rows += [{**r, "mode": mode} for r in got]
     if a.json:
         with open(a.json + ".tmp", "w") as f:
             json.dump(rows, f, indent=1)
