@@ -71,7 +71,8 @@ def publish(
         for d in result_dirs:
             dest = tmp / d.resolve().relative_to(here)
             dest.mkdir(parents=True, exist_ok=True)
-            for f in [d / "results.json", *sorted(d.glob("samples_*.jsonl"))]:
+            (dest / "results.json").write_text(_relative_paths(d / "results.json", here), encoding="utf-8")
+            for f in sorted(d.glob("samples_*.jsonl")):
                 shutil.copy2(f, dest / f.name)
         for d in ck_dirs:
             dest = tmp / d.resolve().relative_to(here)
@@ -95,6 +96,25 @@ def publish(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def _relative_paths(results: Path, here: Path) -> str:
+    """results.json with its checkpoint paths made relative to the repository (an absolute path of
+    the machine that ran it means nothing elsewhere; relative, it finds the published summaries)."""
+    doc = json.loads(results.read_text(encoding="utf-8"))
+    prov = doc["peeval"]
+    args = prov.get("model_args") or {}
+
+    def rel(v):
+        if isinstance(v, str) and Path(v).is_absolute() and Path(v).resolve().is_relative_to(here):
+            return Path(v).resolve().relative_to(here).as_posix()
+        return v
+
+    prov["checkpoint"] = rel(prov.get("checkpoint"))
+    for key in ("pretrained", "adapter"):
+        if key in args:
+            args[key] = rel(args[key])
+    return json.dumps(doc, indent=1)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -82,6 +82,18 @@ def test_publish_bad_arguments_are_one_line(repo, capsys, argv, msg):
     assert not (Path(REPO) / "leaderboard" / "published" / "GPU!").exists()
 
 
+def test_publish_makes_checkpoint_paths_relative(repo):
+    """An absolute checkpoint path of the machine that ran the profile becomes repository-relative,
+    so the published run finds its published training summary on any clone."""
+    f = repo / "results" / "rope" / "results.json"
+    doc = json.loads(f.read_text())
+    doc["peeval"]["checkpoint"] = doc["peeval"]["model_args"]["pretrained"] = str(repo / "checkpoints/pretrain/rope")
+    f.write_text(json.dumps(doc))
+    out = publish("gpu", "m", out=repo / "published")
+    prov = json.loads((out / "results" / "rope" / "results.json").read_text())["peeval"]
+    assert prov["checkpoint"] == prov["model_args"]["pretrained"] == "checkpoints/pretrain/rope"
+
+
 def test_published_runs_ingest_beside_local_ones_marked_and_never_replaced(repo):
     publish("gpu", "1x NVIDIA H100 80GB", out=repo / "published")
     _local_run(repo, 40.0)  # the local pipeline reruns: a different local result, same paths
