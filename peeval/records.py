@@ -238,7 +238,7 @@ def adapt_label(method: str) -> str:
 
 def external_name(model: str, checkpoint_name: str | None) -> str:
     """A run of a model peeval did not train: ``<model>:<checkpoint folder>`` or ``<model>``."""
-    return f"{model}:{checkpoint_name}" if checkpoint_name else str(model)
+    return str(model) if checkpoint_name is None else f"{model}:{checkpoint_name}"
 
 
 def published_name(name: str, profile: str) -> str:
@@ -253,9 +253,14 @@ CURVE_COLUMNS = ("step", "tokens", "lr", "train_loss", "val_loss", "elapsed_s")
 
 # ----------------------------------------------------------------------------- statistics
 def seed_stderr(xs: Iterable[float]) -> float | None:
-    """Standard error of the mean across repeats: sample stdev / sqrt(n); None for n < 2."""
+    """Standard error of the mean across repeats: sample stdev / sqrt(n); None for n < 2, NaN when
+    a value is not finite (no spread can be measured; ``statistics.stdev`` would raise)."""
     xs = list(xs)
-    return statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) >= 2 else None
+    if len(xs) < 2:
+        return None
+    if not all(math.isfinite(x) for x in xs):
+        return math.nan
+    return statistics.stdev(xs) / math.sqrt(len(xs))
 
 
 def mean_stderr(xs: Iterable[float]) -> tuple[float, float | None]:

@@ -107,6 +107,11 @@ def test_mean_stderr_hand_checked():
     assert m == 2.0 and se == pytest.approx(1 / math.sqrt(3), rel=1e-15)
     assert R.mean_stderr([5.0]) == (5.0, None)
     assert R.seed_stderr([2.0, 2.0]) == 0.0
+    assert math.isnan(R.seed_stderr([math.nan, 1.0])) and math.isnan(R.seed_stderr([math.inf, 1.0]))
+    # float64 against the textbook formula on values with a spread of 1e-9
+    xs = [0.1 + 1e-9 * i for i in range(5)]
+    m = sum(xs) / 5
+    assert R.seed_stderr(xs) == pytest.approx(math.sqrt(sum((x - m) ** 2 for x in xs) / 4 / 5), rel=1e-6)
     with pytest.raises(ValueError):
         R.mean_stderr([])
 
