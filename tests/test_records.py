@@ -1,10 +1,12 @@
 """peeval.records: every string format hand-checked, encode/decode round trips, torch-free."""
 
 import math
+import os
 import subprocess
 import sys
 
 import pytest
+from conftest import REPO
 
 from peeval import records as R
 
@@ -129,6 +131,18 @@ def test_fmt_number_hand_checked():
     assert R.fmt_number(7) == "7" and R.fmt_number("x") == "x"
 
 
-def test_records_is_torch_free():
-    code = "import sys, peeval.records; assert 'torch' not in sys.modules, 'torch imported'"
-    subprocess.run([sys.executable, "-c", code], check=True)
+def test_records_and_its_leaderboard_readers_are_torch_free():
+    code = (
+        "import sys, peeval.records, leaderboard.ingest, leaderboard.site, leaderboard.claims_page; "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": REPO})
+
+
+def test_the_site_and_the_claims_page_share_one_number_format():
+    sys.path.insert(0, REPO)
+    from leaderboard import claims_page, site
+
+    assert claims_page.fmt_number is R.fmt_number
+    for v in (None, math.nan, math.inf, 0.0, 0.5, 123456.0, 1e7, 2e-4, 3):
+        assert site.fmt(v) == R.fmt_number(v)
