@@ -10,9 +10,10 @@ string from the store is escaped.
 from __future__ import annotations
 
 import json
-import math
 from html import escape
 from typing import Any
+
+from peeval.records import fmt_number
 
 PAPER_ORDER = ("PoPE", "CoPE", "TAPE")
 VERDICT_CLASS = {"reproduced": "ok", "contradicted": "bad", "inconclusive": "unk"}
@@ -27,18 +28,6 @@ th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums;
 .verdict{font-weight:600;white-space:nowrap}.small{font-size:.78rem;color:#555}
 .summary span{margin-right:1.2rem}
 """
-
-
-def _fmt(v: Any, digits: int = 4) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "NaN"
-        if math.isinf(v):
-            return "∞" if v > 0 else "−∞"
-        return f"{v:.{digits}g}"
-    return str(v)
 
 
 def _rows(con, sql: str) -> list[dict]:
@@ -68,13 +57,13 @@ def _values_cell(vals: list[dict], side: str) -> str:
     for v in vals:
         name = escape(str(v["variant"]))
         if side == "paper":
-            num = _fmt(v["paper_value"])
+            num = fmt_number(v["paper_value"])
             if v.get("paper_std") is not None:
-                num += f" ± {_fmt(v['paper_std'])}"
+                num += f" ± {fmt_number(v['paper_std'])}"
         else:
-            num = _fmt(v["peeval_value"])
+            num = fmt_number(v["peeval_value"])
             if v.get("peeval_value") is not None and v.get("stderr") is not None:
-                num += f" ± {_fmt(v['stderr'], 2)}"
+                num += f" ± {fmt_number(v['stderr'], 2)}"
             if v.get("seeds"):
                 num += f" ({v['seeds']} seed{'s' if v['seeds'] != 1 else ''})"
         parts.append(f"{name} {escape(num)}")
@@ -119,9 +108,9 @@ def render_claims_page(con) -> str | None:
             focus, _, other = str(c["compared"]).partition(" vs ")
             vals = [v for v in values.get(base_id, []) if str(v["variant"]) in (focus, other)]
             vals.sort(key=lambda v: str(v["variant"]) != focus)
-            diff = _fmt(c["peeval_value"])
+            diff = fmt_number(c["peeval_value"])
             if c["peeval_value"] is not None and c["stderr"] is not None:
-                diff += f" ± {_fmt(c['stderr'], 2)}"
+                diff += f" ± {fmt_number(c['stderr'], 2)}"
             verdict = str(c["verdict"])
             cls = VERDICT_CLASS.get(verdict, "unk")
             body.append(
@@ -130,8 +119,9 @@ def render_claims_page(con) -> str | None:
                 f"<td>{escape(str(c['task']))}<br><span class='small'>{escape(str(c['metric']))}</span></td>"
                 f"<td>{escape(str(c['compared']))}</td>"
                 f"<td class='num'>{_values_cell(vals, 'paper')}</td><td class='num'>{_values_cell(vals, 'peeval')}</td>"
-                f"<td class='num'>{escape(_fmt(c['paper_value']))}</td><td class='num'>{escape(diff)}</td>"
-                f"<td class='num'>{escape(_fmt(c['n']))}</td><td class='num'>{escape(_fmt(c['seeds']))}</td>"
+                f"<td class='num'>{escape(fmt_number(c['paper_value']))}</td><td class='num'>{escape(diff)}</td>"
+                f"<td class='num'>{escape(fmt_number(c['n']))}</td>"
+                f"<td class='num'>{escape(fmt_number(c['seeds']))}</td>"
                 f'<td class="verdict {cls}">{escape(verdict)}</td>'
                 f"<td class='small'>{escape(str(c['setting_diff'] or ''))}</td>"
                 f"<td class='small'>{_run_links(c['run_ids'])}</td></tr>"

@@ -24,17 +24,36 @@ import datetime as dt
 import hashlib
 import json
 import math
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
+from peeval.records import (
+    ALL_CELL,
+    CURVE_COLUMNS,
+    DIAG_TASKS,  # noqa: F401  (re-exported: ingest's contract with the diagnostic generators)
+    PASSKEY_TASK,
+    PPL_PREFIX,
+    PROVENANCE_KEY,
+    adapt_label,
+    encoding_label,
+    external_name,
+    is_cell,
+    metric_base,
+    parse_addition_cell,
+    parse_diag_cell_metric,
+    parse_passkey_metric,
+    parse_ppl_metric,
+    parse_result_key,
+    ppl_corpus,
+    published_name,
+    split_diag_task,
+    stderr_key,
+)
+
 SCHEMA = Path(__file__).with_name("schema.sql")
 DEFAULT_DB = Path(__file__).with_name("peeval.duckdb")
-#: the generators of the diagnostic tasks (contract with peeval.tasks.diagnostics.generators.TASKS)
-DIAG_TASKS = ("indirect_indexing", "flip_flop", "selective_copy", "counting", "addition")
 TEXT_LIMIT = 3000  # samples: longer texts keep their head and tail
-CURVE_COLUMNS = ("step", "tokens", "lr", "train_loss", "val_loss", "elapsed_s")
 
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "runs": ("run_id", "name", "kind", "checkpoint", "pe", "pe_options", "params", "seed", "git_commit",
@@ -128,8 +147,8 @@ def check_metric(
     peeval's ``ppl@L`` / ``bpb@L``: the perplexity task reports it when a model explodes (its
     documented contract, and a real outcome beyond the training length). Perplexity must be >= 1:
     ppl = exp(NLL / tokens) and a log-probability is <= 0, so anything below 1 is a sign error."""
-    base = metric.split("@", 1)[0]
-    ppl_task = task.startswith("peeval_ppl_") and "@" in metric
+    base = metric_base(metric)
+    ppl_task = task.startswith(PPL_PREFIX) and is_cell(metric)
     if value is not None:
         if (
             math.isnan(value)
@@ -173,26 +192,6 @@ def _rel(path: str | Path | None, root: Path) -> str | None:
         return full.as_posix()
 
 
-def encoding_label(pe: str | None, pe_options: dict | None) -> str:
-    """The leaderboard name of an encoding: ``pe`` or ``pe(k=v,...)``."""
-    opts = pe_options or {}
-    if not opts:
-        return str(pe)
-    return f"{pe}(" + ",".join(f"{k}={opts[k]}" for k in sorted(opts)) + ")"
-
-
-def split_diag_task(task: str) -> tuple[str, str] | None:
-    """``peeval_diag_<task>_<split>`` -> (task, split)."""
-    if not task.startswith("peeval_diag_"):
-        return None
-    rest = task[len("peeval_diag_") :]
-    for name in sorted(DIAG_TASKS, key=len, reverse=True):
-        if rest.startswith(name + "_"):
-            return name, rest[len(name) + 1 :]
-    head, _, split = rest.rpartition("_")
-    return (head, split) if head else (rest, "test")
-
-
 # ----------------------------------------------------------------------------- parsing
 
 
@@ -204,14 +203,14 @@ def parse_metrics(results: dict, path: Path) -> list[tuple[str, str, str, float 
         if not isinstance(entry, dict):
             raise IngestError(f"{path}: results[{task!r}] is not an object")
         for key, value in entry.items():
-            if "," not in key or key.split(",")[0].endswith("_stderr"):
+            if (parsed := parse_result_key(key)) is None:
                 continue
-            metric, filt = key.rsplit(",", 1)
+            metric, filt = parsed
             where = f"results[{task!r}][{key!r}]"
-            se_where = f"results[{task!r}][{f'{metric}_stderr,{filt}'!r}]"
+            se_where = f"results[{task!r}][{stderr_key(metric, filt)!r}]"
             try:
                 v = _num(value, where)
-                se = _num(entry.get(f"{metric}_stderr,{filt}"), se_where)
+                se = _num(entry.get(stderr_key(metric, filt)), se_where)
                 check_metric(task, metric, v, se, where, se_where)
             except ValueError as e:
                 raise IngestError(f"{path}: {e}") from e
@@ -298,7 +297,7 @@ def _parse_results_dir(run_dir: Path, path: Path, root: Path) -> dict[str, list[
     doc = _read_json(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), dict) or not doc["results"]:
         raise IngestError(f"{path}: no 'results' object (partial or not an lm-eval results file)")
-    prov = doc.get("peeval")
+    prov = doc.get(PROVENANCE_KEY)
     if not isinstance(prov, dict) or "model" not in prov or "date" not in prov:
         raise IngestError(f"{path}: no 'peeval' provenance (write results with `peeval eval`)")
     run_id = hashlib.sha256(raw).hexdigest()[:16]
@@ -312,7 +311,7 @@ def _parse_results_dir(run_dir: Path, path: Path, root: Path) -> dict[str, list[
         if (task, filt, metric) in cell_counts:
             return cell_counts[(task, filt, metric)]
         ns = _obj(n_samples, task, "n-samples")
-        return _int(ns.get("effective"), f"n-samples[{task!r}].effective") if "@" not in metric else None
+        return _int(ns.get("effective"), f"n-samples[{task!r}].effective") if not is_cell(metric) else None
 
     model_args = _obj(prov, "model_args", "peeval")
     if not isinstance(model_args.get("adapter") or prov.get("checkpoint") or "", str):
@@ -338,7 +337,7 @@ def _parse_results_dir(run_dir: Path, path: Path, root: Path) -> dict[str, list[
         name = encoding_label(pe, pe_options)
     else:
         kind = "external"
-        name = f"{prov['model']}:{Path(str(ckpt_raw)).name}" if ckpt_raw else str(prov["model"])
+        name = external_name(prov["model"], Path(str(ckpt_raw)).name if ckpt_raw else None)
     versions = _obj(prov, "versions", "peeval")
     protocol_all = _obj(prov, "protocol", "peeval")
     try:
@@ -378,27 +377,26 @@ def _parse_results_dir(run_dir: Path, path: Path, root: Path) -> dict[str, list[
     for task, metric, filt, value, se in metrics:
         rows["metrics"].append({"run_id": run_id, "task": task, "metric": metric, "filter": filt, "value": value,
                                 "stderr": se, "n": n_of(task, metric, filt)})  # fmt: skip
-        base, _, cell = metric.partition("@")
-        if not cell or filt != "none":
+        if not is_cell(metric) or filt != "none":
             continue
-        if task.startswith("peeval_ppl_") and base in ("ppl", "bpb", "tokens", "windows") and cell.isdigit():
-            r = ppl.setdefault((task[len("peeval_ppl_") :], int(cell)), {})
-            r[base] = value
-        elif task == "peeval_passkey" and base == "acc" and cell.count("@") == 1:
-            length, depth = cell.split("@")
+        if (corpus := ppl_corpus(task)) is not None and (pm := parse_ppl_metric(metric)):
+            r = ppl.setdefault((corpus, pm[1]), {})
+            r[pm[0]] = value
+        elif task == PASSKEY_TASK and (pk := parse_passkey_metric(metric)):
+            length, depth = pk
             where = f"results[{task!r}][{metric + ',' + filt!r}]"
             length = _int(length, f"{where}: the length", 1)
             depth = _real(depth, f"{where}: the depth", 0.0, 1.0)
             rows["passkey_cells"].append({"run_id": run_id, "length": length, "depth": depth,
                                           "acc": value, "n": n_of(task, metric, filt)})  # fmt: skip
-        elif (diag := split_diag_task(task)) and base == "acc":
-            m = re.fullmatch(r"(\d+)x(\d+)", cell)
+        elif (diag := split_diag_task(task)) and (cell := parse_diag_cell_metric(metric)):
+            ab = parse_addition_cell(cell)
             rows["diagnostic_cells"].append({"run_id": run_id, "task": diag[0], "split": diag[1], "cell": cell,
-                                             "len_a": int(m[1]) if m else None, "len_b": int(m[2]) if m else None,
+                                             "len_a": ab[0] if ab else None, "len_b": ab[1] if ab else None,
                                              "acc": value, "n": n_of(task, metric, filt)})  # fmt: skip
     for task, metric, filt, value, _ in metrics:
-        if (diag := split_diag_task(task)) and "@" not in metric and metric.endswith("acc") and filt == "none":
-            cell = "all" if metric == "acc" else metric  # flip-flop: read_acc, seq_acc
+        if (diag := split_diag_task(task)) and not is_cell(metric) and metric.endswith("acc") and filt == "none":
+            cell = ALL_CELL if metric == "acc" else metric  # flip-flop: read_acc, seq_acc
             rows["diagnostic_cells"].append({"run_id": run_id, "task": diag[0], "split": diag[1], "cell": cell,
                                              "len_a": None, "len_b": None, "acc": value,
                                              "n": n_of(task, metric, filt)})  # fmt: skip
@@ -424,7 +422,7 @@ def parse_checkpoint_dir(ck: Path, root: Path) -> dict[str, list[dict]]:
             raise IngestError(f"{f}: no 'method' (partial adapt summary)")
         try:
             rows["efficiency"].append({
-                "checkpoint": key, "pe": f"adapt:{s['method']}", "params": _int(s.get("trainable_params"),
+                "checkpoint": key, "pe": adapt_label(s["method"]), "params": _int(s.get("trainable_params"),
                 "'trainable_params'"), "flops_per_token": None,
                 "tokens_per_s": _real(s.get("tokens_per_s"), "'tokens_per_s'"),
                 "train_time_s": _real(s.get("train_time_s"), "'train_time_s'"),
@@ -478,7 +476,7 @@ def _curve_rows(curve: Path, key: str | None) -> list[dict]:
                 if row["step"] is None:
                     raise ValueError(f"line {i}, column 'step': empty")
                 row["tokens"] = _int(r["tokens"], f"line {i}, column 'tokens'")
-                for c in ("lr", "train_loss", "val_loss", "elapsed_s"):
+                for c in CURVE_COLUMNS[2:]:  # lr, train_loss, val_loss, elapsed_s
                     row[c] = _real(r[c], f"line {i}, column {c!r}")
                 out.append(row)
     except (OSError, ValueError, UnicodeDecodeError, csv.Error) as e:
@@ -576,7 +574,7 @@ def _published_rows(folder: Path, root: Path) -> dict[str, list[dict]]:
             for r in got[t]:
                 r["run_id"] = new
         run = got["runs"][0]
-        run.update(source=source, machine=src["machine"], name=f"{run['name']} @{src['profile']}")
+        run.update(source=source, machine=src["machine"], name=published_name(run["name"], src["profile"]))
         for key in ("checkpoint", "results_path"):
             if run[key] and not Path(run[key]).is_absolute():
                 run[key] = f"{prefix}/{run[key]}"

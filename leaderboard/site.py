@@ -21,7 +21,6 @@ import json
 import math
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 from collections import defaultdict
@@ -31,6 +30,18 @@ from pathlib import Path
 from typing import Any
 
 from leaderboard.charts import heatmap, line_chart
+from peeval.records import (
+    DIAG_PREFIX,
+    PASSKEY_TASK,
+    PPL_PREFIX,
+    fmt_number,
+    is_cell,
+    mean_stderr,
+    metric_base,
+    parse_ppl_metric,
+    ppl_corpus,
+    ppl_metric,
+)
 
 DEFAULT_OUT = Path(__file__).with_name("site")
 STORE_TABLES = ("runs", "metrics", "ppl_by_length", "passkey_cells", "diagnostic_cells", "training_curves",
@@ -96,11 +107,11 @@ document.querySelectorAll('input.filter').forEach(function (inp) {
 def column_tier(task: str) -> int:
     """What people compare first: perplexity (within, then beyond the training length), passkey,
     the papers' diagnostics, then zero-shot tasks."""
-    if task.startswith("peeval_ppl_"):
+    if task.startswith(PPL_PREFIX):
         return 0
-    if task == "peeval_passkey":
+    if task == PASSKEY_TASK:
         return 1
-    if task.startswith("peeval_diag_"):
+    if task.startswith(DIAG_PREFIX):
         return 2
     return 3
 
@@ -117,16 +128,8 @@ class Cell:
 
 
 def fmt(v: Any) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "nan"
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        a = abs(v)
-        return f"{v:.3e}" if a and (a >= 1e6 or a < 1e-3) else f"{v:.4g}"
-    return str(v)
+    """Every number the site prints (:func:`peeval.records.fmt_number`, 4 significant digits)."""
+    return fmt_number(v)
 
 
 def _jsonable(v: Any) -> Any:
@@ -223,16 +226,16 @@ class Site:
         chosen: list[tuple[str, str, str]] = []  # (task, metric, label)
         for task in sorted(by_task, key=lambda t: (column_tier(t), t)):
             ms = by_task[task]
-            if task.startswith("peeval_ppl_"):
-                lengths = sorted(int(m[4:]) for m in ms if m.startswith("ppl@") and m[4:].isdigit())
+            if (corpus := ppl_corpus(task)) is not None:
+                lengths = sorted(pm[1] for m in ms if (pm := parse_ppl_metric(m)) and pm[0] == "ppl")
                 for L in sorted({lengths[0], lengths[-1]}) if lengths else []:
-                    chosen.append((task, f"ppl@{L}", f"{task[len('peeval_ppl_') :]} ppl@{L}"))
-            elif task == "peeval_passkey":
+                    chosen.append((task, ppl_metric("ppl", L), f"{corpus} {ppl_metric('ppl', L)}"))
+            elif task == PASSKEY_TASK:
                 chosen.append((task, "acc", "passkey acc"))
-            elif task.startswith("peeval_diag_"):
-                chosen += [(task, m, f"{task[len('peeval_diag_') :]} {m}") for m in ("acc", "seq_acc") if m in ms]
+            elif task.startswith(DIAG_PREFIX):
+                chosen += [(task, m, f"{task[len(DIAG_PREFIX) :]} {m}") for m in ("acc", "seq_acc") if m in ms]
             else:
-                plain = [m for m in ms if "@" not in m and m not in SKIP_METRICS]
+                plain = [m for m in ms if not is_cell(m) and m not in SKIP_METRICS]
                 m = next((p for p in PRIMARY if p in plain), sorted(plain)[0] if plain else None)
                 if m:
                     chosen.append((task, m, f"{task} {m}"))
@@ -243,7 +246,7 @@ class Site:
             if label:
                 cells[r["name"]][label].append((r["value"], r["stderr"]))
         labels = [label for _, _, label in chosen]
-        lower = [m.split("@")[0] in LOWER_IS_BETTER for _, m, _ in chosen]
+        lower = [metric_base(m) in LOWER_IS_BETTER for _, m, _ in chosen]
         return labels, cells, lower
 
     def leaderboard_table(self, tid: str, kinds: tuple[str, ...], first: str) -> str:
@@ -257,10 +260,9 @@ class Site:
                 xs = [v for v, _ in vals if v is not None]
                 if not xs:
                     continue
-                mean = sum(xs) / len(xs)
-                if len(xs) > 1 and all(math.isfinite(x) for x in xs):
-                    se = statistics.stdev(xs) / math.sqrt(len(xs))
-                else:
+                # across seeds when >= 2 finite values, else a single run's own stderr
+                mean, se = mean_stderr(xs) if all(math.isfinite(x) for x in xs) else (sum(xs) / len(xs), None)
+                if se is None:
                     se = vals[0][1] if len(vals) == 1 else None
                 stats[name][label] = (mean, se, len(xs))
         best = {}

@@ -23,6 +23,8 @@ import sys
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 
+from peeval.records import PROVENANCE_KEY
+
 PEEVAL_TASKS = Path(__file__).resolve().parent / "tasks"
 
 
@@ -110,46 +112,56 @@ def _ppl_protocol(metadata: dict) -> str:
     return f"sliding, stride {stride}" if stride and stride < md["lengths"][-1] else "disjoint windows"
 
 
-def provenance(args, lm, model_args: dict, metadata: dict) -> dict:
-    import torch
-
-    import peeval
-
-    cfg = getattr(getattr(lm, "model", None), "config", None)
+def library_versions(libs) -> dict[str, str | None]:
+    """Installed version of each library (None when absent)."""
     versions = {}
-    for lib in ("torch", "transformers", "lm_eval", "datasets", "peft", "accelerate"):
+    for lib in libs:
         try:
             versions[lib] = importlib_metadata.version(lib.replace("_", "-"))
         except importlib_metadata.PackageNotFoundError:
             versions[lib] = None
+    return versions
+
+
+def now_iso() -> str:
+    """The provenance date: UTC, seconds."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def provenance(args, lm, model_args: dict, metadata: dict) -> dict:
+    """The ``results["peeval"]`` record (:class:`peeval.records.Provenance`) of one ``peeval eval``."""
+    import torch
+
+    import peeval
+    from peeval.records import Provenance
+
+    cfg = getattr(getattr(lm, "model", None), "config", None)
+    versions = library_versions(("torch", "transformers", "lm_eval", "datasets", "peft", "accelerate"))
     pretrained = str(model_args["pretrained"]) if model_args.get("pretrained") else None
     gguf = model_args.get("gguf_file")
-    return {
-        "peeval_version": peeval.__version__,
-        "git_commit": git_commit(),
-        "model": args.model,
-        "model_args": model_args,
-        "checkpoint": pretrained,
-        "checkpoint_sha256": checkpoint_hash(os.path.join(pretrained, gguf) if gguf and pretrained else pretrained),
-        "pe": getattr(cfg, "pe", "rope" if cfg is not None and cfg.model_type == "llama" else None),
-        "pe_options": getattr(cfg, "pe_options", None),
-        "rope_parameters": getattr(cfg, "rope_parameters", None),
-        "training_length": getattr(cfg, "max_position_embeddings", None),
-        "max_length": getattr(lm, "max_length", None),
-        "protocol": {
-            "ppl": _ppl_protocol(metadata),
-            "metadata": metadata,
-        },
-        "dtype": str(next(lm.model.parameters()).dtype) if hasattr(lm, "model") else None,
-        "seed": args.seed,
-        "limit": args.limit,
-        "device": str(getattr(lm, "device", args.device)),
-        "world_size": getattr(lm, "world_size", 1),  # processes that shared the requests (lm-eval data parallel)
-        "torch_threads": torch.get_num_threads(),  # per process
-        "versions": {**versions, "python": sys.version.split()[0], "cuda": torch.version.cuda},
-        "command": sys.argv,
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-    }
+    return Provenance(
+        peeval_version=peeval.__version__,
+        git_commit=git_commit(),
+        model=args.model,
+        model_args=model_args,
+        checkpoint=pretrained,
+        checkpoint_sha256=checkpoint_hash(os.path.join(pretrained, gguf) if gguf and pretrained else pretrained),
+        pe=getattr(cfg, "pe", "rope" if cfg is not None and cfg.model_type == "llama" else None),
+        pe_options=getattr(cfg, "pe_options", None),
+        rope_parameters=getattr(cfg, "rope_parameters", None),
+        training_length=getattr(cfg, "max_position_embeddings", None),
+        max_length=getattr(lm, "max_length", None),
+        protocol={"ppl": _ppl_protocol(metadata), "metadata": metadata},
+        dtype=str(next(lm.model.parameters()).dtype) if hasattr(lm, "model") else None,
+        seed=args.seed,
+        limit=args.limit,
+        device=str(getattr(lm, "device", args.device)),
+        world_size=getattr(lm, "world_size", 1),  # processes that shared the requests (lm-eval data parallel)
+        torch_threads=torch.get_num_threads(),  # per process
+        versions={**versions, "python": sys.version.split()[0], "cuda": torch.version.cuda},
+        command=sys.argv,
+        date=now_iso(),
+    ).to_json()
 
 
 def _resolved(value) -> str:
@@ -296,7 +308,7 @@ def _evaluate(args, metadata: dict, limit, model_args: dict, out: Path) -> int:
     if results is None:  # not rank 0
         return 0
     samples = results.pop("samples", {})
-    results["peeval"] = provenance(args, lm, model_args, metadata)
+    results[PROVENANCE_KEY] = provenance(args, lm, model_args, metadata)
     _check_output(out, args.overwrite)  # a run that finished meanwhile in the same folder is not replaced silently
     _clear_run(out)
     for task, rows in samples.items():

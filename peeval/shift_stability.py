@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import json
 import math
 import os
@@ -41,8 +40,9 @@ from pathlib import Path
 
 import torch
 
-TASK = "peeval_shift_stability"
-SHIFTS = ("add_tokens", "shift_ids")
+from .records import PROVENANCE_KEY, SHIFTS, Provenance, mean_stderr, result_key, shift_metric, stderr_key
+from .records import SHIFT_TASK as TASK
+
 N_SHIFT = 3
 
 
@@ -117,17 +117,20 @@ def shift_stability(model, input_ids: torch.Tensor, bos_id: int | None = None, s
         raise ValueError("shift_stability: the model config has no bos_token_id; pass bos_id")
     base_attn, base_states = forward_maps(model, input_ids, pos)
     with_bos = torch.cat([torch.full((b, shift), int(bos), dtype=input_ids.dtype, device=dev), input_ids], 1)
+    add_tokens, shift_ids = SHIFTS
     variants = {
-        "add_tokens": (with_bos, torch.arange(n + shift, device=dev)[None].expand(b, n + shift), shift),
-        "shift_ids": (input_ids, pos + shift, 0),
+        add_tokens: (with_bos, torch.arange(n + shift, device=dev)[None].expand(b, n + shift), shift),
+        shift_ids: (input_ids, pos + shift, 0),
     }
     out: dict[str, float] = {}
     for name, (ids, p, extra) in variants.items():
         attn, states = forward_maps(model, ids, p)
         for layer, (a_s, a_o) in enumerate(zip(attn, base_attn, strict=True), start=1):
-            out[f"attn_diff@{name}@{layer}"] = tv_distance(a_s, a_o, extra)
+            out[shift_metric("attn_diff", name, layer)] = tv_distance(a_s, a_o, extra)
             if states is not None and base_states is not None:
-                out[f"pe_dot_diff@{name}@{layer}"] = pe_dot_diff(states[layer - 1], base_states[layer - 1], extra)
+                out[shift_metric("pe_dot_diff", name, layer)] = pe_dot_diff(
+                    states[layer - 1], base_states[layer - 1], extra
+                )
     return out
 
 
@@ -141,13 +144,8 @@ def measure(model, sequences: list[torch.Tensor], bos_id: int | None = None) -> 
             per.setdefault(k, []).append(v)
     out = {}
     for k, vals in per.items():
-        mean = sum(vals) / len(vals)
-        se = (
-            math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1) / len(vals))
-            if len(vals) > 1
-            else float("nan")
-        )
-        out[k] = (mean, se, len(vals))
+        mean, se = mean_stderr(vals)
+        out[k] = (mean, float("nan") if se is None else se, len(vals))
     return out
 
 
@@ -173,49 +171,44 @@ def _sequences(tokenizer, n_seq: int, length: int, seed: int) -> list[torch.Tens
 
 def results_document(metrics: dict, checkpoint: str, model, args) -> dict:
     """lm-eval's results.json shape plus the ``peeval`` provenance ``leaderboard/ingest.py`` needs."""
-    from importlib import metadata as md
-
     import peeval
 
-    from .cli import checkpoint_hash, git_commit
+    from .cli import checkpoint_hash, git_commit, library_versions, now_iso
 
     res: dict = {"alias": TASK}
     for k, (mean, se, _n) in sorted(metrics.items()):
-        res[f"{k},none"] = mean
-        res[f"{k}_stderr,none"] = se if math.isfinite(se) else "N/A"
+        res[result_key(k)] = mean
+        res[stderr_key(k)] = se if math.isfinite(se) else "N/A"
     n = max((v[2] for v in metrics.values()), default=0)
     cfg = model.config
-
-    def ver(lib):
-        try:
-            return md.version(lib)
-        except md.PackageNotFoundError:
-            return None
-
+    prov = Provenance(
+        peeval_version=peeval.__version__,
+        git_commit=git_commit(),
+        model="peeval",
+        model_args={"pretrained": checkpoint},
+        checkpoint=checkpoint,
+        checkpoint_sha256=checkpoint_hash(checkpoint),
+        pe=getattr(cfg, "pe", None),
+        pe_options=getattr(cfg, "pe_options", None),
+        rope_parameters=getattr(cfg, "rope_parameters", None),
+        training_length=getattr(cfg, "max_position_embeddings", None),
+        max_length=args.length + N_SHIFT,
+        protocol={"shift_stability": f"{n} PG-19 windows of {args.length} tokens", "metadata": vars(args)},
+        dtype=str(next(model.parameters()).dtype),
+        seed=args.seed,
+        limit=None,
+        device="cpu",
+        world_size=1,
+        torch_threads=torch.get_num_threads(),
+        versions=library_versions(("torch", "transformers", "lm_eval")),
+        command=sys.argv,
+        date=now_iso(),
+    )
     return {
         "results": {TASK: res},
         "n-samples": {TASK: {"original": n, "effective": n}},
         "config": {"model": "peeval", "model_args": f"pretrained={checkpoint}"},
-        "peeval": {
-            "peeval_version": peeval.__version__,
-            "git_commit": git_commit(),
-            "model": "peeval",
-            "model_args": {"pretrained": checkpoint},
-            "checkpoint": checkpoint,
-            "checkpoint_sha256": checkpoint_hash(checkpoint),
-            "pe": getattr(cfg, "pe", None),
-            "pe_options": getattr(cfg, "pe_options", None),
-            "training_length": getattr(cfg, "max_position_embeddings", None),
-            "max_length": args.length + N_SHIFT,
-            "protocol": {"shift_stability": f"{n} PG-19 windows of {args.length} tokens", "metadata": vars(args)},
-            "dtype": str(next(model.parameters()).dtype),
-            "seed": args.seed,
-            "limit": None,
-            "device": "cpu",
-            "versions": {lib: ver(lib) for lib in ("torch", "transformers", "lm_eval")},
-            "command": sys.argv,
-            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        },
+        PROVENANCE_KEY: prov.to_json(),
     }
 
 

@@ -14,6 +14,7 @@ import sys
 from common import ADAPT, DIAG, PRETRAIN, RESULTS, params, read_json, use_mirror
 
 from peeval.cli import main as peeval_main
+from peeval.records import PASSKEY_TASK, diag_task
 
 
 def argv_for(kind: str, name: str, what: str, p: dict, seed: str | None = None) -> list[str]:
@@ -25,7 +26,7 @@ def argv_for(kind: str, name: str, what: str, p: dict, seed: str | None = None) 
 
         ck = DIAG / f"{name}-{what}-s{seed}"
         cfg = p["diagnostics"]["eval"]
-        tasks = [f"peeval_diag_{what}_{s}" for s in splits(what) if s != "train"]
+        tasks = [diag_task(what, s) for s in splits(what) if s != "train"]
         metadata = {"profile": cfg.get("profile", "cpu"), "n": cfg.get("n", 100)}
         args = ["--model", "peeval", "--model_args", f"pretrained={ck}", "--tasks", ",".join(tasks)]
         limit = cfg.get("limit")
@@ -38,7 +39,7 @@ def argv_for(kind: str, name: str, what: str, p: dict, seed: str | None = None) 
         limit = suite.get("limit")
         if kind == "pretrain":
             ck = PRETRAIN / name
-            if "peeval_passkey" in tasks:
+            if PASSKEY_TASK in tasks:
                 metadata.setdefault("tokenizer", str(ck))  # count prompt tokens with the model's own tokenizer
             args = ["--model", "peeval", "--model_args", f"pretrained={ck}"]
         elif kind == "adapt":

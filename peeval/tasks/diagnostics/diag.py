@@ -24,6 +24,7 @@ from lm_eval.api.instance import Instance
 from lm_eval.api.metrics import mean
 from lm_eval.api.task import ConfigurableTask
 
+from peeval.records import FLIP_FLOP_METRICS, addition_metric
 from peeval.tasks.diagnostics import generators
 
 EVAL_SEED = 1000
@@ -87,11 +88,12 @@ class DiagTask(ConfigurableTask):
         out = {"acc": hit}
         if self.diag_task == "addition":
             meta = json.loads(doc["meta"])
-            out[f"acc@{meta['len_a']}x{meta['len_b']}"] = hit
+            out[addition_metric(meta["len_a"], meta["len_b"])] = hit
         if self.diag_task == "flip_flop":
             reads = [float(bool(r[1])) for r in results[1:]] + [hit]
-            out["read_acc"] = reads
-            out["seq_acc"] = float(all(reads))
+            read_acc, seq_acc = FLIP_FLOP_METRICS
+            out[read_acc] = reads
+            out[seq_acc] = float(all(reads))
         return out
 
     def _cells(self) -> list[str]:
@@ -100,12 +102,13 @@ class DiagTask(ConfigurableTask):
         md = self.config.metadata
         p = generators.params("addition", md.get("profile", "cpu"), **_options(md)[2])
         top = 2 * p["n_max"]
-        return [f"acc@{a}x{b}" for a in range(1, top + 1) for b in range(1, top + 1)]
+        return [addition_metric(a, b) for a in range(1, top + 1) for b in range(1, top + 1)]
 
     def aggregation(self):
         agg = {"acc": mean, **dict.fromkeys(self._cells(), mean)}
         if self.diag_task == "flip_flop":
-            agg.update(read_acc=lambda lists: _mean(x for xs in lists for x in xs), seq_acc=mean)
+            read_acc, seq_acc = FLIP_FLOP_METRICS
+            agg.update({read_acc: lambda lists: _mean(x for xs in lists for x in xs), seq_acc: mean})
         return agg
 
     def higher_is_better(self):

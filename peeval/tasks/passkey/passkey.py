@@ -22,6 +22,8 @@ from functools import lru_cache
 import datasets
 from lm_eval.api.task import ConfigurableTask
 
+from peeval.records import passkey_metric
+
 INTRO = (
     "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "
     "I will quiz you about the important information there."
@@ -134,13 +136,13 @@ class PasskeyTask(ConfigurableTask):
 
     def process_results(self, doc, results):
         hit = float(first_integer(results[0]) == doc["key"])
-        return {"acc": hit, f"acc@{doc['length']}@{doc['depth']}": hit}
+        return {"acc": hit, passkey_metric(doc["length"], doc["depth"]): hit}
 
     def aggregation(self):
         def mean(xs):
             return sum(xs) / len(xs) if xs else float("nan")
 
-        return {"acc": mean, **{f"acc@{L}@{d}": mean for L, d in self._cells()}}
+        return {"acc": mean, **{passkey_metric(L, d): mean for L, d in self._cells()}}
 
     def higher_is_better(self):
         return dict.fromkeys(self.aggregation(), True)

@@ -22,6 +22,8 @@ import math
 import datasets
 from lm_eval.api.task import ConfigurableTask
 
+from peeval.records import PPL_LOWER, metric_base, ppl_metric
+
 DEFAULT_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384)
 _NONE_SCORED = "{}: no token was scored (no evaluated document has that many tokens): use shorter lengths"
 
@@ -138,19 +140,20 @@ class PerplexityTask(ConfigurableTask):
             )
         L = doc["peeval_window"]
         return {
-            f"ppl@{L}": (r["ll"], r["tokens"]),
-            f"bpb@{L}": (r["ll"], r["bytes"]),
-            f"tokens@{L}": r["tokens"],
-            f"windows@{L}": r["windows"],
+            ppl_metric("ppl", L): (r["ll"], r["tokens"]),
+            ppl_metric("bpb", L): (r["ll"], r["bytes"]),
+            ppl_metric("tokens", L): r["tokens"],
+            ppl_metric("windows", L): r["windows"],
         }
 
     def aggregation(self):
         agg = {}
         for L in self.lengths():
-            ppl = functools.partial(_ppl, where=f"{self.config.task} ppl@{L}")
-            bpb = functools.partial(_bpb, where=f"{self.config.task} bpb@{L}")
-            agg.update({f"ppl@{L}": ppl, f"bpb@{L}": bpb, f"tokens@{L}": sum, f"windows@{L}": sum})
+            ppl = functools.partial(_ppl, where=f"{self.config.task} {ppl_metric('ppl', L)}")
+            bpb = functools.partial(_bpb, where=f"{self.config.task} {ppl_metric('bpb', L)}")
+            agg.update({ppl_metric("ppl", L): ppl, ppl_metric("bpb", L): bpb, ppl_metric("tokens", L): sum,
+                        ppl_metric("windows", L): sum})  # fmt: skip
         return agg
 
     def higher_is_better(self):
-        return {k: not k.startswith(("ppl", "bpb")) for k in self.aggregation()}
+        return {k: metric_base(k) not in PPL_LOWER for k in self.aggregation()}
