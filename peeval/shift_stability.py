@@ -31,7 +31,6 @@ O(R)-equivariant updates, ``shift_ids`` leaves both at fp32 noise for any weight
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
@@ -46,38 +45,10 @@ from .records import SHIFT_TASK as TASK
 N_SHIFT = 3
 
 
-@contextlib.contextmanager
-def _record_states(model, out: list):
-    """Collect each layer's positional state (B, H, N, L, R, M) as the attention uses it."""
-    pe = model.model.pe
-    original = pe.transform_qk
-
-    def hook(layer, q, k, ctx):
-        res = original(layer, q, k, ctx)
-        if pe.name == "tape":
-            from .models.encodings.tape import STATE
-
-            out.append(ctx.state[STATE].detach().float().clone())
-        elif pe.name == "rope":
-            cos, sin = pe.cos_sin(q, ctx.position_ids, ctx)
-            m = cos.shape[-1] // 2
-            ca, cb, sa, sb = cos[..., :m], cos[..., m:], sin[..., :m], sin[..., m:]
-            e = torch.stack([torch.stack([ca, sb], -2), torch.stack([-sa, cb], -2)], -3)  # (B, N, 2, 2, M)
-            out.append(e[:, None].float().expand(-1, q.shape[1], -1, -1, -1, -1).clone())
-        return res
-
-    pe.transform_qk = hook
-    try:
-        yield
-    finally:
-        del pe.transform_qk  # back to the class method
-
-
 @torch.no_grad()
 def forward_maps(model, input_ids: torch.Tensor, position_ids: torch.Tensor):
     """Per-layer attention maps (B, H, N, N) and positional states (or None) of one forward."""
-    states: list = []
-    with _record_states(model, states):
+    with model.model.pe.recording_states() as states:
         out = model(input_ids=input_ids, position_ids=position_ids, output_attentions=True, use_cache=False)
     attn = [a.float() for a in out.attentions]
     return attn, (states if len(states) == len(attn) else None)

@@ -89,6 +89,22 @@ def test_non_equivariant_tape_is_not_shift_invariant():
     assert neq[f"attn_diff@shift_ids@{deepest}"] > 100 * max(eq[f"attn_diff@shift_ids@{deepest}"], 1e-8)
 
 
+@pytest.mark.parametrize(("pe", "has_state"), [("rope", True), ("tape", True), ("xpos", False), ("alibi", False)])
+def test_positional_states_come_from_the_encoding_hook(pe, has_state):
+    """The measurement reads ``positional_state`` through ``recording_states`` (no patched methods):
+    one state per layer for rope and tape, none for the others; nothing stays attached afterwards."""
+    m = _model(pe)
+    enc = m.model.pe
+    r = S.shift_stability(m, IDS)
+    assert any(k.startswith("pe_dot_diff") for k in r) == has_state
+    assert enc.recorded_states is None and "transform_qk" not in vars(enc)
+    with enc.recording_states() as states, torch.no_grad():
+        m(IDS)
+    assert len(states) == (m.config.num_hidden_layers if has_state else 0)
+    if has_state:  # (B, H, N, L, R, M) with the model's heads and tokens
+        assert states[0].shape[:3] == (IDS.shape[0], m.config.num_attention_heads, IDS.shape[1])
+
+
 def test_absolute_encoding_is_not_shift_invariant_and_has_no_pe_dot():
     r = S.shift_stability(_model("learned"), IDS)
     assert r["attn_diff@shift_ids@1"] > 1e-3

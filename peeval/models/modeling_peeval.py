@@ -47,6 +47,10 @@ class PeevalAttention(nn.Module):
         ctx.fused = how == "fused"  # an encoding whose kernel takes raw q/k skips its transform then
         ctx.attn_input = x  # the normalised layer input q/k/v come from (CoPE's separate gate keys)
         q, k = pe.transform_qk(self.layer_idx, q, k, ctx)
+        if pe.recorded_states is not None:  # the shift measurement asks for the positional states
+            state = pe.positional_state(self.layer_idx, q, ctx)
+            if state is not None:
+                pe.recorded_states.append(state.detach().float().clone())
         extra = pe.extra_values(self.layer_idx, ctx)
         if extra is not None:
             v = torch.cat([v, extra.to(v.dtype)], dim=-1)

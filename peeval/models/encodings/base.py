@@ -22,6 +22,7 @@ non-persistent and recomputed there too (``from_pretrained`` builds on the meta 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -188,6 +189,24 @@ class Encoding(nn.Module):
         self, layer: int, mlp_out: torch.Tensor, ctx: PEContext, attn_out: torch.Tensor | None = None
     ) -> None:
         """Receives the token MLP output (B, Nq, C) of ``layer`` (and its attention output)."""
+
+    # -- positional state (TAPE table 8's measurement) ----------------------------------
+    #: while a list, the attention appends every layer's ``positional_state`` to it
+    recorded_states: list | None = None
+
+    def positional_state(self, layer: int, q: torch.Tensor, ctx: PEContext) -> torch.Tensor | None:
+        """The explicit positional state (B, H, N, L, R, M) this layer's attention uses, for an
+        encoding that has one (TAPE's E; RoPE's rotations, a never-updated E); else None."""
+        return None
+
+    @contextlib.contextmanager
+    def recording_states(self):
+        """``with pe.recording_states() as states: model(...)``: each layer's positional state."""
+        self.recorded_states = []
+        try:
+            yield self.recorded_states
+        finally:
+            self.recorded_states = None
 
     # -- generation ----------------------------------------------------------------
     def set_generation_length(self, total_length: int | None) -> None:

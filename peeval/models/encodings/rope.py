@@ -39,3 +39,12 @@ class RoPE(Encoding):
     def transform_qk(self, layer, q, k, ctx):
         cos, sin = self.cos_sin(q, ctx.position_ids, ctx)
         return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+
+    def positional_state(self, layer, q, ctx):
+        """Each position's rotation as TAPE's E (L=2, R=2, M=d/2 blocks of rotate_half's pairs):
+        (B, H, N, 2, 2, M), the same for every layer."""
+        cos, sin = self.cos_sin(q, ctx.position_ids, ctx)
+        m = cos.shape[-1] // 2
+        ca, cb, sa, sb = cos[..., :m], cos[..., m:], sin[..., :m], sin[..., m:]
+        e = torch.stack([torch.stack([ca, sb], -2), torch.stack([-sa, cb], -2)], -3)  # (B, N, 2, 2, M)
+        return e[:, None].expand(-1, q.shape[1], -1, -1, -1, -1)

@@ -146,6 +146,9 @@ class TAPE(Encoding):
     def _state(self, ctx: PEContext) -> torch.Tensor:
         return ctx.state[STATE]
 
+    def positional_state(self, layer, q, ctx):
+        return ctx.state[STATE]
+
     def _streams(self, layer: int) -> bool:
         """Whether this layer's updates can reach the output (not the last layer)."""
         return layer < self.num_layers - 1

@@ -40,6 +40,9 @@ class XPos(RoPE):
     name = "xpos"
     options = {"scale_base": Option(512, check=is_number(0), help="a positive number (γ)")}
 
+    def positional_state(self, layer, q, ctx):
+        return None  # rotations with a decay: no TAPE-style state (the shift measurement reports attn_diff)
+
     def __init__(self, config) -> None:
         super().__init__(config)
         self.centre = config.max_position_embeddings // 2
