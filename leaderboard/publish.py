@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import re
 import shutil
 import sys
@@ -21,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 from leaderboard.ingest import PUBLISHED, SOURCE_FILE, IngestError, discover, parse_results_dir
+from peeval._io import replace_dir
 
 #: what a checkpoint folder contributes: its summaries and curve, nothing that holds weights
 CHECKPOINT_FILES = ("train_summary.json", "adapt_summary.json", "train_curve.csv")
@@ -90,9 +90,7 @@ def publish(
             "checkpoints": len(ck_dirs),
         }
         (tmp / SOURCE_FILE).write_text(json.dumps(source, indent=1) + "\n", encoding="utf-8")
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
+        replace_dir(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target

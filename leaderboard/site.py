@@ -20,7 +20,6 @@ import io
 import json
 import math
 import os
-import shutil
 import sys
 import tempfile
 from collections import defaultdict
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from leaderboard.charts import heatmap, line_chart
+from peeval._io import replace_dir
 from peeval.records import (
     DIAG_PREFIX,
     PASSKEY_TASK,
@@ -511,14 +511,7 @@ def _write_tree(out: Path, files: dict[str, str]) -> Path:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text, encoding="utf-8")
     os.chmod(tmp, 0o755)
-    if out.exists():
-        old = out.with_name(f".{out.name}-old")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(out, old)
-        os.replace(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, out)
+    replace_dir(tmp, out)
     return out / "index.html"
 
 

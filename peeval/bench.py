@@ -30,6 +30,7 @@ import time
 
 import torch
 
+from ._io import atomic_write_text
 from .models import PeevalConfig, PeevalForCausalLM
 from .models.encodings import ENCODINGS
 
@@ -196,9 +197,7 @@ def main(argv=None) -> None:
         print(format_table(got), flush=True)
         rows += [{**r, "mode": mode} for r in got]
     if a.json:
-        with open(a.json + ".tmp", "w") as f:
-            json.dump(rows, f, indent=1)
-        os.replace(a.json + ".tmp", a.json)
+        atomic_write_text(a.json, json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":

@@ -25,14 +25,9 @@ from pathlib import Path
 
 from peeval.records import PROVENANCE_KEY
 
+from ._io import atomic_write_text as _atomic_write
+
 PEEVAL_TASKS = Path(__file__).resolve().parent / "tasks"
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def parse_model_args(s: str | None) -> dict:
@@ -327,8 +322,8 @@ def _fail(cmd: str, e: Exception) -> int:
 
 
 def cmd_train(args) -> int:
-    from .profiles import parse_set
-    from .train import run_train
+    from .training.pretrain import run_train
+    from .training.profiles import parse_set
 
     try:
         pe_options = json.loads(args.pe_options) if args.pe_options else None
@@ -354,8 +349,8 @@ def cmd_train(args) -> int:
 
 
 def cmd_tokenizer(args) -> int:
-    from .profiles import parse_set
-    from .train import build_tokenizer
+    from .training.data import build_tokenizer
+    from .training.profiles import parse_set
 
     try:
         tok = build_tokenizer(args.out, args.profile, **parse_set(args.set))
@@ -366,8 +361,8 @@ def cmd_tokenizer(args) -> int:
 
 
 def cmd_adapt(args) -> int:
-    from .adapt import run_adapt
-    from .profiles import parse_set
+    from .training.adapt import run_adapt
+    from .training.profiles import parse_set
 
     try:
         over = parse_set(args.set)

@@ -33,12 +33,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from pathlib import Path
 
 import torch
 
+from ._io import atomic_write_text
 from .records import PROVENANCE_KEY, SHIFTS, Provenance, mean_stderr, result_key, shift_metric, stderr_key
 from .records import SHIFT_TASK as TASK
 
@@ -205,9 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = results_document(metrics, ckpt, model, args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "results.json.tmp"
-    tmp.write_text(json.dumps(doc, indent=1, default=str))
-    os.replace(tmp, out / "results.json")
+    atomic_write_text(out / "results.json", json.dumps(doc, indent=1, default=str))
     print(f"shift stability: {len(metrics)} metrics in {out / 'results.json'}")
     return 0
 

@@ -5,7 +5,7 @@ import sys
 from common import ADAPT, params, use_mirror
 from resume import RESUME, fail, resumable
 
-from peeval.adapt import run_adapt
+from peeval.training.adapt import run_adapt
 
 if __name__ == "__main__":
     method = sys.argv[1]

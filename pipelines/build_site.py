@@ -5,22 +5,15 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 from common import DB, SITE
 
 from leaderboard.site import Site, build_site
+from peeval._io import atomic_write_text
 
 METRICS = Path("leaderboard/metrics.json")
 PLOTS = Path("leaderboard/plots")
-
-
-def _atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def headline(con) -> dict:
@@ -51,11 +44,11 @@ if __name__ == "__main__":
     index = build_site(DB, SITE)
     con = duckdb.connect(str(DB), read_only=True)
     try:
-        _atomic(METRICS, json.dumps(headline(con), indent=1, sort_keys=True))
+        atomic_write_text(METRICS, json.dumps(headline(con), indent=1, sort_keys=True))
         rows = ppl_rows(con)
     finally:
         con.close()
     fields = ["encoding_", "corpus", "length", "ppl", "bpb"]
     lines = ["encoding,corpus,length,ppl,bpb"] + [",".join(str(r[f]) for f in fields) for r in rows]
-    _atomic(PLOTS / "ppl_vs_length.csv", "\n".join(lines) + "\n")
+    atomic_write_text(PLOTS / "ppl_vs_length.csv", "\n".join(lines) + "\n")
     print(f"site: {index.resolve()}")

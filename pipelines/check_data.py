@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 
 from common import params, use_mirror
 from tqdm import tqdm
+
+from peeval._io import atomic_write_text
 
 
 def sha256(path) -> str:
@@ -34,11 +35,7 @@ def main() -> None:
             str(p.relative_to(d)): {"bytes": p.stat().st_size, "sha256": sha256(p)}
             for p in tqdm(files, desc=f"hash {rel}", leave=False)
         }
-    os.makedirs("data", exist_ok=True)
-    tmp = "data/manifest.json.tmp"
-    with open(tmp, "w") as fh:
-        json.dump({"folders": manifest["folders"]}, fh, indent=1, sort_keys=True)
-    os.replace(tmp, "data/manifest.json")
+    atomic_write_text("data/manifest.json", json.dumps({"folders": manifest["folders"]}, indent=1, sort_keys=True))
     print(f"data: {sum(len(v) for v in manifest['folders'].values())} files from {root}")
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -29,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from leaderboard.ingest import connect
+    from peeval._io import atomic_write_text
     from peeval.claims import ClaimsError, compute_claims, summary
 
     if not Path(args.db).is_file():
@@ -55,9 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.summary:
         counts = {v: sum(r["verdict"] == v for r in rows) for v in ("reproduced", "contradicted", "inconclusive")}
         out = Path(args.summary)
-        tmp = out.with_suffix(out.suffix + ".tmp")
-        tmp.write_text(json.dumps({"comparisons": len(rows), **counts}, indent=1) + "\n")
-        os.replace(tmp, out)
+        atomic_write_text(out, json.dumps({"comparisons": len(rows), **counts}, indent=1) + "\n")
     return 0
 
 

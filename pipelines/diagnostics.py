@@ -6,7 +6,7 @@ import sys
 from common import DIAG, entry, params
 from resume import RESUME, fail, resumable
 
-from peeval.train import run_train
+from peeval.training.pretrain import run_train
 
 if __name__ == "__main__":
     key, task, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from peeval.train import STATE_FILE, ResumeMismatch
+from peeval.training.state import STATE_FILE, ResumeMismatch
 
 RESUME = Path(".resume")
 

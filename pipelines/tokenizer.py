@@ -3,7 +3,7 @@
 from common import TOKENIZER, params, use_mirror
 from resume import fail
 
-from peeval.train import build_tokenizer
+from peeval.training.data import build_tokenizer
 
 if __name__ == "__main__":
     p = params()

@@ -6,7 +6,7 @@ import sys
 from common import PRETRAIN, TOKENIZER, entry, params, use_mirror
 from resume import RESUME, fail, resumable
 
-from peeval.train import run_train
+from peeval.training.pretrain import run_train
 
 if __name__ == "__main__":
     key = sys.argv[1]

@@ -3,9 +3,10 @@
 python pipelines/use_profile.py smoke|cpu|paper
 """
 
-import os
 import sys
 from pathlib import Path
+
+from peeval._io import atomic_write_text
 
 PROFILES = Path(__file__).resolve().parent.parent / "params"
 
@@ -15,7 +16,5 @@ if __name__ == "__main__":
         raise SystemExit(f"usage: python pipelines/use_profile.py {'|'.join(names)}")
     text = (PROFILES / f"{sys.argv[1]}.yaml").read_text(encoding="utf-8")
     target = PROFILES.parent / "params.yaml"
-    tmp = target.with_name("params.yaml.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, target)
+    atomic_write_text(target, text)
     print(f"params.yaml <- params/{sys.argv[1]}.yaml; now run: dvc repro")

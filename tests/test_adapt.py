@@ -20,7 +20,7 @@ def tiny_llama(tmp_path_factory):
     """A random 2-layer GQA Llama (3 query heads, 1 KV head) + a byte-level BPE, saved as a HF folder."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from peeval.train import train_bpe
+    from peeval.training.data import train_bpe
 
     d = tmp_path_factory.mktemp("tiny_llama")
     tok = train_bpe([TEXT], 300)
@@ -98,8 +98,8 @@ def test_tape_trainable_extras(tiny_llama):
 
 
 def test_trainable_counts_by_hand(tiny_llama):
-    from peeval.adapt import prepare_model
-    from peeval.profiles import get_profile
+    from peeval.training.adapt import prepare_model
+    from peeval.training.profiles import get_profile
 
     prof = get_profile("adapt", "smoke", {"max_layers": None})
     c, h, kvh, d, n_layers = 48, 3, 1, 16, 2
@@ -124,7 +124,7 @@ def test_theta_is_ntk_base(tiny_llama):
 
 @pytest.mark.parametrize("method", la.METHODS)
 def test_run_adapt_round_trip(method, tiny_llama, corpus, tmp_path):
-    from peeval.adapt import run_adapt
+    from peeval.training.adapt import run_adapt
 
     out = tmp_path / method
     kw = {"steps": 2} if method in ("tape", "lora", "theta") else {}  # pi, yarn: training-free by default
@@ -150,8 +150,8 @@ def test_run_adapt_round_trip(method, tiny_llama, corpus, tmp_path):
 
 def test_tape_adapter_round_trip_exact(tiny_llama, tmp_path):
     """Saved TAPE weights reload to the very same logits as the in-memory adapted model."""
-    from peeval.adapt import prepare_model
-    from peeval.profiles import get_profile
+    from peeval.training.adapt import prepare_model
+    from peeval.training.profiles import get_profile
 
     prof = get_profile("adapt", "smoke", {"max_layers": None})
     model, meta = prepare_model("tape", tiny_llama, None, prof)
@@ -167,7 +167,7 @@ def test_tape_adapter_round_trip_exact(tiny_llama, tmp_path):
 
 
 def test_pi_with_steps_fine_tunes_lora(tiny_llama, corpus, tmp_path):
-    from peeval.adapt import run_adapt
+    from peeval.training.adapt import run_adapt
 
     s = run_adapt(tmp_path, "pi", base=tiny_llama, profile="smoke", corpus=corpus, steps=1, max_layers=None)
     assert s["trainable_params"] > 0 and s["steps"] == 1 and s["rope_scaling"]["rope_type"] == "linear"
@@ -178,8 +178,8 @@ def test_pi_with_steps_fine_tunes_lora(tiny_llama, corpus, tmp_path):
 @pytest.mark.parametrize("method", ["tape", "lora"])
 def test_peeval_llama_loads_adapter(method, tiny_llama, corpus, tmp_path):
     """lm-eval's ``peeval-llama ... adapter=DIR`` evaluates the adapted model, not the base."""
-    from peeval.adapt import run_adapt
     from peeval.lm_eval_plugin import PeevalLlamaLM
+    from peeval.training.adapt import run_adapt
 
     run_adapt(tmp_path, method, base=tiny_llama, profile="smoke", corpus=corpus, steps=2, lr=5e-2, max_layers=None)
     lm = PeevalLlamaLM(pretrained=tiny_llama, adapter=str(tmp_path), device="cpu", batch_size=1)
@@ -197,7 +197,7 @@ def test_bad_adapter_dir(tmp_path, tiny_llama):
     (tmp_path / la.ADAPTER_JSON).write_text('{"method": "bogus"}')
     with pytest.raises(ValueError, match="bogus"):
         la.load_adapted(tiny_llama, tmp_path)
-    from peeval.adapt import run_adapt
+    from peeval.training.adapt import run_adapt
 
     with pytest.raises(ValueError, match="unknown adapt method"):
         run_adapt(tmp_path / "x", "alibi", base=tiny_llama, profile="smoke")

@@ -321,7 +321,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def _graphs() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """The module graph, and the same collapsed to rooms (``peeval.models``, ``peeval.train``, ...)."""
+    """The module graph, and the same collapsed to rooms (``peeval.models``, ``peeval.training``, ...)."""
     modules = _modules()
     graph = {m: _imports(m, p, modules) for m, p in modules.items()}
     room = lambda m: ".".join(m.split(".")[:2])  # noqa: E731
@@ -347,14 +347,7 @@ def test_kernels_import_nothing_from_models():
     assert _imports("peeval.kernels.tape_attention", modules["peeval.kernels.tape_attention"], modules)
 
 
-# owned by the training refactor (issue 15 item 3), not by this file's authors
-KNOWN_CYCLES = [["peeval.train", "peeval.train_diagnostics"]]
-
-
 def test_no_import_cycles():
     graph, rooms = _graphs()
     found = _cycles(graph) + [c for c in _cycles(rooms) if c not in _cycles(graph)]
-    unknown = [c for c in found if c not in KNOWN_CYCLES]
-    assert not unknown, f"import cycles: {unknown}"
-    if found:
-        pytest.xfail(f"known import cycles, to be removed by the training refactor: {found}")
+    assert not found, f"import cycles: {found}"

@@ -17,7 +17,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from peeval import train as tr
+from peeval.training.data import Batches
+from peeval.training.loop import n_targets
+from peeval.training.pretrain import count_params, flops_per_token, run_train
+from peeval.training.state import STATE_FILE
 
 REPO = Path(__file__).resolve().parent.parent
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
@@ -52,7 +55,7 @@ def _curve(d: Path) -> list[dict]:
 
 
 def _one_process(out: Path) -> dict:
-    return tr.run_train(out, "rope", **DIAG)
+    return run_train(out, "rope", **DIAG)
 
 
 def _assert_same_run(one: Path, two: Path) -> None:
@@ -81,7 +84,7 @@ def test_global_token_mean_by_hand():
     labels[0, 1:] = -100  # targets are labels[:, 1:]: rows 0, 3, 5 keep 0, 1 and 2 of their 3
     labels[3, 2:] = -100
     labels[5, 3:] = -100
-    batches = tr.Batches({"input_ids": labels.clamp(min=0), "labels": labels}, {"input_ids": labels[:1]})
+    batches = Batches({"input_ids": labels.clamp(min=0), "labels": labels}, {"input_ids": labels[:1]})
 
     def loss_sum(rows):
         logits, tgt = (x[rows] @ w)[:, :-1], labels[rows][:, 1:]
@@ -89,7 +92,7 @@ def test_global_token_mean_by_hand():
         return torch.nn.functional.cross_entropy(logits[m], tgt[m], reduction="sum"), int(m.sum())
 
     idx = torch.arange(7)
-    n_target = tr._n_targets(batches, idx)
+    n_target = n_targets(batches, idx)
     total, n = loss_sum(idx)
     assert n_target == n == 3 * 7 - 3 - 2 - 1
     (want,) = torch.autograd.grad(total / n, w)
@@ -133,12 +136,12 @@ def test_two_processes_train_like_one(tmp_path):
     assert r.stderr.count("peeval: checkpoint written to") == 1
     assert "by process 0 of 2" in r.stderr
     assert sorted(p.name for p in (tmp_path / "two").iterdir() if p.name.startswith(".") or ".tmp" in p.name) == []
-    assert not (tmp_path / "two" / tr.STATE_FILE).exists()
+    assert not (tmp_path / "two" / STATE_FILE).exists()
 
 
 KILLED = """
 import os, signal, sys
-from peeval.train import run_train
+from peeval.training.pretrain import run_train
 res = run_train(sys.argv[1], "rope", stop_after=4, **{DIAG!r})
 assert res == {{"interrupted_at": 4}}, res
 os.kill(os.getpid(), signal.SIGKILL)  # killed after step 4: the last saved state is step 3's
@@ -152,7 +155,7 @@ def test_two_processes_resume_after_a_kill(tmp_path):
     out = tmp_path / "two"
     r = _launch([str(script), str(out)])
     assert r.returncode != 0  # torchrun reports the killed workers
-    st = torch.load(out / tr.STATE_FILE, weights_only=False)
+    st = torch.load(out / STATE_FILE, weights_only=False)
     assert st["step"] == 3 and not (out / "model.safetensors").exists()
     r = _launch(_train_cli(out))
     assert r.returncode == 0, r.stderr[-3000:]
@@ -168,7 +171,7 @@ def test_two_processes_eval_like_one(tmp_path):
     from peeval.cli import main
 
     ck = tmp_path / "ck"
-    tr.run_train(ck, "rope", task="flip_flop", profile="smoke", steps=4)
+    run_train(ck, "rope", task="flip_flop", profile="smoke", steps=4)
     task = "peeval_diag_flip_flop_test"
     args = ["eval", "--model", "peeval", "--model_args", f"pretrained={ck}", "--tasks", task]
     args += ["--metadata", json.dumps({"n": 24}), "--batch_size", "4", "--run_name", "r"]
@@ -289,8 +292,8 @@ def test_gpu_profile_is_consistent():
     import yaml
 
     from peeval.models.encodings import ENCODINGS
-    from peeval.profiles import get_profile
     from peeval.tasks.diagnostics.generators import TASKS
+    from peeval.training.profiles import get_profile
 
     p = _gpu_params()
     cpu = yaml.safe_load((REPO / "params" / "cpu.yaml").read_text())
@@ -311,7 +314,7 @@ def test_gpu_profile_stages_fit_ten_minutes_by_flops():
     """Training FLOPs (6N + attention, Kaplan, plus the output layer) of each gpu training stage at
     H100_FLOPS: the slowest (TAPE: ~2.3x rope's attention on the H100) must fit 10 minutes with 2x slack."""
     from peeval.models import PeevalConfig, PeevalForCausalLM
-    from peeval.profiles import get_profile
+    from peeval.training.profiles import get_profile
 
     p = _gpu_params()
 
@@ -319,8 +322,8 @@ def test_gpu_profile_stages_fit_ten_minutes_by_flops():
         keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads")
         cfg = PeevalConfig(vocab_size=vocab, max_position_embeddings=seq, pe="rope", **{k: prof[k] for k in keys})
         with torch.device("meta"):
-            n = tr.count_params(PeevalForCausalLM(cfg))["non_embedding"]
-        per_token = tr.flops_per_token(cfg, n, seq) + 6 * vocab * prof["hidden_size"]
+            n = count_params(PeevalForCausalLM(cfg))["non_embedding"]
+        per_token = flops_per_token(cfg, n, seq) + 6 * vocab * prof["hidden_size"]
         return per_token * tokens_per_step * prof["steps"] * prof["grad_accum"] / H100_FLOPS / 60
 
     t = get_profile("train", "gpu", p["train"]["set"])

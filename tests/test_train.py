@@ -9,9 +9,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from peeval import train as tr
 from peeval.data import mirror_root
 from peeval.models.encodings import ENCODINGS
+from peeval.training.data import train_bpe, unigram_ppl
+from peeval.training.pretrain import flops_per_token, run_train
+from peeval.training.schedule import lr_lambda
+from peeval.training.state import STATE_FILE
 
 TEXT = (
     "The quick brown fox jumps over the lazy dog. The lazy dog sleeps under the old oak tree. "
@@ -43,7 +46,7 @@ def corpus(tmp_path_factory):
 @pytest.fixture(scope="module")
 def tok_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("tok")
-    tr.train_bpe([TEXT], 200).save_pretrained(d)
+    train_bpe([TEXT], 200).save_pretrained(d)
     return str(d)
 
 
@@ -54,7 +57,7 @@ def curve(path):
 
 @pytest.mark.parametrize("pe", sorted(ENCODINGS))
 def test_a_few_steps_lower_the_loss(pe, corpus, tok_dir, tmp_path):
-    s = tr.run_train(
+    s = run_train(
         tmp_path, pe, profile="smoke", tokenizer=tok_dir, corpus=corpus, steps=6, lr=1e-2, eval_every=1, **TINY
     )
     rows = curve(tmp_path)
@@ -65,7 +68,7 @@ def test_a_few_steps_lower_the_loss(pe, corpus, tok_dir, tmp_path):
     assert s["final_val_ppl"] == pytest.approx(math.exp(s["final_val_loss"]))
     assert s["pe"] == pe and s["training_length"] == 32 and s["tokens"] == 6 * 4 * 32
     assert (tmp_path / "model.safetensors").exists() and (tmp_path / "tokenizer.json").exists()
-    assert not (tmp_path / tr.STATE_FILE).exists()
+    assert not (tmp_path / STATE_FILE).exists()
 
 
 @pytest.mark.parametrize("pe", ["rope", "randpe"])  # randpe draws random positions: RNG state must resume
@@ -74,12 +77,12 @@ def test_resume_equals_uninterrupted_and_determinism(pe, corpus, tok_dir, tmp_pa
     if pe == "randpe":
         kw["pe_options"] = {"max_positions": 256}
     a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
-    tr.run_train(a, pe, **kw)
-    tr.run_train(c, pe, **kw)
-    res = tr.run_train(b, pe, stop_after=4, **kw)  # "killed" after step 4; last saved state: step 3
+    run_train(a, pe, **kw)
+    run_train(c, pe, **kw)
+    res = run_train(b, pe, stop_after=4, **kw)  # "killed" after step 4; last saved state: step 3
     assert res == {"interrupted_at": 4}
-    assert (b / tr.STATE_FILE).exists() and not (b / "model.safetensors").exists()
-    tr.run_train(b, pe, **kw)
+    assert (b / STATE_FILE).exists() and not (b / "model.safetensors").exists()
+    run_train(b, pe, **kw)
     wa, wb, wc = (load_file(str(d / "model.safetensors")) for d in (a, b, c))
     assert wa.keys() == wb.keys()
     for k in wa:
@@ -91,23 +94,23 @@ def test_resume_equals_uninterrupted_and_determinism(pe, corpus, tok_dir, tmp_pa
 
     assert strip(curve(a)) == strip(curve(b))
     d = tmp_path / "d"
-    tr.run_train(d, pe, seed=1, **kw)
+    run_train(d, pe, seed=1, **kw)
     assert any(not torch.equal(wa[k], v) for k, v in load_file(str(d / "model.safetensors")).items())
 
 
 def test_resume_refuses_other_settings(corpus, tok_dir, tmp_path):
     kw = dict(profile="smoke", tokenizer=tok_dir, corpus=corpus, steps=6, save_every=3, **TINY)
-    tr.run_train(tmp_path, "rope", stop_after=3, **kw)
+    run_train(tmp_path, "rope", stop_after=3, **kw)
     with pytest.raises(ValueError, match=r"belongs to a different run \(settings.lr: 0.003 there, 0.0001 now\)"):
-        tr.run_train(tmp_path, "rope", **{**kw, "lr": 1e-4})
+        run_train(tmp_path, "rope", **{**kw, "lr": 1e-4})
 
 
 def test_tokenizer_training_is_deterministic(tmp_path):
-    t1, t2 = tr.train_bpe([TEXT, "other words here"], 300), tr.train_bpe([TEXT, "other words here"], 300)
+    t1, t2 = train_bpe([TEXT, "other words here"], 300), train_bpe([TEXT, "other words here"], 300)
     assert t1.backend_tokenizer.to_str() == t2.backend_tokenizer.to_str()
     assert len(t1) == 300
     assert t1.decode(t1(TEXT[:200])["input_ids"]) == TEXT[:200]  # byte-level: lossless
-    t3 = tr.train_bpe([TEXT], 340)
+    t3 = train_bpe([TEXT], 340)
     assert t3.backend_tokenizer.to_str() != t1.backend_tokenizer.to_str()
 
 
@@ -140,38 +143,38 @@ def test_tokenizer_cli_and_smoke_train_on_the_mirror(tmp_path):
 
 def test_lr_schedule_by_hand():
     # warmup 4 -> 0.25, 0.5, 0.75, 1.0; then cosine from 1 to 0.1 over 8 more steps
-    assert [tr.lr_lambda(s, 4, 12, 0.1) for s in range(4)] == [0.25, 0.5, 0.75, 1.0]
-    assert tr.lr_lambda(8, 4, 12, 0.1) == pytest.approx(0.1 + 0.9 * 0.5)  # halfway: cos(pi/2) = 0
-    assert tr.lr_lambda(12, 4, 12, 0.1) == pytest.approx(0.1)
+    assert [lr_lambda(s, 4, 12, 0.1) for s in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    assert lr_lambda(8, 4, 12, 0.1) == pytest.approx(0.1 + 0.9 * 0.5)  # halfway: cos(pi/2) = 0
+    assert lr_lambda(12, 4, 12, 0.1) == pytest.approx(0.1)
 
 
 def test_unigram_ppl_by_hand():
     train = torch.tensor([[0, 0, 0, 1]])  # counts+1: 4, 2, 1 over vocab 3 -> p = 4/7, 2/7, 1/7
     val = torch.tensor([[2, 0, 1]])  # scored tokens 0 and 1 (the first of a block is not predicted)
     want = math.exp(-(math.log(4 / 7) + math.log(2 / 7)) / 2)
-    assert tr.unigram_ppl(train, val, 3) == pytest.approx(want)
+    assert unigram_ppl(train, val, 3) == pytest.approx(want)
 
 
 def test_flops_per_token_by_hand():
     from conftest import tiny_config
 
     cfg = tiny_config()  # 2 layers, 4 heads x head_dim 8
-    assert tr.flops_per_token(cfg, 1000, 16) == 6 * 1000 + 6 * 2 * 16 * 32
+    assert flops_per_token(cfg, 1000, 16) == 6 * 1000 + 6 * 2 * 16 * 32
 
 
 def test_bad_input(corpus, tok_dir, tmp_path):
     from peeval.cli import main
 
     with pytest.raises(ValueError, match="unknown train profile 'huge'"):
-        tr.run_train(tmp_path, "rope", profile="huge")
+        run_train(tmp_path, "rope", profile="huge")
     with pytest.raises(ValueError, match="unknown train setting 'stepz'"):
-        tr.run_train(tmp_path, "rope", profile="smoke", stepz=3)
+        run_train(tmp_path, "rope", profile="smoke", stepz=3)
     with pytest.raises(ValueError, match="unknown pe 'ropez'"):
-        tr.run_train(tmp_path, "ropez", profile="smoke")
+        run_train(tmp_path, "ropez", profile="smoke")
     with pytest.raises(ValueError, match="cannot load the tokenizer"):
-        tr.run_train(tmp_path, "rope", profile="smoke", tokenizer=str(tmp_path / "nope"), corpus=corpus)
+        run_train(tmp_path, "rope", profile="smoke", tokenizer=str(tmp_path / "nope"), corpus=corpus)
     with pytest.raises(ValueError, match="unknown pe_options"):
-        tr.run_train(tmp_path, "rope", {"bogus": 1}, profile="smoke", tokenizer=tok_dir, corpus=corpus, **TINY)
+        run_train(tmp_path, "rope", {"bogus": 1}, profile="smoke", tokenizer=tok_dir, corpus=corpus, **TINY)
     assert main(["train", "--pe", "rope", "--out", str(tmp_path), "--profile", "smoke", "--set", "nokey"]) == 2
     assert main(["train", "--pe", "rope", "--out", str(tmp_path), "--pe_options", "[1]", "--profile", "smoke"]) == 2
     assert not (tmp_path / "model.safetensors").exists()
@@ -179,7 +182,7 @@ def test_bad_input(corpus, tok_dir, tmp_path):
 
 def test_diagnostic_rows_score_the_answer_only():
     from peeval.tasks.diagnostics import generators as gen
-    from peeval.train_diagnostics import encode_examples
+    from peeval.training.diagnostics import encode_examples
 
     tok = gen.tokenizer("addition")
     rows = [{"prompt": "1 2 + 3 =", "answer": "4 2", "meta": {}}, {"prompt": "5 + 5 =", "answer": "0 1", "meta": {}}]
@@ -204,11 +207,11 @@ def test_diagnostic_rows_score_the_answer_only():
 def test_diagnostic_training(tmp_path):
     from transformers import AutoTokenizer
 
-    s = tr.run_train(tmp_path, "rope", task="addition", profile="smoke", steps=8, lr=1e-2, eval_every=1)
+    s = run_train(tmp_path, "rope", task="addition", profile="smoke", steps=8, lr=1e-2, eval_every=1)
     val = [float(r["val_loss"]) for r in curve(tmp_path)]
     assert val[-1] < val[0]
     assert s["task"] == "addition" and 0.0 <= s["final_val_exact_match"] <= 1.0
     tok = AutoTokenizer.from_pretrained(tmp_path)  # saved with the checkpoint for lm-eval's HFLM
     assert tok.convert_ids_to_tokens(tok("1 + 2 =")["input_ids"]) == ["1", "+", "2", "="]
     with pytest.raises(ValueError, match="unknown diagnostic task"):
-        tr.run_train(tmp_path / "x", "rope", task="sorting", profile="smoke")
+        run_train(tmp_path / "x", "rope", task="sorting", profile="smoke")

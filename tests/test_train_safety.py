@@ -10,8 +10,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from peeval import train as tr
 from peeval.cli import main
+from peeval.training.data import train_bpe
+from peeval.training.pretrain import run_train
+from peeval.training.state import STATE_FILE
 
 TEXT = (
     "The quick brown fox jumps over the lazy dog. The lazy dog sleeps under the old oak tree. "
@@ -45,7 +47,7 @@ def corpus(tmp_path_factory):
 @pytest.fixture(scope="module")
 def tok_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("tok")
-    tr.train_bpe([TEXT], 200).save_pretrained(d)
+    train_bpe([TEXT], 200).save_pretrained(d)
     return str(d)
 
 
@@ -88,13 +90,13 @@ def test_train_refuses_a_finished_checkpoint_unless_overwrite(corpus, tok_dir, t
 def test_overwrite_discards_resume_state_and_starts_from_step_0(corpus, tok_dir, tmp_path):
     kw = dict(profile="smoke", tokenizer=tok_dir, corpus=corpus, **TINY)
     fresh, b = tmp_path / "fresh", tmp_path / "b"
-    tr.run_train(fresh, "rope", **kw)
-    tr.run_train(b, "nope", stop_after=3, **kw)  # another encoding's state in the folder
-    assert (b / tr.STATE_FILE).exists()
-    tr.run_train(b, "rope", overwrite=True, **kw)
+    run_train(fresh, "rope", **kw)
+    run_train(b, "nope", stop_after=3, **kw)  # another encoding's state in the folder
+    assert (b / STATE_FILE).exists()
+    run_train(b, "rope", overwrite=True, **kw)
     wa, wb = load_file(str(fresh / "model.safetensors")), load_file(str(b / "model.safetensors"))
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
-    assert not (b / tr.STATE_FILE).exists()
+    assert not (b / STATE_FILE).exists()
 
 
 def test_out_that_is_a_file_is_refused(corpus, tok_dir, tmp_path, capsys):
@@ -120,37 +122,37 @@ def test_out_that_is_a_file_is_refused(corpus, tok_dir, tmp_path, capsys):
 )
 def test_resume_refuses_a_different_run_naming_the_key(change, key, corpus, tok_dir, tmp_path):
     kw = dict(profile="smoke", tokenizer=tok_dir, corpus=corpus, **TINY)
-    tr.run_train(tmp_path, "tape", stop_after=3, **kw)
-    state = (tmp_path / tr.STATE_FILE).read_bytes()
+    run_train(tmp_path, "tape", stop_after=3, **kw)
+    state = (tmp_path / STATE_FILE).read_bytes()
     change = dict(change)
     pe = change.pop("pe", "tape")
     if change.pop("other_tokenizer", False):
         other = tmp_path.parent / f"{tmp_path.name}-tok"
-        tr.train_bpe([TEXT], 300).save_pretrained(other)  # 200 tokens: the bytes only
+        train_bpe([TEXT], 300).save_pretrained(other)  # 200 tokens: the bytes only
         change["tokenizer"] = str(other)
     with pytest.raises(ValueError, match=key) as e:  # a ResumeMismatch
-        tr.run_train(tmp_path, pe, **{**kw, **change})
+        run_train(tmp_path, pe, **{**kw, **change})
     assert "\n" not in str(e.value) and "--overwrite" in str(e.value)
-    assert (tmp_path / tr.STATE_FILE).read_bytes() == state and not (tmp_path / "model.safetensors").exists()
+    assert (tmp_path / STATE_FILE).read_bytes() == state and not (tmp_path / "model.safetensors").exists()
 
 
 def test_resume_refuses_a_diagnostic_task_on_a_text_state(corpus, tok_dir, tmp_path, capsys):
     kw = dict(profile="smoke", tokenizer=tok_dir, corpus=corpus, **TINY)
-    tr.run_train(tmp_path, "rope", stop_after=3, **kw)
+    run_train(tmp_path, "rope", stop_after=3, **kw)
     with pytest.raises(ValueError, match="task: None there, 'addition' now"):
-        tr.run_train(tmp_path, "rope", task="addition", profile="smoke", steps=6)
+        run_train(tmp_path, "rope", task="addition", profile="smoke", steps=6)
     # the CLI: the same refusal as one line, exit 2
     capsys.readouterr()
     assert main(cli_args(tmp_path, corpus, tok_dir, pe="nope")) == 2
-    one_error_line(capsys, str(tmp_path / tr.STATE_FILE), "pe: 'rope' there, 'nope' now")
+    one_error_line(capsys, str(tmp_path / STATE_FILE), "pe: 'rope' there, 'nope' now")
 
 
 def test_resume_of_the_same_run_still_equals_uninterrupted(corpus, tok_dir, tmp_path, capsys):
     kw = dict(profile="smoke", tokenizer=tok_dir, corpus=corpus, **TINY)
     a, b = tmp_path / "a", tmp_path / "b"
-    tr.run_train(a, "tape", pe_options={"mlp_update": True}, **kw)  # the default, spelled out
-    tr.run_train(b, "tape", stop_after=4, **kw)
-    tr.run_train(b, "tape", **kw)
+    run_train(a, "tape", pe_options={"mlp_update": True}, **kw)  # the default, spelled out
+    run_train(b, "tape", stop_after=4, **kw)
+    run_train(b, "tape", **kw)
     assert "resuming from step 3" in capsys.readouterr().err
     wa, wb = load_file(str(a / "model.safetensors")), load_file(str(b / "model.safetensors"))
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
@@ -160,11 +162,11 @@ def test_resume_of_the_same_run_still_equals_uninterrupted(corpus, tok_dir, tmp_
 def test_resume_dir_outside_out_survives_deleting_out(corpus, tok_dir, tmp_path, capsys):
     kw = dict(profile="smoke", tokenizer=tok_dir, corpus=corpus, **TINY)
     a, b, resume = tmp_path / "a", tmp_path / "b", tmp_path / "resume" / "b"
-    tr.run_train(a, "rope", **kw)
-    assert tr.run_train(b, "rope", resume_dir=resume, stop_after=4, **kw) == {"interrupted_at": 4}
-    assert (resume / tr.STATE_FILE).exists() and not (b / tr.STATE_FILE).exists()
+    run_train(a, "rope", **kw)
+    assert run_train(b, "rope", resume_dir=resume, stop_after=4, **kw) == {"interrupted_at": 4}
+    assert (resume / STATE_FILE).exists() and not (b / STATE_FILE).exists()
     shutil.rmtree(b)  # what `dvc repro` does to a stage's outputs before running it again
-    tr.run_train(b, "rope", resume_dir=resume, **kw)
+    run_train(b, "rope", resume_dir=resume, **kw)
     assert "resuming from step 3" in capsys.readouterr().err
     wa, wb = load_file(str(a / "model.safetensors")), load_file(str(b / "model.safetensors"))
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
@@ -179,11 +181,11 @@ def test_pipeline_discards_a_state_of_other_parameters(corpus, tok_dir, tmp_path
         sys.path.pop(0)
     kw = dict(profile="smoke", tokenizer=tok_dir, corpus=corpus, **TINY)
     a, b, resume = tmp_path / "a", tmp_path / "b", tmp_path / "resume"
-    tr.run_train(b, "rope", resume_dir=resume, stop_after=4, **kw)
+    run_train(b, "rope", resume_dir=resume, stop_after=4, **kw)
     shutil.rmtree(b)
     kw["lr"] = 1e-2  # params.yaml changed after the kill: DVC reruns the stage, the old state must not be mixed in
-    tr.run_train(a, "rope", **kw)
-    resumable(lambda rd: tr.run_train(b, "rope", resume_dir=rd, **kw), resume, "train@rope")
+    run_train(a, "rope", **kw)
+    resumable(lambda rd: run_train(b, "rope", resume_dir=rd, **kw), resume, "train@rope")
     assert "train@rope: discarding the resume state of other parameters" in capsys.readouterr().err
     wa, wb = load_file(str(a / "model.safetensors")), load_file(str(b / "model.safetensors"))
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
@@ -253,7 +255,7 @@ def test_bad_seed_and_tokenizer_with_a_task(tok_dir, tmp_path, capsys):
 
 
 def test_integral_float_settings_are_ints():
-    from peeval.profiles import get_profile
+    from peeval.training.profiles import get_profile
 
     p = get_profile("train", "smoke", {"steps": 1e3, "betas": [0.9, 0.99]})
     assert p["steps"] == 1000 and isinstance(p["steps"], int) and p["betas"] == (0.9, 0.99)
@@ -264,8 +266,8 @@ def test_integral_float_settings_are_ints():
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "empty", "foreign"])
 def test_damaged_train_state_is_one_line_naming_it(damage, corpus, tok_dir, tmp_path, capsys):
     kw = dict(profile="smoke", tokenizer=tok_dir, corpus=corpus, **TINY)
-    tr.run_train(tmp_path, "rope", stop_after=3, **kw)
-    state = tmp_path / tr.STATE_FILE
+    run_train(tmp_path, "rope", stop_after=3, **kw)
+    state = tmp_path / STATE_FILE
     if damage == "truncate":
         data = state.read_bytes()
         state.write_bytes(data[: len(data) // 2])
@@ -287,7 +289,7 @@ def tiny_llama(tmp_path_factory):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     d = tmp_path_factory.mktemp("tiny_llama")
-    tok = tr.train_bpe([TEXT], 300)
+    tok = train_bpe([TEXT], 300)
     cfg = LlamaConfig(
         vocab_size=len(tok),
         hidden_size=48,
@@ -323,7 +325,7 @@ def test_damaged_adapt_base_weights_are_one_line_naming_the_file(damage, tiny_ll
 
 
 def test_adapt_refuses_a_finished_adapter_and_bad_settings(tiny_llama, corpus, tmp_path, capsys):
-    from peeval.adapt import run_adapt
+    from peeval.training.adapt import run_adapt
 
     out = tmp_path / "out"
     kw = dict(base=str(tiny_llama), profile="smoke", corpus=corpus, max_layers=None, steps=1)

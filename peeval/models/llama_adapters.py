@@ -26,6 +26,8 @@ from pathlib import Path
 
 import torch
 
+from .._io import atomic_write_text
+
 METHODS = ("tape", "lora", "theta", "pi", "yarn")
 ADAPTER_JSON = "peeval_adapter.json"
 TAPE_WEIGHTS = "tape_adapter.safetensors"
@@ -180,9 +182,7 @@ def save_adapter(model, out_dir: Path, meta: dict) -> None:
         keep = set(meta["trained_tensors"])
         sd = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if k in keep}
         save_file(sd, str(out_dir / TAPE_WEIGHTS))
-    tmp = out_dir / (ADAPTER_JSON + ".tmp")
-    tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
-    os.replace(tmp, out_dir / ADAPTER_JSON)
+    atomic_write_text(out_dir / ADAPTER_JSON, json.dumps(meta, indent=1))
 
 
 def read_adapter_meta(adapter_dir: str | os.PathLike) -> dict:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from .data import Batches
+
 
 def encode_examples(rows: list[dict], tok) -> dict[str, torch.Tensor]:
     """Right-padded (input_ids, attention_mask, labels) for ``rows`` (prompt/answer dicts)."""
@@ -35,8 +37,7 @@ def encode_examples(rows: list[dict], tok) -> dict[str, torch.Tensor]:
 
 def prepare_diagnostic(task: str, prof: dict, seed: int):
     """(tokenizer, Batches, max_len) for diagnostic ``task`` under the diag profile ``prof``."""
-    from .tasks.diagnostics import generators as gen
-    from .train import Batches
+    from ..tasks.diagnostics import generators as gen
 
     gp = prof["gen_profile"]
     train = gen.generate(task, "train", prof["train_examples"], seed=seed, profile=gp, **prof["task_params"])

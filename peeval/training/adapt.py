@@ -20,23 +20,12 @@ from pathlib import Path
 
 import torch
 
-from .models import llama_adapters as la
+from .._io import atomic_write_text, save_dir_atomically
+from ..models import llama_adapters as la
+from .data import Batches, load_corpus, pack
+from .loop import fit, seed_all
 from .profiles import ADAPT_FIXED, get_profile
-from .train import (
-    MAX_SEED,
-    STATE_FILE,
-    Batches,
-    _jsonable,
-    _seed_all,
-    atomic_write_text,
-    check_out_dir,
-    clear_for_overwrite,
-    drop_state,
-    fit,
-    load_corpus,
-    pack,
-    save_dir_atomically,
-)
+from .state import STATE_FILE, check_out_dir, check_seed, clear_for_overwrite, drop_state, jsonable
 
 #: the files that mark a finished ``peeval adapt`` output, and what ``overwrite=True`` deletes first
 FINISHED_FILES = ("adapt_summary.json", la.ADAPTER_JSON)
@@ -122,8 +111,7 @@ def run_adapt(
     every bad input raises ValueError / FileNotFoundError before anything is written."""
     if method not in la.METHODS:
         raise ValueError(f"unknown adapt method {method!r}: allowed {', '.join(la.METHODS)}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
-        raise ValueError(f"--seed {seed!r}: allowed an integer from 0 to {MAX_SEED}")
+    check_seed(seed)
     out = Path(out_dir)
     state_path = Path(resume_dir if resume_dir is not None else out) / STATE_FILE
     check_out_dir(out, FINISHED_FILES, state_path, overwrite, "--overwrite")
@@ -138,7 +126,7 @@ def run_adapt(
     if method in ("tape", "lora", "theta") and prof["steps"] == 0:  # an untrained adapter is not this method
         raise ValueError(f"--set steps=0: allowed an integer >= 1 for --method {method} (0 only for pi, yarn)")
     check_weight_files(base, gguf)
-    _seed_all(seed)
+    seed_all(seed)
     try:
         model, meta = prepare_model(method, base, gguf, prof)
     except OSError as e:  # transformers: a base folder without config / weights
@@ -178,7 +166,7 @@ def run_adapt(
         "final_val_ppl": res["final_val_ppl"],
         "profile": profile,
         "seed": seed,
-        "settings": _jsonable(prof),
+        "settings": jsonable(prof),
         "device": "cuda" if torch.cuda.is_available() else "cpu",
     }
     if method == "tape":

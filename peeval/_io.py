@@ -1,0 +1,68 @@
+"""Atomic file writes for the whole repository (peeval, pipelines, leaderboard).
+
+A reader (a DVC stage, ingest, a resumed run, a browser) sees the old file or the new one, never
+half of one: everything is written beside its target and moved over it by ``os.replace``
+(atomic on one file system). A leaf module with no third-party imports, so that ``leaderboard``
+can use it without importing torch.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+
+def tmp_path(path: str | os.PathLike) -> Path:
+    """Where ``atomic_write`` stages ``path`` (``<name>.tmp`` beside it; a crash can leave it behind)."""
+    path = Path(path)
+    return path.with_name(path.name + ".tmp")
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> None:
+    """``write(tmp)`` a file beside ``path`` (parents created), then move it over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = tmp_path(path)
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """``path`` holds ``text`` (UTF-8), or what it held before."""
+    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """``path`` holds ``data``, or what it held before."""
+    atomic_write(path, lambda tmp: tmp.write_bytes(data))
+
+
+def save_dir_atomically(out_dir: str | os.PathLike, write: Callable[[Path], object]) -> None:
+    """``write(tmp_dir)`` into a fresh folder beside ``out_dir``, then move its files in by rename,
+    so a reader never sees a half-written model or tokenizer (other files of ``out_dir`` stay)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".save-", dir=out_dir))
+    try:
+        write(tmp)
+        for f in sorted(tmp.iterdir()):
+            os.replace(f, out_dir / f.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def replace_dir(tmp: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Swap the finished folder ``tmp`` in for ``target`` (which may not exist yet): the old folder
+    is renamed aside first, so ``target`` is never a half-built or half-deleted tree."""
+    tmp, target = Path(tmp), Path(target)
+    if target.exists():
+        old = target.with_name(f".{target.name}-old")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(target, old)
+        os.replace(tmp, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, target)

@@ -1,0 +1,163 @@
+"""The resume state of a training run (``train_state.pt``) and the rules of an output folder.
+
+The state holds model, optimizer, scheduler, RNG and curve, and everything that defines the run
+(``run``: encoding or method, settings, seed, tokenizer...): it is resumed only by the same run, and
+an ``--out`` holding a finished run is replaced only on request.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .._io import atomic_write, tmp_path
+
+STATE_FILE = "train_state.pt"
+MAX_SEED = 2**32 - 1  # numpy's seed range (transformers.set_seed seeds numpy too)
+
+
+class ResumeMismatch(ValueError):
+    """The resume state was written by a different run (encoding, settings, seed, tokenizer...)."""
+
+
+def check_seed(seed: Any) -> None:
+    """A run's seed is an integer that every RNG it seeds accepts."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"--seed {seed!r}: allowed an integer from 0 to {MAX_SEED}")
+
+
+def atomic_torch_save(obj: Any, path: Path) -> None:
+    atomic_write(path, lambda tmp: torch.save(obj, tmp))
+
+
+def jsonable(prof: dict) -> dict:
+    """``prof`` as JSON would give it back (tuples as lists, odd values as strings): comparable with a
+    recorded one."""
+    return json.loads(json.dumps(prof, default=str))
+
+
+def rng_state() -> dict:
+    import random
+
+    import numpy as np
+
+    st = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    if torch.cuda.is_available():
+        st["cuda"] = torch.cuda.get_rng_state_all()
+    return st
+
+
+def set_rng_state(st: dict) -> None:
+    import random
+
+    import numpy as np
+
+    torch.set_rng_state(st["torch"])
+    random.setstate(st["python"])
+    np.random.set_state(st["numpy"])
+    if "cuda" in st and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(st["cuda"])
+
+
+def save_state(path, model, opt, sched, step, rows, tokens, elapsed, prof, seed, run) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    atomic_torch_save(
+        {
+            "model": model.state_dict(),
+            "optimizer": opt.state_dict(),
+            "scheduler": sched.state_dict(),
+            "rng": rng_state(),
+            "step": step,
+            "rows": rows,
+            "tokens": tokens,
+            "elapsed_s": elapsed,
+            "prof": jsonable(prof),
+            "seed": seed,
+            "run": run,
+        },
+        path,
+    )
+
+
+def load_state(path: Path) -> dict:
+    """``train_state.pt`` as a dict; a truncated or foreign file is one error naming it."""
+    try:
+        st = torch.load(path, weights_only=False, map_location="cpu")
+    except Exception as e:  # torch raises RuntimeError / EOFError / UnpicklingError for a damaged file
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0].split(". ")[0]
+        raise ValueError(
+            f"{path}: cannot read the resume state, truncated or corrupt ({first}): delete it, or start anew "
+            "with --overwrite"
+        ) from e
+    need = ("model", "optimizer", "scheduler", "rng", "step", "rows", "tokens", "elapsed_s")
+    if not isinstance(st, dict) or any(k not in st for k in need):
+        raise ValueError(f"{path}: not a peeval resume state (no {', '.join(need)}): delete it, or use --overwrite")
+    return st
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def check_same_run(path: Path, old: dict | None, new: dict) -> None:
+    """Refuse to resume a state whose run differs from this one, naming every differing key."""
+    if old is None:
+        raise ResumeMismatch(
+            f"{path} was written by an older peeval that did not record the run's settings: delete it, or start "
+            "anew with --overwrite"
+        )
+    a, b = _flatten(old), _flatten(new)
+    missing = object()
+    # what the user names (pe, task, seed, tokenizer...) first, then settings, then derived model fields
+    rank = {"settings": 1, "model_config": 2}
+    diff = sorted(
+        (k for k in a.keys() | b.keys() if a.get(k, missing) != b.get(k, missing)),
+        key=lambda k: (rank.get(k.split(".")[0], 0), k),
+    )
+    if diff:
+        shown = "; ".join(f"{k}: {a.get(k, '<absent>')!r} there, {b.get(k, '<absent>')!r} now" for k in diff[:6])
+        more = f"; and {len(diff) - 6} more" if len(diff) > 6 else ""
+        raise ResumeMismatch(
+            f"{path} belongs to a different run ({shown}{more}): rerun with the same settings to resume, or "
+            "start anew with --overwrite"
+        )
+
+
+def drop_state(state_path: Path, keep_dir: Path) -> None:
+    """Delete a finished run's resume state (and its folder when it is a separate, now empty one)."""
+    state_path = Path(state_path)
+    state_path.unlink(missing_ok=True)
+    tmp_path(state_path).unlink(missing_ok=True)
+    d = state_path.parent
+    if d.resolve() != Path(keep_dir).resolve() and d.is_dir() and not any(d.iterdir()):
+        d.rmdir()
+
+
+def check_out_dir(out: Path, finished_files: tuple[str, ...], state_path: Path, overwrite: bool, flag: str) -> None:
+    """Refuse an ``--out`` that is a file, or that holds a finished run, unless ``overwrite``."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: is a file, allowed a folder (new or holding a checkpoint to resume)")
+    done = [f for f in finished_files if (out / f).exists()]
+    if done and not overwrite and not state_path.exists():
+        raise ValueError(
+            f"--out {out} already holds a finished run ({', '.join(done)}): pass {flag} to replace it, or "
+            "choose another folder"
+        )
+
+
+def clear_for_overwrite(out: Path, state_path: Path, patterns: tuple[str, ...]) -> None:
+    """``--overwrite``: delete the previous run's resume state and finished outputs before training."""
+    Path(state_path).unlink(missing_ok=True)
+    for pat in patterns:
+        for f in out.glob(pat):
+            if f.is_file():
+                f.unlink()
