@@ -1,11 +1,15 @@
-"""Pipeline stage ``claims``: verdicts for leaderboard/claims.yaml from the DuckDB store.
+"""Stage `claims` (after `ingest`): verdicts for leaderboard/claims.yaml from the DuckDB store.
 
-    python pipelines/claims.py [--db leaderboard/peeval.duckdb] [--claims leaderboard/claims.yaml]
+    python pipelines/claims.py [--db leaderboard/peeval.duckdb] [--out leaderboard/claims.duckdb]
+                               [--claims leaderboard/claims.yaml]
                                [--summary leaderboard/claims_summary.json]
 
-Reads runs / metrics / ppl_by_length / passkey_cells / diagnostic_cells / training_curves,
-replaces the ``claims`` and ``claim_values`` tables in one transaction, and writes a small
-JSON summary (verdict counts) usable as a DVC metrics file. The logic is in peeval.claims.
+Reads the store (read-only: it is the ingest stage's output) and writes the ``claims`` and
+``claim_values`` tables (DDL: leaderboard/schema.sql) into their own DuckDB file, ``--out``
+(default: claims.duckdb beside ``--db``), which the site stage reads beside the store; plus a
+small JSON summary (verdict counts) usable as a DVC metrics file. The new file is built beside
+the old one and moved over it only when the claims file validated and every verdict was computed:
+on an error nothing is written (exit 2, one line). The logic is in leaderboard.claims.
 """
 
 from __future__ import annotations
@@ -21,23 +25,37 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
+def _remove(db: Path) -> None:
+    for p in (db, db.with_name(db.name + ".wal")):
+        p.unlink(missing_ok=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="pipelines/claims.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--db", default=str(ROOT / "leaderboard" / "peeval.duckdb"))
+    ap.add_argument("--db", default=str(ROOT / "leaderboard" / "peeval.duckdb"), help="the store (read only)")
+    ap.add_argument("--out", default=None, help="the claims database (default: claims.duckdb beside --db)")
     ap.add_argument("--claims", default=str(ROOT / "leaderboard" / "claims.yaml"))
     ap.add_argument("--summary", default=None, help="write verdict counts as JSON here")
     args = ap.parse_args(argv)
 
-    from leaderboard.ingest import connect
-    from peeval.claims import ClaimsError, compute_claims, summary
+    import duckdb
 
+    from leaderboard.claims import (
+        VERDICTS,
+        ClaimsError,
+        evaluate_claims,
+        load_claims,
+        read_store,
+        summary,
+        write_claims,
+    )
+
+    out = Path(args.out) if args.out else Path(args.db).with_name("claims.duckdb")
     if not Path(args.db).is_file():
         print(f"pipelines/claims.py: --db {args.db}: no such database (run the ingest stage first)", file=sys.stderr)
         return 2
-    import duckdb
-
     try:
-        con = connect(args.db)
+        con = duckdb.connect(args.db, read_only=True)
     except duckdb.Error as e:
         print(
             f"pipelines/claims.py: --db {args.db}: cannot open as a DuckDB database ({type(e).__name__}: {e})",
@@ -45,19 +63,32 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     try:
-        rows = compute_claims(con, args.claims)
+        rows, values = evaluate_claims(load_claims(args.claims), read_store(con))
     except ClaimsError as e:
         print(f"pipelines/claims.py: {e}", file=sys.stderr)
         return 2
     finally:
         con.close()
-    print(f"claims: {len(rows)} comparisons ({summary(rows)}) -> {args.db}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    _remove(tmp)
+    try:
+        tcon = duckdb.connect(str(tmp))
+        try:
+            write_claims(tcon, rows, values)
+        finally:
+            tcon.close()
+        out.with_name(out.name + ".wal").unlink(missing_ok=True)
+        os.replace(tmp, out)  # readers see the old verdicts or the new ones
+    finally:
+        _remove(tmp)
+    print(f"claims: {len(rows)} comparisons ({summary(rows)}) -> {out}")
     if args.summary:
-        counts = {v: sum(r["verdict"] == v for r in rows) for v in ("reproduced", "contradicted", "inconclusive")}
-        out = Path(args.summary)
-        tmp = out.with_suffix(out.suffix + ".tmp")
-        tmp.write_text(json.dumps({"comparisons": len(rows), **counts}, indent=1) + "\n")
-        os.replace(tmp, out)
+        counts = {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
+        path = Path(args.summary)
+        tmp_json = path.with_suffix(path.suffix + ".tmp")
+        tmp_json.write_text(json.dumps({"comparisons": len(rows), **counts}, indent=1) + "\n")
+        os.replace(tmp_json, path)
     return 0
 
 
