@@ -1,0 +1,282 @@
+"""Every string format that crosses a file boundary downstream of ``results.json`` (torch-free).
+
+One module writes and reads them, so a producer (task, ``peeval eval``, shift measurement,
+training) and a consumer (``leaderboard.ingest``, the site, the claims) cannot drift apart.
+Rule: nothing parses a metric name, task name, label or curve column that is not defined here.
+
+API (all pure functions of strings and numbers; ``decode`` returns None for "not this format"):
+
+- task names: ``ppl_task(corpus)`` / ``ppl_corpus(task)``, ``PASSKEY_TASK``, ``SHIFT_TASK``,
+  ``diag_task(name, split)`` / ``split_diag_task(task)``, ``DIAG_TASKS``;
+- metric cells, encode / decode:
+  ``ppl_metric(base, L)`` ``"ppl@512"`` / ``parse_ppl_metric(m) -> (base, L)`` (base in ``PPL_BASES``);
+  ``passkey_metric(L, depth)`` ``"acc@512@0.5"`` / ``parse_passkey_metric(m) -> (L_text, depth_text)``;
+  ``addition_cell(a, b)`` ``"3x5"``, ``addition_metric(a, b)`` ``"acc@3x5"`` / ``parse_addition_cell(c) -> (a, b)``;
+  ``diag_cell_metric(cell)`` ``"acc@<cell>"`` / ``parse_diag_cell_metric(m) -> cell``; flip-flop ``FLIP_FLOP_METRICS``;
+  ``shift_metric(base, shift, layer)`` ``"attn_diff@shift_ids@3"`` / ``parse_shift_metric(m) -> (base, shift, layer)``;
+  ``metric_base(m)`` (the part before the first ``@``), ``is_cell(m)`` (has an ``@`` part);
+- results keys of lm-eval: ``result_key(metric, filter)`` ``"acc,none"``, ``stderr_key`` ``"acc_stderr,none"``;
+- the provenance record of ``peeval eval`` / the shift measurement: :class:`Provenance`
+  (``to_json()`` -> the dict stored under ``results["peeval"]`` (``PROVENANCE_KEY``), ``from_json(d)``);
+- labels: ``encoding_label(pe, pe_options)`` ``"tape(equivariant=False)"``, ``adapt_label(method)``
+  ``"adapt:pi"``, ``external_name(model, checkpoint_name)``, ``published_name(name, profile)``;
+- training curves: ``CURVE_COLUMNS`` (the header of ``train_curve.csv``);
+- statistics: ``mean_stderr(xs)`` (mean, stdev/sqrt(n) or None for n < 2), ``seed_stderr(xs)``;
+- the site's number format: ``fmt_number(v, digits=4)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+# ----------------------------------------------------------------------------- task names
+PPL_PREFIX = "peeval_ppl_"
+PASSKEY_TASK = "peeval_passkey"
+DIAG_PREFIX = "peeval_diag_"
+SHIFT_TASK = "peeval_shift_stability"
+#: the diagnostic generators (peeval.tasks.diagnostics.generators.TASKS is this tuple)
+DIAG_TASKS: tuple[str, ...] = ("indirect_indexing", "flip_flop", "selective_copy", "counting", "addition")
+
+
+def ppl_task(corpus: str) -> str:
+    """``pg19`` -> ``peeval_ppl_pg19``."""
+    return PPL_PREFIX + corpus
+
+
+def ppl_corpus(task: str) -> str | None:
+    """``peeval_ppl_pg19`` -> ``pg19``; None for another task."""
+    return task[len(PPL_PREFIX) :] if task.startswith(PPL_PREFIX) else None
+
+
+def diag_task(name: str, split: str) -> str:
+    """(``flip_flop``, ``ood_dense``) -> ``peeval_diag_flip_flop_ood_dense``."""
+    return f"{DIAG_PREFIX}{name}_{split}"
+
+
+def split_diag_task(task: str) -> tuple[str, str] | None:
+    """``peeval_diag_<task>_<split>`` -> (task, split): the longest known generator name wins (task
+    names hold underscores); an unknown one splits at the last underscore, no underscore -> split "test"."""
+    if not task.startswith(DIAG_PREFIX):
+        return None
+    rest = task[len(DIAG_PREFIX) :]
+    for name in sorted(DIAG_TASKS, key=len, reverse=True):
+        if rest.startswith(name + "_"):
+            return name, rest[len(name) + 1 :]
+    head, _, split = rest.rpartition("_")
+    return (head, split) if head else (rest, "test")
+
+
+# ----------------------------------------------------------------------------- metric cells
+PPL_BASES = ("ppl", "bpb", "tokens", "windows")
+#: ppl / bpb are lower-is-better
+PPL_LOWER = ("ppl", "bpb")
+SHIFTS = ("add_tokens", "shift_ids")
+SHIFT_BASES = ("attn_diff", "pe_dot_diff")
+FLIP_FLOP_METRICS = ("read_acc", "seq_acc")
+#: diagnostic_cells.cell of a task's overall accuracy
+ALL_CELL = "all"
+
+
+def metric_base(metric: str) -> str:
+    """``ppl@512`` -> ``ppl``; a plain metric is its own base."""
+    return metric.partition("@")[0]
+
+
+def is_cell(metric: str) -> bool:
+    """True for a per-cell metric (``base@...``)."""
+    return "@" in metric
+
+
+def ppl_metric(base: str, length: int) -> str:
+    """``ppl@<L>`` (also ``bpb``, ``tokens``, ``windows``)."""
+    if base not in PPL_BASES:
+        raise ValueError(f"ppl metric base {base!r}: must be one of {list(PPL_BASES)}")
+    return f"{base}@{length}"
+
+
+def parse_ppl_metric(metric: str) -> tuple[str, int] | None:
+    """``ppl@512`` -> (``ppl``, 512); None unless base in PPL_BASES and L all digits."""
+    base, _, cell = metric.partition("@")
+    if base in PPL_BASES and cell.isdigit():
+        return base, int(cell)
+    return None
+
+
+def passkey_metric(length: int, depth: float) -> str:
+    """``acc@<length>@<depth>``, the depth as Python prints the float (``0.0``, ``0.25``)."""
+    return f"acc@{length}@{depth}"
+
+
+def parse_passkey_metric(metric: str) -> tuple[str, str] | None:
+    """``acc@512@0.5`` -> (``"512"``, ``"0.5"``): the texts, so the caller's range check names them."""
+    base, _, cell = metric.partition("@")
+    if base != "acc" or cell.count("@") != 1:
+        return None
+    length, depth = cell.split("@")
+    return length, depth
+
+
+def addition_cell(len_a: int, len_b: int) -> str:
+    """The addition grid cell ``<len_a>x<len_b>``."""
+    return f"{len_a}x{len_b}"
+
+
+def parse_addition_cell(cell: str) -> tuple[int, int] | None:
+    """``3x5`` -> (3, 5); None for another cell."""
+    m = re.fullmatch(r"(\d+)x(\d+)", cell)
+    return (int(m[1]), int(m[2])) if m else None
+
+
+def diag_cell_metric(cell: str) -> str:
+    """``acc@<cell>`` (a diagnostic task's per-cell accuracy)."""
+    return f"acc@{cell}"
+
+
+def addition_metric(len_a: int, len_b: int) -> str:
+    """``acc@<len_a>x<len_b>``."""
+    return diag_cell_metric(addition_cell(len_a, len_b))
+
+
+def parse_diag_cell_metric(metric: str) -> str | None:
+    """``acc@3x5`` -> ``3x5``; None unless an ``acc@<cell>`` metric."""
+    base, _, cell = metric.partition("@")
+    return cell if base == "acc" and cell else None
+
+
+def shift_metric(base: str, shift: str, layer: int) -> str:
+    """``<base>@<shift>@<layer>``, e.g. ``attn_diff@shift_ids@3`` (layers from 1)."""
+    return f"{base}@{shift}@{layer}"
+
+
+def parse_shift_metric(metric: str) -> tuple[str, str, int] | None:
+    """``attn_diff@shift_ids@3`` -> (``attn_diff``, ``shift_ids``, 3); None otherwise."""
+    m = re.fullmatch(rf"({'|'.join(SHIFT_BASES)})@({'|'.join(SHIFTS)})@(\d+)", metric)
+    return (m[1], m[2], int(m[3])) if m else None
+
+
+def result_key(metric: str, filt: str = "none") -> str:
+    """lm-eval's results key ``<metric>,<filter>``."""
+    return f"{metric},{filt}"
+
+
+def stderr_key(metric: str, filt: str = "none") -> str:
+    """lm-eval's stderr key ``<metric>_stderr,<filter>``."""
+    return f"{metric}_stderr,{filt}"
+
+
+def parse_result_key(key: str) -> tuple[str, str] | None:
+    """``acc,none`` -> (``acc``, ``none``); None for ``alias``-like keys and for stderr keys."""
+    if "," not in key or key.split(",")[0].endswith("_stderr"):
+        return None
+    metric, filt = key.rsplit(",", 1)
+    return metric, filt
+
+
+# ----------------------------------------------------------------------------- provenance
+PROVENANCE_KEY = "peeval"
+
+
+@dataclass
+class Provenance:
+    """What produced a results.json (``results["peeval"]``): code, checkpoint, encoding, protocol,
+    machine. Written by ``peeval eval`` and ``python -m peeval.shift_stability``; read by ingest.
+    ``to_json`` keeps this field order and writes every field (None as null)."""
+
+    peeval_version: str | None
+    git_commit: str | None
+    model: str
+    model_args: dict
+    checkpoint: str | None
+    checkpoint_sha256: str | None
+    pe: str | None
+    pe_options: dict | None
+    rope_parameters: Any
+    training_length: int | None
+    max_length: int | None
+    protocol: dict
+    dtype: str | None
+    seed: int | None
+    limit: Any
+    device: str | None
+    world_size: int | None
+    torch_threads: int | None
+    versions: dict
+    command: list
+    date: str
+    extra: dict = field(default_factory=dict)  # keys of a newer writer, kept on a round trip
+
+    def to_json(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
+        return {**d, **self.extra}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Provenance:
+        """From a ``results["peeval"]`` dict; missing fields are None (older writers), unknown keys kept."""
+        names = [f.name for f in dataclasses.fields(cls) if f.name != "extra"]
+        return cls(**{n: d.get(n) for n in names}, extra={k: v for k, v in d.items() if k not in names})
+
+
+# ----------------------------------------------------------------------------- labels
+def encoding_label(pe: str | None, pe_options: dict | None) -> str:
+    """The leaderboard name of an encoding: ``pe`` or ``pe(k=v,...)`` (keys sorted)."""
+    opts = pe_options or {}
+    if not opts:
+        return str(pe)
+    return f"{pe}(" + ",".join(f"{k}={opts[k]}" for k in sorted(opts)) + ")"
+
+
+def adapt_label(method: str) -> str:
+    """An adaptation method's encoding label: ``adapt:<method>``."""
+    return f"adapt:{method}"
+
+
+def external_name(model: str, checkpoint_name: str | None) -> str:
+    """A run of a model peeval did not train: ``<model>:<checkpoint folder>`` or ``<model>``."""
+    return f"{model}:{checkpoint_name}" if checkpoint_name else str(model)
+
+
+def published_name(name: str, profile: str) -> str:
+    """A published run's name: ``<name> @<profile>``."""
+    return f"{name} @{profile}"
+
+
+# ----------------------------------------------------------------------------- training curves
+#: the header of train_curve.csv, written by training and read by ingest
+CURVE_COLUMNS = ("step", "tokens", "lr", "train_loss", "val_loss", "elapsed_s")
+
+
+# ----------------------------------------------------------------------------- statistics
+def seed_stderr(xs: Iterable[float]) -> float | None:
+    """Standard error of the mean across repeats: sample stdev / sqrt(n); None for n < 2."""
+    xs = list(xs)
+    return statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) >= 2 else None
+
+
+def mean_stderr(xs: Iterable[float]) -> tuple[float, float | None]:
+    """(mean, :func:`seed_stderr`) of a non-empty sequence."""
+    xs = list(xs)
+    if not xs:
+        raise ValueError("mean_stderr of no values")
+    return sum(xs) / len(xs), seed_stderr(xs)
+
+
+# ----------------------------------------------------------------------------- number format
+def fmt_number(v: Any, digits: int = 4) -> str:
+    """A number as the site prints it: ``digits`` significant digits, scientific below 1e-3 or from
+    1e6 on, ``nan`` / ``inf`` (the site's table sorter reads those), ``–`` for None."""
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        a = abs(v)
+        return f"{v:.{digits - 1}e}" if a and (a >= 1e6 or a < 1e-3) else f"{v:.{digits}g}"
+    return str(v)

@@ -1,0 +1,129 @@
+"""peeval.records: every string format hand-checked, encode/decode round trips, torch-free."""
+
+import math
+import subprocess
+import sys
+
+import pytest
+
+from peeval import records as R
+
+
+def test_task_names():
+    assert R.ppl_task("pg19") == "peeval_ppl_pg19"
+    assert R.ppl_corpus("peeval_ppl_proof_pile") == "proof_pile"
+    assert R.ppl_corpus("peeval_passkey") is None
+    assert R.diag_task("flip_flop", "ood_dense") == "peeval_diag_flip_flop_ood_dense"
+    assert R.split_diag_task("peeval_diag_selective_copy_ood_sparse") == ("selective_copy", "ood_sparse")
+    assert R.split_diag_task("peeval_diag_newtask_test") == ("newtask", "test")
+    assert R.split_diag_task("peeval_diag_solo") == ("solo", "test")
+    assert R.split_diag_task("peeval_passkey") is None
+    for name in R.DIAG_TASKS:
+        for split in ("test", "ood_long"):
+            assert R.split_diag_task(R.diag_task(name, split)) == (name, split)
+
+
+def test_diag_tasks_match_the_generators():
+    from peeval.tasks.diagnostics import generators
+
+    assert tuple(generators.TASKS) == R.DIAG_TASKS
+
+
+def test_metric_cells_hand_checked():
+    assert R.ppl_metric("ppl", 512) == "ppl@512"
+    assert R.ppl_metric("windows", 16384) == "windows@16384"
+    with pytest.raises(ValueError, match="ppl metric base 'acc'"):
+        R.ppl_metric("acc", 512)
+    assert R.parse_ppl_metric("bpb@2048") == ("bpb", 2048)
+    assert R.parse_ppl_metric("ppl@x") is None and R.parse_ppl_metric("acc@512") is None
+    assert R.parse_ppl_metric("ppl") is None
+    assert R.passkey_metric(1024, 0.5) == "acc@1024@0.5"
+    assert R.passkey_metric(512, 0.0) == "acc@512@0.0"
+    assert R.parse_passkey_metric("acc@1024@0.25") == ("1024", "0.25")
+    assert R.parse_passkey_metric("acc") is None and R.parse_passkey_metric("acc@3x5") is None
+    assert R.addition_metric(3, 5) == "acc@3x5"
+    assert R.addition_cell(12, 1) == "12x1"
+    assert R.parse_addition_cell("12x1") == (12, 1)
+    assert R.parse_addition_cell("all") is None and R.parse_addition_cell("3x") is None
+    assert R.parse_diag_cell_metric("acc@3x5") == "3x5"
+    assert R.parse_diag_cell_metric("acc") is None and R.parse_diag_cell_metric("read_acc") is None
+    assert R.shift_metric("attn_diff", "shift_ids", 3) == "attn_diff@shift_ids@3"
+    assert R.parse_shift_metric("pe_dot_diff@add_tokens@12") == ("pe_dot_diff", "add_tokens", 12)
+    assert R.parse_shift_metric("attn_diff@sideways@1") is None
+    assert R.metric_base("acc@512@0.5") == "acc" and R.metric_base("read_acc") == "read_acc"
+    assert R.is_cell("ppl@512") and not R.is_cell("seq_acc")
+    assert R.result_key("acc") == "acc,none" and R.stderr_key("acc", "strict") == "acc_stderr,strict"
+    assert R.parse_result_key("exact_match,strict-match") == ("exact_match", "strict-match")
+    assert R.parse_result_key("acc_stderr,none") is None and R.parse_result_key("alias") is None
+
+
+@pytest.mark.parametrize("base", R.PPL_BASES)
+@pytest.mark.parametrize("length", [2, 512, 16384])
+def test_ppl_round_trip(base, length):
+    assert R.parse_ppl_metric(R.ppl_metric(base, length)) == (base, length)
+
+
+@pytest.mark.parametrize("length,depth", [(512, 0.0), (4096, 0.25), (1, 1.0)])
+def test_passkey_round_trip(length, depth):
+    L, d = R.parse_passkey_metric(R.passkey_metric(length, depth))
+    assert (int(L), float(d)) == (length, depth)
+
+
+def test_addition_and_shift_round_trip():
+    for a, b in [(1, 1), (3, 12)]:
+        assert R.parse_addition_cell(R.parse_diag_cell_metric(R.addition_metric(a, b))) == (a, b)
+    for base in R.SHIFT_BASES:
+        for shift in R.SHIFTS:
+            assert R.parse_shift_metric(R.shift_metric(base, shift, 7)) == (base, shift, 7)
+
+
+def test_labels_hand_checked():
+    assert R.encoding_label("rope", None) == "rope" and R.encoding_label("rope", {}) == "rope"
+    assert R.encoding_label("tape", {"n_heads": 2, "equivariant": False}) == "tape(equivariant=False,n_heads=2)"
+    assert R.adapt_label("pi") == "adapt:pi"
+    assert R.external_name("hf", "gpt2") == "hf:gpt2" and R.external_name("hf", None) == "hf"
+    assert R.published_name("rope", "gpu") == "rope @gpu"
+    assert R.CURVE_COLUMNS == ("step", "tokens", "lr", "train_loss", "val_loss", "elapsed_s")
+
+
+def test_provenance_round_trip_keeps_order_and_unknown_keys():
+    d = {"peeval_version": "0.1", "git_commit": None, "model": "peeval", "model_args": {"pretrained": "c"},
+         "checkpoint": "c", "checkpoint_sha256": "ab", "pe": "rope", "pe_options": {}, "rope_parameters": None,
+         "training_length": 128, "max_length": 256, "protocol": {"ppl": "disjoint windows", "metadata": {}},
+         "dtype": "torch.float32", "seed": 0, "limit": None, "device": "cpu", "world_size": 1,
+         "torch_threads": 1, "versions": {"torch": "2"}, "command": ["peeval"],
+         "date": "2026-01-01T00:00:00+00:00"}  # fmt: skip
+    p = R.Provenance.from_json(d)
+    assert p.to_json() == d and list(p.to_json()) == list(d)
+    newer = {**d, "future": 1}
+    assert R.Provenance.from_json(newer).to_json() == newer
+    old = R.Provenance.from_json({"model": "peeval", "date": "x"})
+    assert old.pe is None and old.to_json()["model"] == "peeval"
+
+
+def test_mean_stderr_hand_checked():
+    # xs = 1, 2, 3: mean 2, sample variance ((1+0+1)/2) = 1, stderr 1/sqrt(3)
+    m, se = R.mean_stderr([1.0, 2.0, 3.0])
+    assert m == 2.0 and se == pytest.approx(1 / math.sqrt(3), rel=1e-15)
+    assert R.mean_stderr([5.0]) == (5.0, None)
+    assert R.seed_stderr([2.0, 2.0]) == 0.0
+    with pytest.raises(ValueError):
+        R.mean_stderr([])
+
+
+def test_fmt_number_hand_checked():
+    assert R.fmt_number(None) == "–"
+    assert R.fmt_number(float("nan")) == "nan"
+    assert R.fmt_number(float("inf")) == "inf" and R.fmt_number(-math.inf) == "-inf"
+    assert R.fmt_number(0.123456) == "0.1235"
+    assert R.fmt_number(12.5) == "12.5"
+    assert R.fmt_number(0.0) == "0"
+    assert R.fmt_number(1234567.0) == "1.235e+06"
+    assert R.fmt_number(0.00012) == "1.200e-04"
+    assert R.fmt_number(0.0123, 2) == "0.012"
+    assert R.fmt_number(7) == "7" and R.fmt_number("x") == "x"
+
+
+def test_records_is_torch_free():
+    code = "import sys, peeval.records; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
