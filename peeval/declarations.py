@@ -1,10 +1,11 @@
 """peeval's declared names and option defaults, read from its source with ``ast`` (no torch import).
 
 Readers that must stay light (the claims checker under ``leaderboard/``, which imports no torch)
-need the encoding names and their ``pe_options`` defaults, the adapt methods, the shift names and
-the SCROLLS metric kinds. Those are declared as literals in modules that import torch or lm-eval;
-this module reads the literals without running those modules, as ``peeval/_lm_eval_hook.py`` does
-for the encoding names. tests/test_claims_package.py checks every answer against the real modules.
+need the encoding names and their ``pe_options`` defaults, the adapt methods and the SCROLLS
+metric kinds (the string formats themselves are ``peeval.records``'s). Those are declared as
+literals in modules that import torch or lm-eval; this module reads the literals without running
+those modules, as ``peeval/_lm_eval_hook.py`` does for the encoding names.
+tests/test_claims_package.py checks every answer against the real modules.
 """
 
 from __future__ import annotations
@@ -52,11 +53,6 @@ def _literal(path: Path, name: str) -> Any:
 def adapt_methods() -> tuple[str, ...]:
     """``peeval.models.llama_adapters.METHODS``."""
     return tuple(_literal(ROOT / "models" / "llama_adapters.py", "METHODS"))
-
-
-def shift_names() -> tuple[str, ...]:
-    """``peeval.shift_stability.SHIFTS``."""
-    return tuple(_literal(ROOT / "shift_stability.py", "SHIFTS"))
 
 
 def scrolls_metric_kinds() -> dict[str, str]:
@@ -125,5 +121,4 @@ __all__ = [
     "encoding_names",
     "encoding_option_defaults",
     "scrolls_metric_kinds",
-    "shift_names",
 ]

@@ -24,14 +24,12 @@ def test_declarations_read_without_torch_equal_the_registry():
     from peeval import declarations as D
     from peeval.models.encodings import ENCODINGS, get_encoding_class
     from peeval.models.llama_adapters import METHODS
-    from peeval.shift_stability import SHIFTS
     from peeval.tasks.scrolls.scrolls import TASKS
 
     assert D.encoding_names() == list(ENCODINGS)
     for pe in ENCODINGS:
         assert D.encoding_option_defaults(pe) == {k: o.default for k, o in get_encoding_class(pe).options.items()}, pe
     assert D.adapt_methods() == tuple(METHODS)
-    assert D.shift_names() == tuple(SHIFTS)
     assert D.scrolls_metric_kinds() == {k: v[0] for k, v in TASKS.items()}
 
 

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from peeval import records
+
 from .schema import ACC_UNITS, Claim, ClaimsError, Variant, _leaf_tasks, option_defaults
 from .stats import Estimate, binomial_stderr, combine_seeds, to_unit
 
@@ -81,18 +83,18 @@ def read_store(con) -> Store:
     if "ppl_by_length" in tables:
         q = "SELECT run_id, corpus, length, ppl, tokens FROM ppl_by_length"
         for run_id, corpus, length, ppl, tokens in con.execute(q).fetchall():
-            put(run_id, f"peeval_ppl_{corpus}", f"ppl@{length}", ppl, None, tokens)
+            put(run_id, records.ppl_task(corpus), records.ppl_metric("ppl", length), ppl, None, tokens)
     if "passkey_cells" in tables:
         for run_id, length, depth, acc, n in con.execute(
             "SELECT run_id, length, depth, acc, n FROM passkey_cells"
         ).fetchall():
-            put(run_id, "peeval_passkey", f"acc@{length}@{depth}", acc, None, n)
+            put(run_id, records.PASSKEY_TASK, records.passkey_metric(length, depth), acc, None, n)
     if "diagnostic_cells" in tables:
         q = "SELECT run_id, task, split, cell, len_a, len_b, acc, n FROM diagnostic_cells"
         for run_id, task, split, cell, la, lb, acc, n in con.execute(q).fetchall():
-            name = cell if cell else (f"{la}x{lb}" if la is not None and lb is not None else None)
+            name = cell if cell else (records.addition_cell(la, lb) if la is not None and lb is not None else None)
             if name:
-                put(run_id, f"peeval_diag_{task}_{split}", f"acc@{name}", acc, None, n)
+                put(run_id, records.diag_task(task, split), records.diag_cell_metric(name), acc, None, n)
     if "training_curves" in tables and runs:
         by_ckpt = {}
         q = "SELECT checkpoint, step, val_loss FROM training_curves WHERE val_loss IS NOT NULL ORDER BY step"
@@ -167,7 +169,7 @@ def matching_runs(
     a checkpoint (one per task, say) form one unit; re-evaluations of a seed do not count twice."""
     # diagnostic tasks read the small task-trained models, every other task (train_val included) the
     # pretrained ones: a pretraining claim must not average in a diagnostic model of the same encoding
-    diag = tasks is not None and all(t.startswith("peeval_diag_") for t in tasks)
+    diag = tasks is not None and all(t.startswith(records.DIAG_PREFIX) for t in tasks)
     hits = []
     for r in store.runs.values():
         if run_params and not _run_params_match(r, run_params):

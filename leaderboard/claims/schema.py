@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 import peeval
-from peeval import declarations
+from peeval import declarations, records
 
 PAPERS = ("TAPE", "CoPE", "PoPE")
 UNITS = ("acc_pct", "err_pct", "ppl", "nll", "score_pct", "pct", "attn_diff_e2")
@@ -43,10 +43,8 @@ class Variant:
     paper_std: float | None = None
 
     def label(self) -> str:
-        if self.method:
-            return f"adapt:{self.method}"
-        opts = ",".join(f"{k}={v}" for k, v in sorted(self.pe_options.items()))
-        return f"{self.pe}{{{opts}}}" if opts else str(self.pe)
+        """The leaderboard's label of this variant (peeval.records: one format for ingest and claims)."""
+        return records.adapt_label(self.method) if self.method else records.encoding_label(self.pe, self.pe_options)
 
 
 @dataclass(frozen=True)
@@ -97,7 +95,7 @@ def _check_task(task, where) -> None:
 # a claim whose runs were not made in this profile is inconclusive, a misspelt name is an error.
 TASKS_DIR = Path(peeval.__file__).resolve().parent / "tasks"
 #: tasks that are no task YAML: the final validation loss of training, the shift-stability stage
-EXTRA_TASKS = ("train_val", "peeval_shift_stability")
+EXTRA_TASKS = ("train_val", records.SHIFT_TASK)
 #: the prefix of a placeholder task for a claim peeval cannot test at all (cpu: "no")
 PLACEHOLDER = "not_in_peeval_"
 
@@ -151,23 +149,25 @@ def _metric_problem(task: str, metric: str) -> str | None:
     if task == "train_val":
         allowed = "ppl (exp of the last validation loss)"
         ok = m == "ppl"
-    elif task == "peeval_shift_stability":
-        shifts = declarations.shift_names()
-        allowed = f"attn_diff@<shift>@<layer> or pe_dot_diff@<shift>@<layer>, shift in {', '.join(shifts)}"
-        ok = re.fullmatch(rf"(attn_diff|pe_dot_diff)@({'|'.join(shifts)})@\d+", m) is not None
-    elif task.startswith("peeval_ppl_"):
-        allowed = "ppl@L, bpb@L, tokens@L or windows@L (L a length, {max} or {train})"
-        ok = re.fullmatch(r"(ppl|bpb|tokens|windows)@\d+", m) is not None
-    elif task == "peeval_passkey":
+    elif task == records.SHIFT_TASK:
+        bases = " or ".join(f"{b}@<shift>@<layer>" for b in records.SHIFT_BASES)
+        allowed = f"{bases}, shift in {', '.join(records.SHIFTS)}"
+        ok = records.parse_shift_metric(m) is not None
+    elif records.ppl_corpus(task) is not None:
+        *first, last = (f"{b}@L" for b in records.PPL_BASES)
+        allowed = f"{', '.join(first)} or {last} (L a length, {{max}} or {{train}})"
+        ok = re.fullmatch(rf"({'|'.join(records.PPL_BASES)})@\d+", m) is not None
+    elif task == records.PASSKEY_TASK:
         allowed = "acc or acc@<length>@<depth>"
         ok = re.fullmatch(r"acc(@\d+@(0|1)(\.\d+)?)?", m) is not None
-    elif task.startswith("peeval_diag_"):
+    elif task.startswith(records.DIAG_PREFIX):
         diag = own.get(task, {}).get("metadata", {}).get("diag_task")
-        extra = ["read_acc", "seq_acc"] if diag == "flip_flop" else []
-        cells = ["all", *extra, *(["<a>x<b>"] if diag == "addition" else [])]
-        allowed = ", ".join(["acc", *extra, *(f"acc@{c}" for c in cells)])
-        cell = r"\d+x\d+" if diag == "addition" else "(?!)"
-        ok = m in ("acc", *extra) or re.fullmatch(rf"acc@({'|'.join(['all', *extra])}|{cell})", m) is not None
+        extra = list(records.FLIP_FLOP_METRICS) if diag == "flip_flop" else []
+        cells = [records.ALL_CELL, *extra, *(["<a>x<b>"] if diag == "addition" else [])]
+        allowed = ", ".join(["acc", *extra, *(records.diag_cell_metric(c) for c in cells)])
+        cell = records.parse_diag_cell_metric(m)
+        ok = m in ("acc", *extra) or cell in (records.ALL_CELL, *extra)
+        ok = ok or (diag == "addition" and cell is not None and records.parse_addition_cell(cell) is not None)
     elif task.startswith("peeval_scrolls_") and task in own and "scrolls_task" in (own[task].get("metadata") or {}):
         kind = declarations.scrolls_metric_kinds()[own[task]["metadata"]["scrolls_task"]]
         names = ["rouge1", "rouge2", "rougeL", "rouge_gm"] if kind == "rouge" else [kind]
@@ -208,7 +208,8 @@ def _check_names(e: dict, where: str, pending: list[tuple[str, str]]) -> None:
         problem = _metric_problem(task, e["metric"])
         if problem:
             raise ClaimsError(f"{where}: field 'metric': {e['metric']!r} is not a metric of this task ({problem})")
-    diag = [own[t].get("metadata", {}).get("diag_task") for t in _leaf_tasks(e["task"]) if t.startswith("peeval_diag_")]
+    leaves = _leaf_tasks(e["task"])
+    diag = [own[t].get("metadata", {}).get("diag_task") for t in leaves if t.startswith(records.DIAG_PREFIX)]
     for key in e.get("run_params") or {}:
         if not diag:
             raise ClaimsError(f"{where}: field 'run_params': only diagnostic claims take run_params, not {key!r}")

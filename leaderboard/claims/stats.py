@@ -8,8 +8,9 @@ own stderr (lm-eval's), else for accuracies the binomial (plus-four) stderr from
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass
+
+from peeval import records
 
 #: a difference counts when it exceeds Z combined standard errors
 Z = 2.0
@@ -51,7 +52,7 @@ def combine_seeds(per_seed: list[tuple[float, float | None, int | None]], acc_li
     ns = [n for _, _, n in per_seed]
     n_tot = sum(ns) if all(n is not None for n in ns) else None
     k = len(vals)
-    mean = sum(vals) / k
+    mean, across = records.mean_stderr(vals)  # across seeds: None for one seed
 
     def own(v, se, n):
         if se is not None and se > 0:
@@ -61,7 +62,7 @@ def combine_seeds(per_seed: list[tuple[float, float | None, int | None]], acc_li
         return se
 
     if k >= 2:
-        se = statistics.stdev(vals) / math.sqrt(k)
+        se = across
         if se == 0.0:  # identical seeds: fall back to the pooled within-run uncertainty
             owns = [own(*x) for x in per_seed]
             se = math.sqrt(sum(s * s for s in owns)) / k if all(s is not None for s in owns) else None
