@@ -51,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     out = Path(args.out) if args.out else Path(args.db).with_name("claims.duckdb")
+    if out.resolve() == Path(args.db).resolve():
+        print(f"pipelines/claims.py: --out {out}: must not be the store --db (ingest's output)", file=sys.stderr)
+        return 2
     if not Path(args.db).is_file():
         print(f"pipelines/claims.py: --db {args.db}: no such database (run the ingest stage first)", file=sys.stderr)
         return 2

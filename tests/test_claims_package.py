@@ -170,6 +170,9 @@ def test_stage_writes_its_own_database_and_the_site_reads_it(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "claim 'ii': field 'unit'" in err[0], err
     assert _sha(out) == before and not list(tmp_path.glob(".claims.duckdb*"))
+    assert _stage().main(["--db", str(db), "--out", str(db)]) == 2  # never over the store
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--out" in err[0] and _sha(db) == store_before, err
 
     # the site takes the claims from claims.duckdb beside the store (the store's own table is empty)
     index = build_site(db, tmp_path / "site")
