@@ -1,5 +1,6 @@
 -- peeval's result store: leaderboard/peeval.duckdb (DuckDB 1.5 storage, readable by the duckdb CLI 1.5).
--- Written only by leaderboard/ingest.py, one transaction per ingest; every statement is idempotent.
+-- Written only by leaderboard/ingest.py, one transaction per ingest, except the claims tables at the end
+-- (the claims stage, its own file); every statement is idempotent.
 --
 -- A *run* is one `peeval eval` results directory (results.json + samples_<task>.jsonl). Its run_id
 -- is the first 16 hex digits of the sha256 of results.json: the same file always gets the same id,
@@ -118,7 +119,11 @@ CREATE TABLE IF NOT EXISTS samples (
     correct  BOOLEAN            -- the sample's acc / exact_match when it has one, else NULL
 );
 
--- Paper claims vs peeval's numbers: filled by the claims stage (leaderboard/claims*.py), not by ingest.
+-- ---------------------------------------------------------------------------------------------
+-- Paper claims vs peeval's numbers (leaderboard/claims/, stage `claims` after `ingest`). The claims
+-- stage writes these two tables into its own file, leaderboard/claims.duckdb (a DVC output cannot be
+-- shared by two stages); in the store ingest writes they stay empty. One row per (focus, other)
+-- pair of a claim in leaderboard/claims.yaml.
 CREATE TABLE IF NOT EXISTS claims (
     claim_id     VARCHAR PRIMARY KEY,
     paper        VARCHAR,
@@ -134,4 +139,18 @@ CREATE TABLE IF NOT EXISTS claims (
     verdict      VARCHAR,
     setting_diff VARCHAR,
     run_ids      JSON
+);
+
+-- One row per (claim, variant): the paper's number and peeval's, in the paper's unit.
+CREATE TABLE IF NOT EXISTS claim_values (
+    claim_id     VARCHAR,
+    variant      VARCHAR,
+    encoding     VARCHAR,
+    paper_value  DOUBLE,
+    paper_std    DOUBLE,
+    peeval_value DOUBLE,
+    stderr       DOUBLE,
+    n            BIGINT,
+    seeds        INTEGER,
+    run_ids      VARCHAR
 );

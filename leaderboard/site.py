@@ -4,18 +4,18 @@ script (sorting, filtering), so ``leaderboard/site/index.html`` opens from file:
 Pages: ``index.html`` (leaderboard: encodings x task groups, mean ± stderr over seeds; context
 extension; all runs), ``ppl.html``, ``passkey.html``, ``diagnostics.html``, ``training.html``,
 ``efficiency.html``, ``runs/<run_id>.html`` (provenance + metrics + samples), ``claims.html``
-when ``leaderboard/claims_page.py`` renders one, and ``data/<table>.csv|json`` for every
-store table and every table shown. Every text from the store is HTML-escaped.
+(``leaderboard/claims_page.py``, from the claims stage's leaderboard/claims.duckdb when there is
+one, else from the store's claims tables) when there is a claims table, and ``data/<table>.csv|json``
+for every store table and every table shown. Every text from the store is HTML-escaped.
 
-    python -m leaderboard.site --db leaderboard/peeval.duckdb --out leaderboard/site
+    python -m leaderboard.site --db leaderboard/peeval.duckdb [--claims-db leaderboard/claims.duckdb]
+                               --out leaderboard/site
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import importlib
-import importlib.util
 import io
 import json
 import math
@@ -28,6 +28,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from leaderboard import claims_page
 from leaderboard.charts import heatmap, line_chart
 from peeval._io import replace_dir
 from peeval.records import (
@@ -46,6 +47,8 @@ from peeval.records import (
 DEFAULT_OUT = Path(__file__).with_name("site")
 STORE_TABLES = ("runs", "metrics", "ppl_by_length", "passkey_cells", "diagnostic_cells", "training_curves",
                 "efficiency", "samples", "claims")  # fmt: skip
+#: tables of the claims stage (read from its own database when the site has one)
+CLAIM_TABLES = ("claims", "claim_values")
 LOWER_IS_BETTER = ("ppl", "bpb", "loss", "perplexity", "word_perplexity", "byte_perplexity", "bits_per_byte")
 PRIMARY = ("acc_norm", "acc", "exact_match", "em", "f1", "rougeL", "mcc")
 SKIP_METRICS = ("tokens", "windows", "sample_len")
@@ -143,10 +146,12 @@ def _jsonable(v: Any) -> Any:
 class Site:
     """Collects pages and downloadable tables, then writes them in one go."""
 
-    def __init__(self, con, out: Path):
+    def __init__(self, con, out: Path, claims_con=None):
+        """``claims_con``: the claims stage's database (tables claims, claim_values); default ``con``."""
         self.con, self.out = con, out
+        self.claims_con = con if claims_con is None else claims_con
         self.files: dict[str, str] = {}
-        self.claims_html = _claims_page(con)
+        self.claims_html = claims_page.render_claims_page(self.claims_con)
         self.table_ids: set[str] = set()
 
     # -- helpers
@@ -459,9 +464,10 @@ class Site:
     def data_page(self) -> None:
         items = []
         for t in STORE_TABLES:
-            if not self.has_table(t):
+            con = self.claims_con if t in CLAIM_TABLES else self.con
+            if not con.execute("select 1 from information_schema.tables where table_name = ?", [t]).fetchall():
                 continue
-            cur = self.con.execute(f"select * from {t}")
+            cur = con.execute(f"select * from {t}")
             headers = [d[0] for d in cur.description]
             self.data_files(t, headers, [list(r) for r in cur.fetchall()])
             items.append(f'<li>{escape(t)}: <a href="data/{t}.csv" download>CSV</a> · '
@@ -493,14 +499,6 @@ class Site:
         return _write_tree(self.out, self.files)
 
 
-def _claims_page(con) -> str | None:
-    """The CLAIMS helper's page (``leaderboard/claims_page.render_claims_page``) when that module exists."""
-    if importlib.util.find_spec("leaderboard.claims_page") is None:
-        return None
-    mod = importlib.import_module("leaderboard.claims_page")
-    return mod.render_claims_page(con)
-
-
 def _write_tree(out: Path, files: dict[str, str]) -> Path:
     """Write into a temporary sibling folder, then swap it in (no half-built site)."""
     out = Path(out)
@@ -515,26 +513,35 @@ def _write_tree(out: Path, files: dict[str, str]) -> Path:
     return out / "index.html"
 
 
-def build_site(db: str | Path, out: str | Path = DEFAULT_OUT) -> Path:
-    """Build the site for the store ``db`` into ``out``; returns the path of index.html."""
+def build_site(db: str | Path, out: str | Path = DEFAULT_OUT, claims_db: str | Path | None = None) -> Path:
+    """Build the site for the store ``db`` into ``out``; returns the path of index.html. The claims
+    come from ``claims_db`` (default: claims.duckdb beside ``db``, the claims stage's output) when
+    that file exists, else from the store itself."""
     import duckdb
 
     if not Path(db).is_file():
         raise FileNotFoundError(f"{db}: no such DuckDB store (run the ingest first)")
+    if claims_db is not None and not Path(claims_db).is_file():
+        raise FileNotFoundError(f"--claims-db {claims_db}: no such DuckDB file (run the claims stage first)")
+    claims_db = Path(db).with_name("claims.duckdb") if claims_db is None else Path(claims_db)
     con = duckdb.connect(str(db), read_only=True)
+    ccon = duckdb.connect(str(claims_db), read_only=True) if claims_db.is_file() else None
     try:
-        return Site(con, Path(out)).build()
+        return Site(con, Path(out), ccon).build()
     finally:
         con.close()
+        if ccon is not None:
+            ccon.close()
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m leaderboard.site", description=__doc__.split("\n\n")[0])
     p.add_argument("--db", default=str(Path(__file__).with_name("peeval.duckdb")))
+    p.add_argument("--claims-db", default=None, help="the claims stage's database (default: beside --db)")
     p.add_argument("--out", default=str(DEFAULT_OUT))
     args = p.parse_args(argv)
     try:
-        index = build_site(args.db, args.out)
+        index = build_site(args.db, args.out, args.claims_db)
     except FileNotFoundError as e:
         print(f"site: error: {e}", file=sys.stderr)
         return 2

@@ -66,3 +66,19 @@ def replace_dir(tmp: str | os.PathLike, target: str | os.PathLike) -> None:
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(tmp, target)
+
+
+def remove_database(path: str | os.PathLike) -> None:
+    """Delete a DuckDB file and its write-ahead log, if there."""
+    path = Path(path)
+    for p in (path, path.with_name(path.name + ".wal")):
+        p.unlink(missing_ok=True)
+
+
+def replace_database(tmp: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Move a finished DuckDB file over ``target`` in one step (readers see the old database or the
+    new one); the old file's log must not replay onto the new one, and the temporary's is dropped."""
+    tmp, target = Path(tmp), Path(target)
+    target.with_name(target.name + ".wal").unlink(missing_ok=True)
+    os.replace(tmp, target)
+    remove_database(tmp)

@@ -1,17 +1,22 @@
-"""Pipeline stage ``claims``: verdicts for leaderboard/claims.yaml from the DuckDB store.
+"""Stage `claims` (after `ingest`): verdicts for leaderboard/claims.yaml from the DuckDB store.
 
-    python pipelines/claims.py [--db leaderboard/peeval.duckdb] [--claims leaderboard/claims.yaml]
+    python pipelines/claims.py [--db leaderboard/peeval.duckdb] [--out leaderboard/claims.duckdb]
+                               [--claims leaderboard/claims.yaml]
                                [--summary leaderboard/claims_summary.json]
 
-Reads runs / metrics / ppl_by_length / passkey_cells / diagnostic_cells / training_curves,
-replaces the ``claims`` and ``claim_values`` tables in one transaction, and writes a small
-JSON summary (verdict counts) usable as a DVC metrics file. The logic is in peeval.claims.
+Reads the store (read-only: it is the ingest stage's output) and writes the ``claims`` and
+``claim_values`` tables (DDL: leaderboard/schema.sql) into their own DuckDB file, ``--out``
+(default: claims.duckdb beside ``--db``), which the site stage reads beside the store; plus a
+small JSON summary (verdict counts) usable as a DVC metrics file. The new file is built beside
+the old one and moved over it only when the claims file validated and every verdict was computed:
+on an error nothing is written (exit 2, one line). The logic is in leaderboard.claims.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -22,22 +27,34 @@ if str(ROOT) not in sys.path:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="pipelines/claims.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--db", default=str(ROOT / "leaderboard" / "peeval.duckdb"))
+    ap.add_argument("--db", default=str(ROOT / "leaderboard" / "peeval.duckdb"), help="the store (read only)")
+    ap.add_argument("--out", default=None, help="the claims database (default: claims.duckdb beside --db)")
     ap.add_argument("--claims", default=str(ROOT / "leaderboard" / "claims.yaml"))
     ap.add_argument("--summary", default=None, help="write verdict counts as JSON here")
     args = ap.parse_args(argv)
 
-    from leaderboard.ingest import connect
-    from peeval._io import atomic_write_text
-    from peeval.claims import ClaimsError, compute_claims, summary
+    import duckdb
 
+    from leaderboard.claims import (
+        VERDICTS,
+        ClaimsError,
+        evaluate_claims,
+        load_claims,
+        read_store,
+        summary,
+        write_claims,
+    )
+    from peeval._io import atomic_write_text, remove_database, replace_database
+
+    out = Path(args.out) if args.out else Path(args.db).with_name("claims.duckdb")
+    if out.resolve() == Path(args.db).resolve():
+        print(f"pipelines/claims.py: --out {out}: must not be the store --db (ingest's output)", file=sys.stderr)
+        return 2
     if not Path(args.db).is_file():
         print(f"pipelines/claims.py: --db {args.db}: no such database (run the ingest stage first)", file=sys.stderr)
         return 2
-    import duckdb
-
     try:
-        con = connect(args.db)
+        con = duckdb.connect(args.db, read_only=True)
     except duckdb.Error as e:
         print(
             f"pipelines/claims.py: --db {args.db}: cannot open as a DuckDB database ({type(e).__name__}: {e})",
@@ -45,17 +62,28 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     try:
-        rows = compute_claims(con, args.claims)
+        rows, values = evaluate_claims(load_claims(args.claims), read_store(con))
     except ClaimsError as e:
         print(f"pipelines/claims.py: {e}", file=sys.stderr)
         return 2
     finally:
         con.close()
-    print(f"claims: {len(rows)} comparisons ({summary(rows)}) -> {args.db}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    remove_database(tmp)
+    try:
+        tcon = duckdb.connect(str(tmp))
+        try:
+            write_claims(tcon, rows, values)
+        finally:
+            tcon.close()
+        replace_database(tmp, out)  # readers see the old verdicts or the new ones
+    finally:
+        remove_database(tmp)
+    print(f"claims: {len(rows)} comparisons ({summary(rows)}) -> {out}")
     if args.summary:
-        counts = {v: sum(r["verdict"] == v for r in rows) for v in ("reproduced", "contradicted", "inconclusive")}
-        out = Path(args.summary)
-        atomic_write_text(out, json.dumps({"comparisons": len(rows), **counts}, indent=1) + "\n")
+        counts = {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
+        atomic_write_text(Path(args.summary), json.dumps({"comparisons": len(rows), **counts}, indent=1) + "\n")
     return 0
 
 

@@ -11,28 +11,22 @@ from pathlib import Path
 from common import ADAPT, DB, DIAG, PRETRAIN, RESULTS
 
 from leaderboard.ingest import PUBLISHED, IngestError, ingest
-
-
-def _remove(db: Path) -> None:
-    for p in (db, db.with_name(db.name + ".wal")):
-        p.unlink(missing_ok=True)
+from peeval._io import remove_database, replace_database
 
 
 def main() -> int:
     tmp = DB.with_name(f".{DB.name}.{os.getpid()}.tmp")
-    _remove(tmp)
+    remove_database(tmp)
     try:
         counts = ingest([p for p in (RESULTS, PRETRAIN, DIAG, ADAPT) if Path(p).is_dir()], tmp, published=PUBLISHED)
     except IngestError as e:
-        _remove(tmp)
+        remove_database(tmp)
         print(f"ingest: error: {e}", file=sys.stderr)
         return 2
     except BaseException:
-        _remove(tmp)
+        remove_database(tmp)
         raise
-    DB.with_name(DB.name + ".wal").unlink(missing_ok=True)  # the old store's log must not replay onto the new one
-    os.replace(tmp, DB)  # atomic on one file system: readers see the old store or the new one
-    _remove(tmp)  # a leftover log of the temporary file, if any
+    replace_database(tmp, DB)  # readers see the old store or the new one
     print(f"ingest: {DB}: " + ", ".join(f"{t} {n}" for t, n in counts.items() if n))
     return 0
 

@@ -13,7 +13,8 @@ import duckdb
 import pytest
 import yaml
 
-from peeval import claims as C
+from leaderboard import claims as C
+from leaderboard.claims import schema as CS
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEDS = ROOT.parent / "shared" / "seeds"
@@ -578,7 +579,7 @@ def test_pretraining_claims_ignore_the_diagnostic_models_of_the_same_encoding(tm
 )  # fmt: skip
 def test_a_name_that_exists_nowhere_is_an_error(monkeypatch, change, field, fragment):
     """Before: validated, then every pair silently 'inconclusive' (no run can ever match a typo)."""
-    monkeypatch.setattr(C, "lm_eval_task_names", lambda: pytest.fail("peeval's own names need no lm-eval index"))
+    monkeypatch.setattr(CS, "lm_eval_task_names", lambda: pytest.fail("peeval's own names need no lm-eval index"))
     with pytest.raises(C.ClaimsError) as e:
         C.validate(_one(**change), "claims.yaml")
     msg = str(e.value)
@@ -603,14 +604,14 @@ def test_a_name_that_exists_nowhere_is_an_error(monkeypatch, change, field, frag
     ],
 )  # fmt: skip
 def test_names_peeval_has_are_accepted(monkeypatch, change):
-    monkeypatch.setattr(C, "lm_eval_task_names", lambda: pytest.fail("peeval's own names need no lm-eval index"))
+    monkeypatch.setattr(CS, "lm_eval_task_names", lambda: pytest.fail("peeval's own names need no lm-eval index"))
     assert len(C.validate(_one(**change), "claims.yaml")) == 1
 
 
 def test_other_lm_eval_tasks_are_looked_up_in_its_index(monkeypatch):
     """A task outside peeval's suites is asked of lm-eval's index, once for the whole file."""
     asked = []
-    monkeypatch.setattr(C, "lm_eval_task_names", lambda: asked.append(1) or {"wikitext", "piqa"})
+    monkeypatch.setattr(CS, "lm_eval_task_names", lambda: asked.append(1) or {"wikitext", "piqa"})
     d = _one(task="wikitext", metric="word_perplexity")
     d["claims"].append({**_one()["claims"][0], "id": "y", "task": "wikitext", "metric": "bits_per_byte"})
     assert len(C.validate(d, "claims.yaml")) == 2 and asked == [1]
@@ -664,20 +665,28 @@ def test_a_corrupt_store_column_is_an_error_not_the_defaults(tmp_path):
 
 
 def test_an_encoding_lookup_failure_is_not_swallowed(tmp_path, monkeypatch):
-    """Before: _defaults caught every exception and matched runs as if the encoding had no options."""
-    import peeval.models.encodings as enc
+    """Before: _defaults caught every exception and matched runs as if the encoding had no options.
+    The options are now read from peeval's source without torch: a declaration that cannot be read
+    is an error, not {}."""
+    from peeval import declarations
 
     con = _db()
     _run(con, "pope0", "pope", 0)
     _metric(con, "pope0", "peeval_diag_indirect_indexing_test", "acc", 0.9, 0.01, 500)
     path = _claims_file(tmp_path, [{"id": "ii"}])
 
-    def broken(pe):
-        raise RuntimeError(f"encoding module for {pe} failed to import")
-
-    monkeypatch.setattr(enc, "get_encoding_class", broken)
-    with pytest.raises(RuntimeError, match="failed to import"):
-        C.compute_claims(con, path)
+    broken = tmp_path / "encodings"
+    broken.mkdir()
+    (broken / "__init__.py").write_text('ENCODINGS = {"pope": "pope:PoPE", "rope": "rope:RoPE"}\n')
+    (broken / "pope.py").write_text("class PoPE(Encoding):\n    options = make_options()\n")
+    (broken / "rope.py").write_text("class RoPE(Encoding):\n    options = {}\n")
+    monkeypatch.setattr(declarations, "ENCODINGS_DIR", broken)
+    declarations._encoding_option_defaults.cache_clear()
+    try:
+        with pytest.raises(declarations.DeclarationError, match="PoPE: options is not a dict literal"):
+            C.compute_claims(con, path)
+    finally:
+        declarations._encoding_option_defaults.cache_clear()
 
 
 def test_stage_rejects_a_misspelt_claim_and_a_non_database_in_one_line(tmp_path, capsys):

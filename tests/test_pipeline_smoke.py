@@ -1,5 +1,5 @@
 """The whole `dvc repro` on the `smoke` profile in a copy of the repository (offline, no git or
-DVC remote): data -> tokenizer -> train -> diagnostics -> adapt -> eval -> ingest (+ claims) ->
+DVC remote): data -> tokenizer -> train -> diagnostics -> adapt -> eval -> ingest -> claims ->
 site; then a second `dvc repro` is a no-op, changing one encoding's parameters invalidates only
 that encoding's stage, and the built site passes the browser checks of test_site."""
 
@@ -55,7 +55,7 @@ def test_smoke_pipeline_end_to_end(smoke):
     work, log, wall = smoke
     p = yaml.safe_load((work / "params.yaml").read_text())
     print(f"smoke dvc repro: {wall:.0f} s")
-    for stage in ("data", "tokenizer", "ingest", "site", *(f"train@{e}" for e in p["encodings"])):
+    for stage in ("data", "tokenizer", "ingest", "claims", "site", *(f"train@{e}" for e in p["encodings"])):
         assert f"Running stage '{stage}'" in log, stage
     con = duckdb.connect(str(work / "leaderboard" / "peeval.duckdb"), read_only=True)
     names = {r[0] for r in con.execute("select distinct name from runs where kind = 'pretrain'").fetchall()}
@@ -68,6 +68,9 @@ def test_smoke_pipeline_end_to_end(smoke):
         assert con.execute("select count(*) from diagnostic_cells where task = 'addition'").fetchone()[0] > 1
     assert con.execute("select count(*) from runs where kind = 'adapt'").fetchone()[0] == len(p["adapt"]["methods"])
     con.close()
+    claims = duckdb.connect(str(work / "leaderboard" / "claims.duckdb"), read_only=True)  # the claims stage's own file
+    assert claims.execute("select count(*) from claims").fetchone()[0] > 40
+    claims.close()
     headline = json.loads((work / "leaderboard" / "metrics.json").read_text())
     assert set(p["encodings"]) <= set(headline)
     out = sh([str(BIN / "dvc"), "metrics", "show", "--json"], work)

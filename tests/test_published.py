@@ -115,7 +115,7 @@ def test_published_runs_ingest_beside_local_ones_marked_and_never_replaced(repo)
     html = index.read_text()
     assert "rope @gpu" in html and "1x NVIDIA H100 80GB" in html and "published/gpu" in html
 
-    from peeval.claims import read_store
+    from leaderboard.claims import read_store
 
     con = duckdb.connect(str(db), read_only=True)
     try:

@@ -106,18 +106,15 @@ def test_pages_downloads_and_escaping(site):
 
 
 def test_claims_page_hook(tmp_path, monkeypatch):
-    import types
+    from leaderboard import claims_page as mod
 
-    import leaderboard.site as site_mod
-
-    mod = types.ModuleType("leaderboard.claims_page")
-    mod.render_claims_page = lambda con: "<!doctype html><title>claims</title><p>claims table</p>"
-    monkeypatch.setitem(sys.modules, "leaderboard.claims_page", mod)
-    monkeypatch.setattr(site_mod.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(
+        mod, "render_claims_page", lambda con: "<!doctype html><title>claims</title><p>claims table</p>"
+    )
     index = build_site(make_store(tmp_path), tmp_path / "site")
     assert (index.parent / "claims.html").read_text().endswith("<p>claims table</p>")
     assert 'href="claims.html"' in index.read_text()
-    mod.render_claims_page = lambda con: None  # an empty claims table: no page, no link
+    monkeypatch.setattr(mod, "render_claims_page", lambda con: None)  # an empty claims table: no page, no link
     index = build_site(tmp_path / "peeval.duckdb", tmp_path / "site2")
     assert not (index.parent / "claims.html").exists() and "claims.html" not in index.read_text()
 

@@ -1,0 +1,67 @@
+"""The papers' headline claims next to peeval's own numbers, with an honest verdict.
+
+``leaderboard/claims.yaml`` lists each claim (paper, table, task, metric, compared encodings,
+the paper's numbers and setting). The package reads peeval's numbers from the DuckDB store
+(runs, metrics, ppl_by_length, passkey_cells, diagnostic_cells, training_curves) and writes the
+``claims`` and ``claim_values`` tables (DDL in ``leaderboard/schema.sql``); the DVC stage
+``claims`` (pipelines/claims.py) runs it after ``ingest``. Rooms:
+
+- ``schema``: claims.yaml loading and validation (names checked against peeval, no torch);
+- ``stats``: units, the binomial stderr, mean ± stderr over seeds;
+- ``matching``: the store read, runs <-> claim variants, metric resolution;
+- ``verdicts``: the verdict rule, the rows of both tables, writing them.
+
+Imports no torch: peeval's names and option defaults come from ``peeval.declarations``.
+"""
+
+from __future__ import annotations
+
+from .matching import Store, matching_runs, read_store, resolve_metric
+from .schema import (
+    ACC_UNITS,
+    CPU,
+    DEFAULT_PATH,
+    PAPERS,
+    UNITS,
+    Claim,
+    ClaimsError,
+    Variant,
+    _leaf_tasks,
+    lm_eval_task_names,
+    load_claims,
+    validate,
+)
+from .stats import Estimate, Z, binomial_stderr, combine_seeds, to_unit
+from .verdicts import TABLES, VERDICTS, compute_claims, evaluate_claims, summary, table_ddl, verdict, write_claims
+
+__all__ = [
+    "ACC_UNITS",
+    "CPU",
+    "DEFAULT_PATH",
+    "PAPERS",
+    "TABLES",
+    "UNITS",
+    "VERDICTS",
+    "Z",
+    "Claim",
+    "ClaimsError",
+    "Estimate",
+    "Store",
+    "Variant",
+    "_leaf_tasks",
+    "binomial_stderr",
+    "combine_seeds",
+    "compute_claims",
+    "evaluate_claims",
+    "lm_eval_task_names",
+    "load_claims",
+    "matching_runs",
+    "read_store",
+    "resolve_metric",
+    "summary",
+    "table_ddl",
+    "to_unit",
+    "validate",
+    "verdict",
+    "write_claims",
+]

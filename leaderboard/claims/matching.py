@@ -1,0 +1,273 @@
+"""Runs <-> claims: peeval's numbers read from the DuckDB store, the runs that are each variant's
+evidence (one unit per seed), and the metric a claim resolves to (``ppl@{max}`` -> a length).
+
+The store is only read here (ingest owns it); published runs of other machines are left out.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from peeval import records
+
+from .schema import ACC_UNITS, Claim, ClaimsError, Variant, _leaf_tasks, option_defaults
+from .stats import Estimate, binomial_stderr, combine_seeds, to_unit
+
+
+def _tables(con) -> set[str]:
+    return {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+
+
+def _json(v, where: str) -> dict:
+    """A JSON-object column of the store; a corrupt one is an error naming the row, not {} (which
+    would read a run's options as the defaults and file it under the wrong encoding)."""
+    if v is None:
+        return {}
+    if isinstance(v, dict):
+        return v
+    try:
+        out = json.loads(v)
+    except (TypeError, ValueError) as e:
+        raise ClaimsError(f"store: {where}: not valid JSON ({e}); re-run the ingest stage") from None
+    if not isinstance(out, dict):
+        raise ClaimsError(f"store: {where}: expected a JSON object, got {type(out).__name__}; re-run the ingest stage")
+    return out
+
+
+@dataclass
+class Store:
+    """peeval's numbers as (run_id, task) -> {metric: (value, stderr, n)}, plus the runs."""
+
+    runs: dict[str, dict]
+    values: dict[tuple[str, str], dict[str, tuple[float, float | None, int | None]]]
+
+
+def read_store(con) -> Store:
+    tables = _tables(con)
+    runs: dict[str, dict] = {}
+    if "runs" in tables:
+        cur = con.execute("SELECT * FROM runs")
+        cols = [d[0] for d in cur.description]
+        for row in cur.fetchall():
+            r = dict(zip(cols, row, strict=True))
+            if r.get("source", "local") != "local":
+                continue  # published runs of other profiles and machines are shown, not judged with local ones
+            r["pe_options"] = _json(r.get("pe_options"), f"runs.pe_options of run {r['run_id']}")
+            r["params"] = _json(r.get("params"), f"runs.params of run {r['run_id']}")
+            runs[str(r["run_id"])] = r
+    if "efficiency" in tables and runs:
+        cur = con.execute("SELECT * FROM efficiency")
+        cols = [d[0] for d in cur.description]
+        eff = {str(row[0]): dict(zip(cols, row, strict=True)) for row in cur.fetchall()}
+        for r in runs.values():
+            e = eff.get(str(r.get("checkpoint")))
+            if e:
+                r["summary"] = _json(e.get("summary"), f"efficiency.summary of checkpoint {r.get('checkpoint')}")
+                r["efficiency"] = e
+    values: dict[tuple[str, str], dict] = {}
+
+    def put(run_id, task, metric, value, stderr, n):
+        if value is None:
+            return
+        d = values.setdefault((str(run_id), str(task)), {})
+        d.setdefault(str(metric), (float(value), None if stderr is None else float(stderr), n))
+
+    if "metrics" in tables:
+        q = "SELECT run_id, task, metric, value, stderr, n FROM metrics ORDER BY filter <> 'none', filter"
+        for r in con.execute(q).fetchall():  # the 'none' filter first: it wins
+            put(*r)
+    if "ppl_by_length" in tables:
+        q = "SELECT run_id, corpus, length, ppl, tokens FROM ppl_by_length"
+        for run_id, corpus, length, ppl, tokens in con.execute(q).fetchall():
+            put(run_id, records.ppl_task(corpus), records.ppl_metric("ppl", length), ppl, None, tokens)
+    if "passkey_cells" in tables:
+        for run_id, length, depth, acc, n in con.execute(
+            "SELECT run_id, length, depth, acc, n FROM passkey_cells"
+        ).fetchall():
+            put(run_id, records.PASSKEY_TASK, records.passkey_metric(length, depth), acc, None, n)
+    if "diagnostic_cells" in tables:
+        q = "SELECT run_id, task, split, cell, len_a, len_b, acc, n FROM diagnostic_cells"
+        for run_id, task, split, cell, la, lb, acc, n in con.execute(q).fetchall():
+            name = cell if cell else (records.addition_cell(la, lb) if la is not None and lb is not None else None)
+            if name:
+                put(run_id, records.diag_task(task, split), records.diag_cell_metric(name), acc, None, n)
+    if "training_curves" in tables and runs:
+        by_ckpt = {}
+        q = "SELECT checkpoint, step, val_loss FROM training_curves WHERE val_loss IS NOT NULL ORDER BY step"
+        for ckpt, _step, loss in con.execute(q).fetchall():
+            by_ckpt[str(ckpt)] = loss  # the last evaluated step wins
+        for run_id, r in runs.items():
+            loss = by_ckpt.get(str(r.get("checkpoint")))
+            if loss is not None:
+                put(run_id, "train_val", "ppl", math.exp(min(float(loss), 700.0)), None, None)
+    return Store(runs, values)
+
+
+def ablation_keys(claims: list[Claim]) -> dict[str, set[str]]:
+    """Per pe, the options some claim varies: a run that changes one of them is an ablation."""
+    keys: dict[str, set[str]] = {}
+    for c in claims:
+        for v in c.variants.values():
+            if v.pe:
+                keys.setdefault(v.pe, set()).update(v.pe_options)
+    return keys
+
+
+#: generator parameters whose absence from a run's record means this value
+RUN_PARAM_DEFAULTS = {"n_vars": 1}
+
+
+def _find_key(obj, key):
+    """The first value of ``key`` anywhere in nested dicts/lists, or KeyError."""
+    if isinstance(obj, dict):
+        if key in obj:
+            return obj[key]
+        children = obj.values()
+    elif isinstance(obj, list):
+        children = obj
+    else:
+        raise KeyError(key)
+    for child in children:
+        try:
+            return _find_key(child, key)
+        except KeyError:
+            continue
+    raise KeyError(key)
+
+
+def _run_params_match(r: dict, want: dict) -> bool:
+    for key, value in want.items():
+        try:
+            got = _find_key([r["params"], r.get("summary") or {}], key)
+        except KeyError:
+            got = RUN_PARAM_DEFAULTS.get(key)
+        if got != value:
+            return False
+    return True
+
+
+def run_method(r: dict) -> str | None:
+    """The adapt method of an adapt run (ingest stores adapt_summary under params.adapt)."""
+    p = r["params"]
+    adapt = p.get("adapt") if isinstance(p.get("adapt"), dict) else {}
+    return p.get("method") or adapt.get("method") or r["pe_options"].get("method") or r.get("name")
+
+
+def matching_runs(
+    store: Store,
+    variant: Variant,
+    ablations: dict[str, set[str]],
+    run_params: dict | None = None,
+    tasks: list[str] | None = None,
+) -> list[list[str]]:
+    """This variant's evidence, one unit per seed: the run ids (latest first) of the one
+    checkpoint per seed whose latest run has one of ``tasks``. Several ``peeval eval`` runs of
+    a checkpoint (one per task, say) form one unit; re-evaluations of a seed do not count twice."""
+    # diagnostic tasks read the small task-trained models, every other task (train_val included) the
+    # pretrained ones: a pretraining claim must not average in a diagnostic model of the same encoding
+    diag = tasks is not None and all(t.startswith(records.DIAG_PREFIX) for t in tasks)
+    hits = []
+    for r in store.runs.values():
+        if run_params and not _run_params_match(r, run_params):
+            continue
+        if tasks is not None and not variant.method and (r.get("kind") == "diagnostic") != diag:
+            continue
+        if tasks is not None and not any((str(r["run_id"]), t) in store.values for t in tasks):
+            continue
+        if variant.method:
+            if r.get("kind") != "adapt" or run_method(r) != variant.method:
+                continue
+        else:
+            if r.get("pe") != variant.pe or r.get("kind") == "adapt":
+                continue
+            norm = {**option_defaults(variant.pe), **r["pe_options"]}
+            want = {**option_defaults(variant.pe), **variant.pe_options}
+            keys = set(variant.pe_options) | ablations.get(variant.pe, set())
+            if any(norm.get(k) != want.get(k) for k in keys):
+                continue
+        hits.append(r)
+    hits.sort(key=lambda r: (str(r.get("date") or ""), str(r["run_id"])), reverse=True)
+    units: dict[Any, list[str]] = {}
+    ckpt_of_seed: dict[Any, Any] = {}
+    for r in hits:  # latest first: the latest run fixes each seed's checkpoint
+        seed = r.get("seed")
+        ckpt = r.get("checkpoint") or r["run_id"]
+        if ckpt_of_seed.setdefault(seed, ckpt) == ckpt:
+            units.setdefault(seed, []).append(str(r["run_id"]))
+    return [units[s] for s in sorted(units, key=lambda s: (s is None, s if s is not None else 0))]
+
+
+def _pattern(metric: str) -> re.Pattern | None:
+    if "{" not in metric:
+        return None
+    parts = re.split(r"(\{max\}|\{train\})", metric)
+    rx = "".join(r"(\d+)" if p in ("{max}", "{train}") else re.escape(p) for p in parts)
+    return re.compile(rf"^{rx}$")
+
+
+def resolve_metric(claim: Claim, store: Store, units: list[list[str]]) -> str | None:
+    """``ppl@{max}`` -> the largest value that every unit has; ``{train}``: <= training length."""
+    pat = _pattern(claim.metric)
+    if pat is None:
+        return claim.metric
+    common: set[int] | None = None
+    for unit in units:
+        have: set[int] = set()
+        for run_id in unit:
+            for task in _leaf_tasks(claim.task):
+                for m in store.values.get((run_id, task), {}):
+                    mm = pat.match(m)
+                    if mm:
+                        have.add(int(mm.group(1)))
+        if "{train}" in claim.metric:
+            tl = store.runs[unit[0]].get("training_length")
+            have = {x for x in have if tl is None or x <= int(tl)}
+        common = have if common is None else common & have
+    if not common:
+        return None
+    return re.sub(r"\{max\}|\{train\}", str(max(common)), claim.metric, count=1)
+
+
+def run_value(store: Store, unit: list[str], task, metric: str) -> tuple[float, float | None, int | None] | None:
+    """One checkpoint's raw metric (from its latest run that has it); a list of tasks is the
+    mean (stderr combined as independent)."""
+    if isinstance(task, str):
+        for run_id in unit:
+            got = store.values.get((run_id, task), {}).get(metric)
+            if got is not None:
+                return got
+        return None
+    parts = [run_value(store, unit, t, metric) for t in task]
+    if any(p is None for p in parts):
+        return None
+    k = len(parts)
+    mean = sum(p[0] for p in parts) / k
+    ses = [p[1] for p in parts]
+    se = math.sqrt(sum(s * s for s in ses)) / k if all(s is not None for s in ses) else None
+    ns = [p[2] for p in parts]
+    return mean, se, (sum(ns) if all(n is not None for n in ns) else None)
+
+
+def estimate(claim: Claim, store: Store, units: list[list[str]], metric: str) -> Estimate | None:
+    per_seed, used = [], []
+    acc_like = claim.unit in ACC_UNITS
+    leaves = _leaf_tasks(claim.task)
+    for unit in units:
+        raw = run_value(store, unit, claim.task, metric)
+        if raw is None:
+            continue
+        v, se, n = raw
+        if se is None and acc_like and n and isinstance(claim.task, str):
+            se = binomial_stderr(min(max(v, 0.0), 1.0), int(n))
+        per_seed.append((v, se, n))
+        used += [rid for rid in unit if any((rid, t) in store.values for t in leaves)]
+    est = combine_seeds(per_seed, acc_like)
+    if est is None:
+        return None
+    est.value, est.stderr = to_unit(claim.unit, est.value, est.stderr)
+    est.run_ids = used
+    return est
