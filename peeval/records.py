@@ -42,6 +42,9 @@ DIAG_PREFIX = "peeval_diag_"
 SHIFT_TASK = "peeval_shift_stability"
 #: the diagnostic generators (peeval.tasks.diagnostics.generators.TASKS is this tuple)
 DIAG_TASKS: tuple[str, ...] = ("indirect_indexing", "flip_flop", "selective_copy", "counting", "addition")
+#: the generators' size sets (``generators.params(profile=...)``, a diag profile's ``gen_profile``,
+#: params.yaml ``diagnostics.eval.profile``): not the training profiles of peeval.training.profiles
+GEN_PROFILES: tuple[str, ...] = ("cpu", "paper")
 
 
 def ppl_task(corpus: str) -> str:

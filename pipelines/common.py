@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `leaderboard` is a folder of the repository, not an installed package
     sys.path.insert(0, str(ROOT))
+if str(ROOT / "pipelines") not in sys.path:  # its siblings (pipeline_params), also when imported from elsewhere
+    sys.path.insert(0, str(ROOT / "pipelines"))
 
 TOKENIZER = Path("checkpoints/tokenizer")
 PRETRAIN = Path("checkpoints/pretrain")
@@ -24,12 +24,17 @@ SITE = Path("leaderboard/site")
 
 
 def params() -> dict[str, Any]:
-    """params.yaml (the active profile), read from the directory DVC runs the stage in."""
-    path = Path("params.yaml")
+    """params.yaml (the parameter file of the active profile), read from the directory DVC runs the
+    stage in and checked (``pipeline_params``: every key, type and cross-key rule) before the stage
+    does anything: a bad file is one line naming the key, exit code 2."""
+    from pipeline_params import ParamsError, load
+
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as e:
-        raise SystemExit(f"{path.resolve()}: cannot read the pipeline parameters ({e})") from e
+        raw, _ = load(Path("params.yaml"))
+    except ParamsError as e:
+        print(e, file=sys.stderr)
+        raise SystemExit(2) from None
+    return raw
 
 
 def use_mirror() -> Path:

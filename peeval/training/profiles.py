@@ -19,6 +19,8 @@ import copy
 import json
 from typing import Any
 
+from peeval.records import GEN_PROFILES
+
 #: model shape + optimisation + data, per profile (text pretraining)
 TRAIN_PROFILES: dict[str, dict[str, Any]] = {
     "smoke": dict(
@@ -379,7 +381,7 @@ RULES: dict[str, dict[str, tuple]] = {
         "train_examples": _int(1),
         "val_examples": _int(1),
         "task_params": ("dict",),
-        "gen_profile": ("choice", "cpu", "paper"),
+        "gen_profile": ("choice", *GEN_PROFILES),
     },
     "adapt": {
         **_COMMON,

@@ -37,7 +37,7 @@ from __future__ import annotations
 import random
 import string
 
-from peeval.records import DIAG_TASKS
+from peeval.records import DIAG_TASKS, GEN_PROFILES
 
 TASKS: tuple[str, ...] = DIAG_TASKS  # the names live in peeval.records (ingest reads them there)
 
@@ -77,7 +77,7 @@ def splits(task: str) -> list[str]:
 def params(task: str, profile: str = "cpu", **overrides) -> dict:
     """The task's effective parameters (defaults of ``profile`` updated by ``overrides``)."""
     _check_task(task)
-    if profile not in ("cpu", "paper"):
+    if profile not in GEN_PROFILES:
         raise ValueError(f"unknown diagnostics profile {profile!r}: use 'cpu' or 'paper'")
     p = dict(DEFAULTS[task]["cpu"])
     if profile == "paper":

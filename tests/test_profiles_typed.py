@@ -1,0 +1,139 @@
+"""params.yaml as typed, checked data (pipelines/pipeline_params.py): every parameter file validates, and
+each cross-key rule, key and type error ends a stage with one line naming the key, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "pipelines"))
+
+import common  # noqa: E402
+from pipeline_params import PipelineParams, load  # noqa: E402
+
+PARAM_FILES = sorted((REPO / "params").glob("*.yaml"))
+
+
+def _smoke() -> dict:
+    return yaml.safe_load((REPO / "params" / "smoke.yaml").read_text())
+
+
+@pytest.mark.parametrize("path", [REPO / "params.yaml", *PARAM_FILES], ids=lambda p: p.name)
+def test_every_parameter_file_validates(path):
+    raw, p = load(path)
+    assert isinstance(p, PipelineParams) and p.profile == raw["profile"] == path.stem.replace("params", "cpu")
+    assert {k: e.pe for k, e in p.encodings.items()} == {k: e["pe"] for k, e in raw["encodings"].items()}
+    assert p.diagnostics.gen_profile == raw["diagnostics"]["eval"]["profile"]
+    assert p.adapt_methods == raw["adapt"]["methods"] and set(p.suites) == set(raw["eval"]["suites"])
+
+
+def test_all_four_profiles_have_a_parameter_file():
+    assert {p.stem for p in PARAM_FILES} >= {"smoke", "cpu", "paper", "gpu"}
+
+
+def test_allowed_names_come_from_their_owners():
+    """The checker reads names without torch; they equal the real registries."""
+    from peeval.declarations import adapt_methods, encoding_names
+    from peeval.models.encodings import ENCODINGS
+    from peeval.models.llama_adapters import METHODS
+    from peeval.records import DIAG_TASKS, GEN_PROFILES
+    from peeval.tasks.diagnostics.generators import TASKS, params
+    from peeval.training.profiles import DIAG_PROFILES
+
+    assert list(encoding_names()) == list(ENCODINGS)
+    assert tuple(adapt_methods()) == tuple(METHODS)
+    assert tuple(DIAG_TASKS) == tuple(TASKS)
+    assert {p["gen_profile"] for p in DIAG_PROFILES.values()} <= set(GEN_PROFILES)
+    for gen in GEN_PROFILES:  # every size set is one the generators know
+        params("addition", gen)
+    with pytest.raises(ValueError):
+        params("addition", "gpu")
+
+
+def _set(p: dict, dotted: str, value) -> dict:
+    p = copy.deepcopy(p)
+    *path, last = dotted.split(".")
+    node = p
+    for k in path:
+        node = node[k]
+    if value is _DELETE:
+        del node[last]
+    else:
+        node[last] = value
+    return p
+
+
+_DELETE = object()
+
+#: (dotted key, bad value, the key the one-line error must name)
+BAD = [
+    ("profile", "tiny", "profile"),
+    ("encodings.rope.pe", "ropee", "encodings.rope.pe"),
+    ("diagnostics.encodings", ["alibi"], "diagnostics.encodings"),  # not an encodings entry
+    ("diagnostics.tasks", ["additon"], "diagnostics.tasks"),
+    ("diagnostics.seeds", [0, 0], "diagnostics.seeds"),
+    ("diagnostics.seeds", [], "diagnostics.seeds"),
+    ("diagnostics.seeds", ["1"], "diagnostics.seeds"),
+    ("diagnostics.train.task_set", {"flip_flop": {"steps": 2}}, "diagnostics.train.task_set.flip_flop"),
+    ("diagnostics.eval.profile", "gpu", "diagnostics.eval.profile"),
+    ("diagnostics.eval.n", 0, "diagnostics.eval.n"),
+    ("shift.encodings", ["alibi"], "shift.encodings"),
+    ("shift.length", "128", "shift.length"),
+    ("adapt.methods", ["rope"], "adapt.methods"),
+    ("eval.pretrain", ["ppl"], "eval.pretrain"),  # smoke has one suite, `lm`
+    ("eval.adapt", ["passkey"], "eval.adapt"),
+    ("eval.suites.lm.limit", 0, "eval.suites.lm.limit"),
+    ("eval.suites.lm.tasks", [], "eval.suites.lm.tasks"),
+    ("seed", True, "seed"),
+    ("launcher", 8, "launcher"),
+    ("data.mirror", "local/gutenberg-train", "data.mirror"),
+    ("train.set", [1], "train.set"),
+    ("shift", _DELETE, "shift"),
+    ("trian", {"set": {}}, "trian"),  # a typo of a top-level key
+    ("encodings.rope.pe_option", {}, "pe_option"),
+]
+
+
+@pytest.mark.parametrize("dotted,value,key", BAD, ids=[f"{d}={v!r}"[:40] for d, v, _ in BAD])
+def test_a_bad_parameter_file_is_one_line_naming_the_key(dotted, value, key, tmp_path, monkeypatch, capsys):
+    """Old code: common.params() returned the dict and the stage went on (or died later with a traceback)."""
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(_set(_smoke(), dotted, value), sort_keys=False))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        common.params()
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "params.yaml" in err and key in err, err
+    assert sorted(os.listdir(tmp_path)) == ["params.yaml"]
+
+
+def test_unreadable_parameter_file(tmp_path, monkeypatch, capsys):
+    (tmp_path / "params.yaml").write_text("profile: [smoke\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        common.params()
+    assert e.value.code == 2 and len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_a_stage_stops_before_writing(tmp_path):
+    """A stage script itself (`data`), run as DVC runs it, on a params.yaml whose shift names a missing encoding."""
+    bad = _set(_smoke(), "shift.encodings", ["alibi"])
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(bad, sort_keys=False))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    r = subprocess.run(
+        [sys.executable, str(REPO / "pipelines" / "check_data.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().count("\n") == 0 and "shift.encodings" in r.stderr and "Traceback" not in r.stderr
+    assert sorted(os.listdir(tmp_path)) == ["params.yaml"]
