@@ -137,3 +137,21 @@ def test_a_stage_stops_before_writing(tmp_path):
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip().count("\n") == 0 and "shift.encodings" in r.stderr and "Traceback" not in r.stderr
     assert sorted(os.listdir(tmp_path)) == ["params.yaml"]
+
+
+def test_use_profile_refuses_a_broken_parameter_file(tmp_path):
+    """Old code: the broken file became params.yaml and the first stage failed (or ran) on it."""
+    import shutil
+
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "params").mkdir()
+    for name in ("use_profile.py", "pipeline_params.py"):
+        shutil.copy(REPO / "pipelines" / name, tmp_path / "pipelines" / name)
+    bad = _set(_smoke(), "adapt.methods", ["longrope"])
+    (tmp_path / "params" / "smoke.yaml").write_text(yaml.safe_dump(bad, sort_keys=False))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    r = subprocess.run(
+        [sys.executable, "pipelines/use_profile.py", "smoke"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert r.returncode == 2 and "adapt.methods" in r.stderr and r.stderr.strip().count("\n") == 0, r.stderr
+    assert not (tmp_path / "params.yaml").exists()

@@ -1,5 +1,7 @@
-"""Training / adaptation profiles: ``smoke`` (seconds, CI), ``cpu`` (minutes on 2 cores), ``gpu`` (one
-H100-class GPU, every stage minutes), ``paper``.
+"""Training / adaptation profiles (the one meaning of "profile" in peeval; the pipeline's
+params/<profile>.yaml are its *parameter files*, and the diagnostic generators' ``cpu``/``paper``
+size sets are ``gen_profile``, ``peeval.records.GEN_PROFILES``): ``smoke`` (seconds, CI), ``cpu``
+(minutes on 2 cores), ``gpu`` (one H100-class GPU, every stage minutes), ``paper``.
 
 A profile is a flat dict of documented parameters; ``peeval train --set key=value`` (or
 ``run_train(**overrides)``) overrides any of them. Only ``pe`` / ``pe_options`` differ between
