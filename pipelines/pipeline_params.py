@@ -283,5 +283,6 @@ def load(path: Path | str = "params.yaml") -> tuple[dict[str, Any], PipelinePara
         raise ParamsError(f"{path}: cannot read the pipeline parameters ({why})") from None
     try:
         return raw, validate(raw)
-    except ParamsError as e:
-        raise ParamsError(f"{path}: {e}") from None
+    except ParamsError as e:  # the messages say "params.yaml ..."; name the file read
+        msg = str(e)
+        raise ParamsError(f"{path}{msg[len('params.yaml') :]}" if msg.startswith("params.yaml") else msg) from None

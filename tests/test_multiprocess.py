@@ -241,7 +241,10 @@ def test_launcher_refused(launcher, why, monkeypatch, tmp_path):
 
 
 def test_bad_launcher_stops_the_stage_in_one_line(tmp_path):
-    (tmp_path / "params.yaml").write_text('launcher: "mpirun -n 2"\n')
+    import yaml  # a valid parameter file but for the launcher (the stage checks the rest first)
+
+    p = {**yaml.safe_load((REPO / "params" / "smoke.yaml").read_text()), "launcher": "mpirun -n 2"}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(p))
     r = subprocess.run(
         [sys.executable, str(REPO / "pipelines" / "launch.py"), str(REPO / "pipelines" / "train.py"), "rope"],
         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120, check=False,

@@ -155,3 +155,19 @@ def test_use_profile_refuses_a_broken_parameter_file(tmp_path):
     )
     assert r.returncode == 2 and "adapt.methods" in r.stderr and r.stderr.strip().count("\n") == 0, r.stderr
     assert not (tmp_path / "params.yaml").exists()
+
+
+def test_smoke_twins_validate():
+    """The tests' smoke-sized twins of every profile (common.smoke_twin) are valid parameter files."""
+    from pipeline_params import validate
+
+    for path in PARAM_FILES:
+        validate(common.smoke_twin(yaml.safe_load(path.read_text())))
+
+
+def test_the_message_names_the_file_once(tmp_path):
+    bad = tmp_path / "mine.yaml"
+    bad.write_text(yaml.safe_dump(_set(_smoke(), "seed", -1)))
+    with pytest.raises(ValueError) as e:
+        load(bad)
+    assert str(e.value).startswith(f"{bad} seed=-1: an integer >= 0") and "params.yaml" not in str(e.value)
