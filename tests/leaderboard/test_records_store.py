@@ -1,12 +1,12 @@
 """The store built from a fixed set of results folders stays the same, row for row.
 
-``tests/data/store/`` holds results / checkpoint / published folders covering every metric-cell
+``tests/leaderboard/data/store/`` holds results / checkpoint / published folders covering every metric-cell
 format (ppl@L, bpb@L, tokens@L, windows@L, acc@L@depth, acc@AxB, read_acc/seq_acc,
 attn_diff@shift@layer), encoding labels with options, adapt / external / published runs and
-training curves. ``tests/data/store_dump.json`` is the dump of the store that the code before
+training curves. ``tests/leaderboard/data/store_dump.json`` is the dump of the store that the code before
 ``peeval.records`` built from them; regenerate it only for an intended change of the store:
 
-    python tests/test_records_store.py > tests/data/store_dump.json
+    python tests/leaderboard/test_records_store.py > tests/leaderboard/data/store_dump.json
 """
 
 import json

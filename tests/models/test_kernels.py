@@ -6,7 +6,7 @@ kernel tests run in a **subprocess** (``TRITON_INTERPRET=1``, CPU tensors): the 
 session sees one test that runs this same file with ``PEEVAL_KERNEL_TESTS_INNER=1``.
 
 On a GPU machine run the inner tests directly on compiled kernels:
-    PEEVAL_KERNEL_TESTS_INNER=1 PEEVAL_KERNEL_TESTS_DEVICE=cuda python -m pytest tests/test_kernels.py
+    PEEVAL_KERNEL_TESTS_INNER=1 PEEVAL_KERNEL_TESTS_DEVICE=cuda python -m pytest tests/models/test_kernels.py
 
 Tolerances: relative Frobenius error ‖x − ref‖/‖ref‖ against a float64 reference
 (same inputs upcast): fp32 1e-4, fp16 5e-3, bf16 3e-2 (bf16 operands; measured ~0.5-1.7e-2
@@ -27,7 +27,7 @@ import torch
 INNER = os.environ.get("PEEVAL_KERNEL_TESTS_INNER") == "1"
 DEVICE = os.environ.get("PEEVAL_KERNEL_TESTS_DEVICE", "cpu")
 HAVE_TRITON = importlib.util.find_spec("triton") is not None
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOL = {torch.float32: 1e-4, torch.float16: 5e-3, torch.bfloat16: 3e-2}
 
 

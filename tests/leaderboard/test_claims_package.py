@@ -15,7 +15,7 @@ import duckdb
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "leaderboard" / "schema.sql"
 
 

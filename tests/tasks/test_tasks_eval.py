@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import REPO
-from test_tasks_cbt import write_cbt_mirror
-from test_tasks_mirror import _write_hub_layout
+from helpers.mirrors import write_cbt_mirror, write_hub_layout
 
 BIN = Path(sys.executable).parent
 MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
@@ -53,7 +52,7 @@ def mirror(tmp_path_factory):
             (root / "hf" / org.name).mkdir(parents=True)
             for ds in org.iterdir():
                 (root / "hf" / org.name / ds.name).symlink_to(ds)
-    _write_hub_layout(root)
+    write_hub_layout(root)
     write_cbt_mirror(root)
     return root
 

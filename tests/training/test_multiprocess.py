@@ -22,7 +22,7 @@ from peeval.training.loop import n_targets
 from peeval.training.pretrain import count_params, flops_per_token, run_train
 from peeval.training.state import STATE_FILE
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
 #: the diagnostic and its settings: addition has answers of different lengths (so per-process
 #: means would weight tokens differently), batch 7 splits 4 + 3, two micro-batches per step

@@ -11,7 +11,7 @@ import pytest
 
 from peeval import _io
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_atomic_write_text_creates_replaces_and_leaves_no_tmp(tmp_path):

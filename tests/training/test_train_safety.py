@@ -174,7 +174,7 @@ def test_resume_dir_outside_out_survives_deleting_out(corpus, tok_dir, tmp_path,
 
 
 def test_pipeline_discards_a_state_of_other_parameters(corpus, tok_dir, tmp_path, capsys):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "pipelines"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "pipelines"))
     try:
         from resume import resumable
     finally:
@@ -350,7 +350,7 @@ def test_pipeline_stage_bad_params_is_one_line(tmp_path):
 
     import yaml
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     p = yaml.safe_load((root / "params" / "smoke.yaml").read_text())
     p["data"]["root"] = str(tmp_path)  # not read before the settings are checked
     p["train"]["set"] = {"steps": 0}

@@ -1,38 +1,8 @@
 """CBT on a hub-schema fixture (the mirror has none): the requests by hand, accuracy from an
 oracle, the CN/NE group mean, and the clear error when the data is nowhere."""
 
-from pathlib import Path
-
-import datasets
 import pytest
-
-OPTIONS = ["Tom", "Ann", "dog", "cat", "boy", "girl", "king", "queen", "fox", "owl"]
-
-
-def cbt_rows(n: int, tag: str) -> list[dict]:
-    rows = []
-    for i in range(n):
-        answer = OPTIONS[(3 * i + 1) % 10]
-        rows.append(
-            {
-                "sentences": [f"{tag} sentence {k} of story {i} ." for k in range(20)],
-                "question": f"Then XXXXX said hello to story {i} ." if i % 2 == 0 else f"XXXXX ran home {i} .",
-                "answer": answer,
-                "options": OPTIONS,
-            }
-        )
-    return rows
-
-
-def write_cbt_mirror(root: Path, n: int = 4) -> None:
-    folder = root / "hf" / "cam-cst" / "cbt"
-    readme = "---\nconfigs:\n"
-    for config in ("CN", "NE"):
-        (folder / config).mkdir(parents=True, exist_ok=True)
-        datasets.Dataset.from_list(cbt_rows(n, config)).to_parquet(folder / config / "test-00000-of-00001.parquet")
-        readme += f"- config_name: {config}\n  data_files:\n  - split: test\n    path: {config}/test-*.parquet\n"
-    (folder / "README.md").write_text(readme + "---\n")
-
+from helpers.mirrors import OPTIONS, write_cbt_mirror
 
 pytestmark = pytest.mark.usefixtures("hub_offline")
 

@@ -6,9 +6,9 @@ the hub serves that data."""
 import os
 from pathlib import Path
 
-import datasets
 import pytest
 from conftest import REPO
+from helpers.mirrors import write_hub_layout
 
 MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
 needs_mirror = pytest.mark.skipif(not (MIRROR / "hf" / "allenai" / "ai2_arc").is_dir(), reason="no data mirror")
@@ -51,38 +51,8 @@ def test_builtin_tasks_load_from_the_mirror(monkeypatch):
     assert len(mmlu.test_docs()) == 135
 
 
-def _hellaswag_rows(split: str) -> list[dict]:
-    """Rows in the hub schema of ``Rowan/hellaswag`` (label is a string there)."""
-    base = [
-        ("Removing ice from car", "Then, the man writes over the snow covering the window of a car, and a woman",
-         "wearing winter clothes smiles.", "then", ["the man adds wax.", "a woman walks.", "the man scrapes.", "x."]),
-        ("Baking cookies", "A woman pours flour into a bowl. [title] She", "mixes it.", "she",
-         ["stirs slowly.", "bakes [step] it.", "sings.", "leaves."]),
-        ("Personal Care and Style", "[header] How to tie a tie [title] Cross the wide end.", "", "then",
-         ["loop it.", "cut it.", "burn it.", "eat it."]),
-    ]  # fmt: skip
-    return [
-        {"ind": i, "activity_label": a, "ctx_a": ca, "ctx_b": cb, "ctx": f"{ca} {cb}", "endings": e,
-         "source_id": f"src~{i}", "split": split, "split_type": "indomain", "label": str(i % 4)}
-        for i, (a, ca, _x, cb, e) in enumerate(base)
-    ]  # fmt: skip
-
-
-def _write_hub_layout(root: Path) -> datasets.DatasetDict:
-    dd = datasets.DatasetDict({s: datasets.Dataset.from_list(_hellaswag_rows(s)) for s in ("train", "validation")})
-    folder = root / "hf" / "Rowan" / "hellaswag"
-    for split, ds in dd.items():
-        (folder / "data").mkdir(parents=True, exist_ok=True)
-        ds.to_parquet(folder / "data" / f"{split}-00000-of-00001.parquet")
-    (folder / "README.md").write_text(
-        "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n    path: data/train-*\n"
-        "  - split: validation\n    path: data/validation-*\n---\n"
-    )
-    return dd
-
-
 def test_hellaswag_from_a_mirror_gives_the_hub_requests(tmp_path, monkeypatch):
-    dd = _write_hub_layout(tmp_path)
+    dd = write_hub_layout(tmp_path)
     monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(tmp_path))
     mirrored = _requests(_task("hellaswag", "hellaswag"), 3)
 

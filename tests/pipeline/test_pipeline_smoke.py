@@ -15,7 +15,7 @@ import duckdb
 import pytest
 import yaml
 from conftest import REPO
-from test_site import check_in_browser
+from helpers.browser import check_in_browser
 
 BIN = Path(sys.executable).parent
 MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))

@@ -16,7 +16,7 @@ import yaml
 from leaderboard import claims as C
 from leaderboard.claims import schema as CS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SEEDS = ROOT.parent / "shared" / "seeds"
 SCHEMA = ROOT / "leaderboard" / "schema.sql"
 

@@ -1,0 +1,1 @@
+"""Helpers shared by tests in several rooms, so that no test module imports another."""

@@ -1,0 +1,70 @@
+"""The site as a visitor sees it: headless Chromium through Playwright (used by the site and pipeline tests)."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = os.environ.get("PEEVAL_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+
+
+def check_in_browser(
+    index: Path, n_rows: int, screenshot: Path, diagnostics: bool = True, hostile: bool = False
+) -> None:
+    """Open the site from file:// in headless Chromium and check what a visitor sees."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium)")
+    from playwright.sync_api import sync_playwright
+
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1300, "height": 900})
+            page.on("console", lambda m: errors.append(f"{m.type}: {m.text}") if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+            page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
+            page.goto(index.as_uri())
+            rows = page.locator("#leaderboard tbody tr")
+            assert rows.count() == n_rows
+            names = lambda: page.locator("#leaderboard tbody tr td:first-child").all_inner_texts()  # noqa: E731
+            before = names()
+            ncols = page.locator("#leaderboard thead th").count()
+            col = next(  # a numeric column whose values all differ (ties keep their order)
+                i for i in range(1, ncols)
+                if len(set(page.locator(f"#leaderboard tbody tr td:nth-child({i + 1})").all_inner_texts())) == n_rows
+            )  # fmt: skip
+            header = page.locator("#leaderboard thead th").nth(col)
+            header.click()
+            asc = names()
+            header.click()
+            desc = names()
+            assert asc != desc and (asc != before or desc != before) and asc == desc[::-1]
+            page.fill("input.filter[data-table=leaderboard]", before[0])
+            assert page.locator("#leaderboard tbody tr:visible").count() < n_rows or n_rows == 1
+            page.fill("input.filter[data-table=leaderboard]", "")
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(screenshot), full_page=True)
+            for name in ("ppl.html", "passkey.html", "training.html", *(["diagnostics.html"] if diagnostics else [])):
+                page.goto((index.parent / name).as_uri())
+                charts = page.locator("svg.chart")
+                assert charts.count() > 0, name
+                for i in range(charts.count()):
+                    marks = charts.nth(i).locator(".mark")
+                    assert marks.count() > 0, f"{name}: chart {i} has no marks"
+                    box = marks.first.bounding_box()
+                    assert box and (box["width"] > 0 or box["height"] > 0), f"{name}: chart {i} drew nothing"
+            for name in ("efficiency.html", "data.html"):
+                page.goto((index.parent / name).as_uri())
+            page.goto(index.as_uri())
+            run = page.locator("#runs_list tbody tr", has_text="pretrain").first.locator("a").first
+            page.goto((index.parent / run.get_attribute("href")).as_uri())
+            assert page.locator("pre").count() > 0  # the run's samples
+            if hostile:
+                assert page.locator("pre", has_text="<script>alert(1)</script>").count() > 0  # shown as text
+            assert page.evaluate("window.__pwned === undefined")
+        finally:
+            browser.close()
+    assert not errors, errors
