@@ -5,6 +5,9 @@ import torch
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
+#: fixtures shared across files live in tests/helpers (tests/ is on sys.path: pytest prepends this folder)
+pytest_plugins = ["helpers.training"]
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -336,19 +336,6 @@ def test_val_gates_use_values():
     torch.testing.assert_close(pe.gates(q, pe.gate_keys(0, k, ctx)), pe.gates(q, v))
 
 
-def test_left_padded_batch_matches_unpadded():
-    m = tiny_model("cope", pe_options={"npos_max": 4})
-    randomize_(m)
-    a, b = torch.randint(1, 61, (1, 7)), torch.randint(1, 61, (1, 4))
-    batch = torch.cat([a, torch.cat([torch.zeros(1, 3, dtype=torch.long), b], 1)])
-    mask = torch.tensor([[1] * 7, [0, 0, 0, 1, 1, 1, 1]])
-    pos = (mask.cumsum(-1) - 1).clamp(min=0)
-    with torch.no_grad():
-        out = m(batch, attention_mask=mask, position_ids=pos).logits
-        torch.testing.assert_close(out[1, 3:], m(b).logits[0], atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(out[0], m(a).logits[0], atol=1e-5, rtol=1e-5)
-
-
 @pytest.mark.parametrize("bad", [0, -3, 2.5, True, "64", None])
 def test_bad_npos_max_fails_naming_it(bad):
     with pytest.raises(ValueError, match="npos_max"):

@@ -121,8 +121,10 @@ def test_unknown_option_fails_at_load(tmp_ckpt):
         AutoConfig.from_pretrained(tmp_ckpt)
 
 
-def test_left_padded_batch_matches_unpadded():
-    m = tiny_model("rope")
+@pytest.mark.parametrize("pe, opts", [("rope", {}), ("cope", {"npos_max": 4})], ids=["rope", "cope"])
+def test_left_padded_batch_matches_unpadded(pe, opts):
+    """A left-padded row with its mask and positions gives the sequence's own logits (float32 round-off)."""
+    m = tiny_model(pe, pe_options=opts)
     randomize_(m)
     a = torch.randint(1, 61, (1, 7))
     b = torch.randint(1, 61, (1, 4))

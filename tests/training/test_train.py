@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from helpers.training import TEXT, TINY
 from safetensors.torch import load_file
 
 from peeval.data import mirror_root
@@ -15,39 +16,6 @@ from peeval.training.data import train_bpe, unigram_ppl
 from peeval.training.pretrain import flops_per_token, run_train
 from peeval.training.schedule import lr_lambda
 from peeval.training.state import STATE_FILE
-
-TEXT = (
-    "The quick brown fox jumps over the lazy dog. The lazy dog sleeps under the old oak tree. "
-    "A fox and a dog are friends in the green field near the river. "
-) * 30
-
-TINY = dict(
-    hidden_size=32,
-    intermediate_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    seq_len=32,
-    batch_size=4,
-    eval_batches=2,
-    train_chars=None,
-    val_chars=None,
-)
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    d = tmp_path_factory.mktemp("corpus")
-    for i in range(4):
-        (d / f"{i:02d}.txt").write_text(TEXT)
-    return str(d)
-
-
-@pytest.fixture(scope="module")
-def tok_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tok")
-    train_bpe([TEXT], 200).save_pretrained(d)
-    return str(d)
 
 
 def curve(path):
