@@ -45,6 +45,20 @@ def randomize_(model, seed: int = 1, std: float = 0.2) -> None:
             p.add_(torch.randn(p.shape, generator=g) * std)
 
 
+def decode_logits(model, x: torch.Tensor, prefix: int, end: int | None = None) -> torch.Tensor:
+    """Logits of ``x[:, :end]`` from one forward of the first ``prefix`` tokens, then token by token
+    through the KV cache (no grad): what generation computes, to compare with one full forward."""
+    end = x.shape[1] if end is None else end
+    with torch.no_grad():
+        out = model(x[:, :prefix], use_cache=True)
+        steps, cache = [out.logits], out.past_key_values
+        for t in range(prefix, end):
+            out = model(x[:, t : t + 1], past_key_values=cache, use_cache=True)
+            steps.append(out.logits)
+            cache = out.past_key_values
+    return torch.cat(steps, 1)
+
+
 @pytest.fixture
 def tmp_ckpt(tmp_path):
     return tmp_path / "ckpt"

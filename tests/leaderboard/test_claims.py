@@ -12,6 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 import yaml
+from helpers.claims import CLAIM
 
 from leaderboard import claims as C
 from leaderboard.claims import schema as CS
@@ -119,21 +120,7 @@ def test_known_numbers_are_exact():
 
 # --------------------------------------------------------------------------- schema errors
 def _one(**change) -> dict:
-    base = {
-        "id": "x-claim",
-        "paper": "PoPE",
-        "ref": "Table 1",
-        "title": "t",
-        "task": "peeval_diag_indirect_indexing_test",
-        "metric": "acc",
-        "unit": "acc_pct",
-        "higher_is_better": True,
-        "focus": "a",
-        "variants": {"a": {"pe": "pope", "paper": 90.0}, "b": {"pe": "rope", "paper": 10.0}},
-        "setting": "s",
-        "cpu": "testable",
-        "cpu_note": "n",
-    }
+    base = {**copy.deepcopy(CLAIM), "id": "x-claim"}
     base.update(change)
     return {"claims": [base]}
 
@@ -255,15 +242,19 @@ def _claims_file(tmp_path, entries) -> Path:
     return p
 
 
-def test_end_to_end_verdicts_from_a_store(tmp_path):
-    con = _db()
+def _pope_ahead_on_indirect_indexing(con) -> None:
+    """Three seeds of pope and rope on indirect indexing (claim 'ii'), pope far ahead."""
     ii = "peeval_diag_indirect_indexing_test"
-    # indirect indexing: pope far ahead over 3 seeds -> reproduced
     for s, (a, b) in enumerate([(0.93, 0.10), (0.95, 0.12), (0.97, 0.11)]):
         _run(con, f"pope{s}", "pope", s)
         _run(con, f"rope{s}", "rope", s)
         _metric(con, f"pope{s}", ii, "acc", a, 0.01, 500)
         _metric(con, f"rope{s}", ii, "acc", b, 0.01, 500)
+
+
+def test_end_to_end_verdicts_from_a_store(tmp_path):
+    con = _db()
+    _pope_ahead_on_indirect_indexing(con)  # pope far ahead over 3 seeds -> reproduced
     # flip-flop OOD (error %, lower better): cope is *worse* in peeval -> contradicted; one seed, lm-eval stderr
     ff = "peeval_diag_flip_flop_ood_sparse"
     _run(con, "cope0", "cope", 0)
@@ -632,12 +623,7 @@ def test_lm_eval_index_rejects_a_misspelt_builtin():
 def test_typo_is_an_error_while_runs_not_made_are_inconclusive(tmp_path):
     """The line between the two: names are checked against peeval, numbers looked up in the store."""
     con = _db()
-    ii = "peeval_diag_indirect_indexing_test"
-    for s, (a, b) in enumerate([(0.93, 0.10), (0.95, 0.12), (0.97, 0.11)]):
-        _run(con, f"pope{s}", "pope", s)
-        _run(con, f"rope{s}", "rope", s)
-        _metric(con, f"pope{s}", ii, "acc", a, 0.01, 500)
-        _metric(con, f"rope{s}", ii, "acc", b, 0.01, 500)
+    _pope_ahead_on_indirect_indexing(con)
     not_run = _claims_file(tmp_path, [{"id": "ii"}, {"id": "sc", "task": "peeval_diag_selective_copy_test"}])
     rows = {r["claim_id"]: r for r in C.compute_claims(con, not_run)}
     assert rows["ii:a-vs-b"]["verdict"] == "reproduced"

@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 import yaml
+from helpers.claims import CLAIM
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "leaderboard" / "schema.sql"
@@ -95,23 +96,6 @@ def test_schema_sql_is_the_only_ddl_of_the_claims_tables():
 
 
 # --------------------------------------------------------------------------- the stage and the site
-CLAIM = {
-    "id": "ii",
-    "paper": "PoPE",
-    "ref": "Table 1",
-    "title": "t",
-    "task": "peeval_diag_indirect_indexing_test",
-    "metric": "acc",
-    "unit": "acc_pct",
-    "higher_is_better": True,
-    "focus": "a",
-    "variants": {"a": {"pe": "pope", "paper": 90.0}, "b": {"pe": "rope", "paper": 10.0}},
-    "setting": "s",
-    "cpu": "testable",
-    "cpu_note": "n",
-}
-
-
 def _store(path: Path) -> Path:
     con = duckdb.connect(str(path))
     con.execute(SCHEMA.read_text())

@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from conftest import tiny_model
+from conftest import decode_logits, tiny_model
 
 import peeval.models.attention as attn
 from peeval.models.encodings.base import PEContext
@@ -83,14 +83,7 @@ def test_blocked_kv_cache_decode(pe, opts, small_blocks):
     outs = {}
     for backend in ("eager", "blocked"):
         m.config.attn_backend = backend
-        with torch.no_grad():
-            o = m(x[:, :20], use_cache=True)
-            steps, cache = [o.logits], o.past_key_values
-            for t in range(20, 26):
-                o = m(x[:, t : t + 1], past_key_values=cache, use_cache=True)
-                steps.append(o.logits)
-                cache = o.past_key_values
-        outs[backend] = torch.cat(steps, 1)
+        outs[backend] = decode_logits(m, x, 20, 26)
     torch.testing.assert_close(outs["blocked"], outs["eager"], rtol=1e-12, atol=1e-12)
     m.config.attn_backend = "eager"
     with torch.no_grad():

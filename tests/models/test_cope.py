@@ -5,7 +5,7 @@ import math
 
 import pytest
 import torch
-from conftest import randomize_, tiny_config, tiny_model
+from conftest import decode_logits, randomize_, tiny_config, tiny_model
 from torch import nn
 
 from peeval.models import attention as attn
@@ -224,13 +224,7 @@ def test_option_forward_backward_and_decoding(opts):
     n = 11
     with torch.no_grad():
         full = m(x[:, :n]).logits
-        out = m(x[:, :4], use_cache=True)
-        steps, cache = [out.logits], out.past_key_values
-        for t in range(4, n):
-            out = m(x[:, t : t + 1], past_key_values=cache, use_cache=True)
-            steps.append(out.logits)
-            cache = out.past_key_values
-        torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(decode_logits(m, x, 4, n), full, atol=1e-4, rtol=1e-4)
         m.config.attn_backend = "eager"
         torch.testing.assert_close(m(x[:, :n]).logits, full, atol=1e-4, rtol=1e-4)
 

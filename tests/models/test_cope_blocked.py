@@ -4,7 +4,7 @@ left padding and every option; and no N×N tensor is kept for the backward."""
 
 import pytest
 import torch
-from conftest import randomize_, tiny_config, tiny_model
+from conftest import decode_logits, randomize_, tiny_config, tiny_model
 
 from peeval.models import attention as attn
 from peeval.models.encodings import PEContext, build_encoding
@@ -105,14 +105,9 @@ def test_model_kv_cache_decoding_equals_reference(monkeypatch):
     m = _model({"npos_max": 4})
     x = torch.randint(0, 61, (2, 12), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        out = m(x[:, :7], use_cache=True)
-        steps, cache = [out.logits], out.past_key_values
-        for t in range(7, 12):
-            out = m(x[:, t : t + 1], past_key_values=cache, use_cache=True)
-            steps.append(out.logits)
-            cache = out.past_key_values
+        steps = decode_logits(m, x, 7, 12)
         m.model.pe.attention = lambda *a: None  # the reference: the full N×N bias into sdpa
-        torch.testing.assert_close(torch.cat(steps, 1), m(x, use_cache=False).logits, atol=1e-10, rtol=1e-10)
+        torch.testing.assert_close(steps, m(x, use_cache=False).logits, atol=1e-10, rtol=1e-10)
 
 
 def test_sdpa_model_never_builds_the_full_bias(monkeypatch):

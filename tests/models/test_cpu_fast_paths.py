@@ -8,7 +8,7 @@ import types
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import randomize_, tiny_model
+from conftest import decode_logits, randomize_, tiny_model
 from torch.profiler import ProfilerActivity, profile
 
 X = torch.randint(0, 61, (2, 12), generator=torch.Generator().manual_seed(0))
@@ -89,14 +89,7 @@ def test_equals_reference_with_kv_cache_float64(pe, opts):
     model, ref = _pair(pe, **opts)
     outs = []
     for m in (model, ref):
-        with torch.no_grad():
-            first = m(X[:, :7], use_cache=True)
-            cache, logits = first.past_key_values, [first.logits]
-            for t in range(7, X.shape[1]):
-                step = m(X[:, t : t + 1], past_key_values=cache, use_cache=True)
-                cache = step.past_key_values
-                logits.append(step.logits)
-        outs.append(torch.cat(logits, dim=1))
+        outs.append(decode_logits(m, X, 7))
     torch.testing.assert_close(outs[0], outs[1], atol=1e-10, rtol=1e-10)
     with torch.no_grad():  # and decoding equals one full forward
         torch.testing.assert_close(outs[0], model(X, use_cache=False).logits, atol=1e-10, rtol=1e-10)

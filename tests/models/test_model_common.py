@@ -3,7 +3,7 @@ option validation. Formula checks live in one test file per encoding family."""
 
 import pytest
 import torch
-from conftest import randomize_, tiny_config, tiny_model
+from conftest import decode_logits, randomize_, tiny_config, tiny_model
 
 from peeval.models.encodings import ENCODINGS
 
@@ -47,16 +47,10 @@ def test_kv_cache_decoding_equals_full_forward(pe):
     try:
         with torch.no_grad():
             full = m(x).logits
-            out = m(x[:, :5], use_cache=True)
-            steps = [out.logits]
-            cache = out.past_key_values
-            for t in range(5, n):
-                out = m(x[:, t : t + 1], past_key_values=cache, use_cache=True)
-                cache = out.past_key_values
-                steps.append(out.logits)
+            steps = decode_logits(m, x, 5)
     finally:
         m.model.pe.set_generation_length(None)
-    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(steps, full, atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("pe", ALL)

@@ -3,7 +3,7 @@ ablations, gradients at init. Generic properties are in test_model_common.py."""
 
 import pytest
 import torch
-from conftest import randomize_, tiny_config, tiny_model
+from conftest import decode_logits, randomize_, tiny_config, tiny_model
 
 X = torch.randint(0, 61, (2, 12), generator=torch.Generator().manual_seed(0))
 ABLATIONS = [
@@ -132,13 +132,7 @@ def test_ablation_trains_and_decodes(opts):
     randomize_(m)
     with torch.no_grad():
         full = m(X).logits
-        out = m(X[:, :5], use_cache=True)
-        steps, cache = [out.logits], out.past_key_values
-        for t in range(5, X.shape[1]):
-            out = m(X[:, t : t + 1], past_key_values=cache, use_cache=True)
-            steps.append(out.logits)
-            cache = out.past_key_values
-        torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(decode_logits(m, X, 5), full, atol=1e-4, rtol=1e-4)
         m.config.attn_backend = "eager"
         torch.testing.assert_close(m(X).logits, full, atol=1e-4, rtol=1e-4)
 

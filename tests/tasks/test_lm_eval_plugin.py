@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import REPO
+from helpers.checkpoints import save_tiny_checkpoint
 
 from peeval.models.encodings import ENCODINGS
 
@@ -27,26 +28,11 @@ def run(args, **kw):
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory):
     """A tiny TAPE checkpoint with a byte-level BPE tokenizer trained here (no download)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    from peeval.models import PeevalConfig, PeevalForCausalLM
     from peeval.tasks.passkey.passkey import FILLER, INTRO, NEEDLE, QUESTION
 
-    out = tmp_path_factory.mktemp("ckpt") / "tape"
-    tok = Tokenizer(models.BPE(unk_token=None))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     corpus = [INTRO, FILLER, NEEDLE.format(key=12345), QUESTION, "0123456789 the of and a to in is"]
-    tok.train_from_iterator(corpus * 20, trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>"],
-                            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))  # fmt: skip
-    hf_tok = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", bos_token="<|endoftext|>")
-    torch.manual_seed(0)
-    cfg = PeevalConfig(vocab_size=len(hf_tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                       num_attention_heads=2, max_position_embeddings=64, pe="tape",
-                       bos_token_id=hf_tok.bos_token_id, eos_token_id=hf_tok.eos_token_id)  # fmt: skip
-    PeevalForCausalLM(cfg).save_pretrained(out)
-    hf_tok.save_pretrained(out)
-    return out
+    out = tmp_path_factory.mktemp("ckpt") / "tape"
+    return save_tiny_checkpoint(out, corpus, pe="tape", vocab_size=400, max_positions=64)
 
 
 def test_interpreter_start_stays_lazy_and_cheap():

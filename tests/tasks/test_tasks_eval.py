@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 from conftest import REPO
+from helpers.checkpoints import save_tiny_checkpoint
 from helpers.mirrors import write_cbt_mirror, write_hub_layout
 
 BIN = Path(sys.executable).parent
@@ -21,26 +21,9 @@ needs_mirror = pytest.mark.skipif(not (MIRROR / "hf" / "allenai" / "ai2_arc").is
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory):
     """A tiny rope checkpoint with a byte-level BPE tokenizer trained here (no download)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    from peeval.models import PeevalConfig, PeevalForCausalLM
-
-    out = tmp_path_factory.mktemp("ckpt") / "rope"
-    tok = Tokenizer(models.BPE(unk_token=None))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
     corpus = ["The quick brown fox jumps over the lazy dog. Question: Answer: 0123456789 the of and a to in is"]
-    tok.train_from_iterator(corpus * 20, trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
-                            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))  # fmt: skip
-    hf_tok = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", bos_token="<|endoftext|>")
-    torch.manual_seed(0)
-    cfg = PeevalConfig(vocab_size=len(hf_tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                       num_attention_heads=2, max_position_embeddings=256, pe="rope",
-                       bos_token_id=hf_tok.bos_token_id, eos_token_id=hf_tok.eos_token_id)  # fmt: skip
-    PeevalForCausalLM(cfg).save_pretrained(out)
-    hf_tok.save_pretrained(out)
-    return out
+    out = tmp_path_factory.mktemp("ckpt") / "rope"
+    return save_tiny_checkpoint(out, corpus, pe="rope", vocab_size=300, max_positions=256, byte_decoder=True)
 
 
 @pytest.fixture(scope="module")

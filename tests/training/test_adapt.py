@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+from helpers.training import save_tiny_llama
 
 from peeval.models import llama_adapters as la
 
@@ -18,29 +19,8 @@ TEXT = (
 @pytest.fixture(scope="module")
 def tiny_llama(tmp_path_factory):
     """A random 2-layer GQA Llama (3 query heads, 1 KV head) + a byte-level BPE, saved as a HF folder."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from peeval.training.data import train_bpe
-
     d = tmp_path_factory.mktemp("tiny_llama")
-    tok = train_bpe([TEXT], 300)
-    cfg = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=48,
-        intermediate_size=96,
-        num_hidden_layers=2,
-        num_attention_heads=3,
-        num_key_value_heads=1,
-        max_position_embeddings=64,
-        rope_parameters={"rope_type": "default", "rope_theta": 1000.0},
-        tie_word_embeddings=True,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-    )
-    torch.manual_seed(0)
-    LlamaForCausalLM(cfg).save_pretrained(d)
-    tok.save_pretrained(d)
-    return str(d)
+    return str(save_tiny_llama(d, TEXT, rope_parameters={"rope_type": "default", "rope_theta": 1000.0}))
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers.training import TEXT
+from helpers.training import TEXT, save_tiny_llama
 from helpers.training import TINY as _TINY
 from safetensors.torch import load_file
 
@@ -255,26 +255,7 @@ def test_damaged_train_state_is_one_line_naming_it(damage, corpus, tok_dir, tmp_
 
 @pytest.fixture(scope="module")
 def tiny_llama(tmp_path_factory):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    d = tmp_path_factory.mktemp("tiny_llama")
-    tok = train_bpe([TEXT], 300)
-    cfg = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=48,
-        intermediate_size=96,
-        num_hidden_layers=2,
-        num_attention_heads=3,
-        num_key_value_heads=1,
-        max_position_embeddings=64,
-        tie_word_embeddings=True,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-    )
-    torch.manual_seed(0)
-    LlamaForCausalLM(cfg).save_pretrained(d)
-    tok.save_pretrained(d)
-    return d
+    return save_tiny_llama(tmp_path_factory.mktemp("tiny_llama"), TEXT)
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage"])
