@@ -5,7 +5,7 @@ need the encoding names and their ``pe_options`` defaults, the adapt methods and
 metric kinds (the string formats themselves are ``peeval.records``'s). Those are declared as
 literals in modules that import torch or lm-eval; this module reads the literals without running
 those modules, as ``peeval/_lm_eval_hook.py`` does for the encoding names.
-tests/test_claims_package.py checks every answer against the real modules.
+tests/leaderboard/test_claims_package.py checks every answer against the real modules.
 """
 
 from __future__ import annotations

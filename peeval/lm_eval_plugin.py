@@ -200,7 +200,7 @@ def scaling_factor(rope_scaling: str | None, factor, adapter=None) -> float | No
     """peeval-llama's ``factor``: a finite number with ``rope_scaling`` (default 2), else absent.
 
     transformers accepts factor >= 1. At factor 1, linear, ntk and yarn are the identity (the
-    unscaled model, checked in tests/test_eval_inputs.py), so they need factor > 1: the base model
+    unscaled model, checked in tests/tasks/test_eval_inputs.py), so they need factor > 1: the base model
     is never filed under an extension method's name. Dynamic NTK at factor 1 is not the identity
     (beyond the training length the base still grows with seq_len / max_position_embeddings), so it
     takes factor >= 1."""

@@ -4,7 +4,7 @@
 
 ``launcher: ""`` (default): ``python <script> <args>``; ``launcher: "torchrun --nproc_per_node 8"``
 or ``"accelerate launch --num_processes 8"``: ``<launcher> <script> <args>``. The launcher is not
-a DVC parameter of the stages: a run on 8 processes gives what 1 process gives (tests/test_multiprocess.py),
+a DVC parameter of the stages: a run on 8 processes gives what 1 process gives (tests/training/test_multiprocess.py),
 so changing it does not rerun anything; each train_summary.json / results.json records its world size.
 """
 
