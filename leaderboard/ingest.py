@@ -32,6 +32,7 @@ from peeval.records import (
     ALL_CELL,
     CURVE_COLUMNS,
     DIAG_TASKS,  # noqa: F401  (re-exported: ingest's contract with the diagnostic generators)
+    LOCAL_SOURCE,
     PASSKEY_TASK,
     PPL_PREFIX,
     PROVENANCE_KEY,
@@ -47,6 +48,7 @@ from peeval.records import (
     parse_result_key,
     ppl_corpus,
     published_name,
+    published_source,
     split_diag_task,
     stderr_key,
 )
@@ -536,7 +538,6 @@ def _insert(con, table: str, rows: list[dict]) -> None:
 #: (no weights), laid out as in the repository that produced them.
 PUBLISHED = Path(__file__).with_name("published")
 SOURCE_FILE = "SOURCE.json"
-LOCAL = "local"
 
 
 def read_source(folder: Path) -> dict:
@@ -562,7 +563,7 @@ def _published_rows(folder: Path, root: Path) -> dict[str, list[dict]]:
     the machine, names ``<label> @<profile>``, paths under the folder and run ids salted with the source
     (a published copy of a local results.json is a different run), so local runs never replace them."""
     src = read_source(folder)
-    source = f"published/{src['profile']}"
+    source = published_source(src["profile"])
     prefix = _rel(folder, root)
     result_dirs, ck_dirs = discover([folder])
     rows: dict[str, list[dict]] = {t: [] for t in TABLE_COLUMNS}
@@ -612,7 +613,7 @@ def ingest(
                 raise IngestError(f"{d / 'results.json'}: the same file as {first[r['run_id']] / 'results.json'} "
                                   "(a copied results folder would count the run twice): remove one")  # fmt: skip
             first[r["run_id"]] = d
-            r.update(source=LOCAL, machine=None)
+            r.update(source=LOCAL_SOURCE, machine=None)
         for t, rs in got.items():
             rows[t].extend(rs)
     for d in ck_dirs:

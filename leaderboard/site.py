@@ -42,6 +42,7 @@ from peeval.records import (
     parse_ppl_metric,
     ppl_corpus,
     ppl_metric,
+    published_profile,
 )
 
 DEFAULT_OUT = Path(__file__).with_name("site")
@@ -298,13 +299,14 @@ class Site:
                      r["checkpoint"], r["seed"], r["max_length"], r["training_length"], str(r["date"]),
                      r["source"], r["machine"] or "this machine",
                      Cell(r["run_id"], r["run_id"], href=f"runs/{r['run_id']}.html")] for r in runs]  # fmt: skip
-        published = sorted({(r["source"], r["machine"]) for r in runs if r["source"] != "local"})
+        profiles = {(published_profile(r["source"]), r["machine"]) for r in runs}
+        published = sorted((p, m) for p, m in profiles if p is not None)
         origin = ""
         if published:
             origin = (
                 '<p class="note">Rows named <b>… @&lt;profile&gt;</b> are published results of a profile run '
                 "elsewhere (leaderboard/published/): "
-                + "; ".join(f"{escape(src.split('/', 1)[1])} on {escape(str(m))}" for src, m in published)
+                + "; ".join(f"{escape(profile)} on {escape(str(m))}" for profile, m in published)
                 + ". Every other row was computed on this machine by its own pipeline.</p>"
             )
         body = (

@@ -249,6 +249,21 @@ def published_name(name: str, profile: str) -> str:
     return f"{name} @{profile}"
 
 
+#: ``runs.source`` of a run made by this repository's own pipeline (schema.sql's default)
+LOCAL_SOURCE = "local"
+_PUBLISHED = "published/"
+
+
+def published_source(profile: str) -> str:
+    """``runs.source`` of a published run: ``published/<profile>``."""
+    return _PUBLISHED + profile
+
+
+def published_profile(source: str) -> str | None:
+    """The profile of a ``published/<profile>`` source, None for a local run."""
+    return source[len(_PUBLISHED) :] if source.startswith(_PUBLISHED) else None
+
+
 # ----------------------------------------------------------------------------- training curves
 #: the header of train_curve.csv, written by training and read by ingest
 CURVE_COLUMNS = ("step", "tokens", "lr", "train_loss", "val_loss", "elapsed_s")

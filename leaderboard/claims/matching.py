@@ -54,7 +54,7 @@ def read_store(con) -> Store:
         cols = [d[0] for d in cur.description]
         for row in cur.fetchall():
             r = dict(zip(cols, row, strict=True))
-            if r.get("source", "local") != "local":
+            if r.get("source", records.LOCAL_SOURCE) != records.LOCAL_SOURCE:
                 continue  # published runs of other profiles and machines are shown, not judged with local ones
             r["pe_options"] = _json(r.get("pe_options"), f"runs.pe_options of run {r['run_id']}")
             r["params"] = _json(r.get("params"), f"runs.params of run {r['run_id']}")
