@@ -82,3 +82,18 @@ def replace_database(tmp: str | os.PathLike, target: str | os.PathLike) -> None:
     target.with_name(target.name + ".wal").unlink(missing_ok=True)
     os.replace(tmp, target)
     remove_database(tmp)
+
+
+def check_safetensors(folder: str | os.PathLike | None, what: str = "weights") -> None:
+    """Open the header of every ``*.safetensors`` file in ``folder`` (no tensor is read), so that a
+    truncated or corrupt file is one error naming it (safetensors' own error names no file)."""
+    if not folder or not Path(folder).is_dir():
+        return
+    from safetensors import safe_open
+
+    for f in sorted(Path(folder).glob("*.safetensors")):
+        try:
+            with safe_open(str(f), framework="pt"):
+                pass
+        except Exception as e:  # SafetensorError derives from Exception only
+            raise ValueError(f"{f}: cannot read the {what}, truncated or corrupt ({e})") from e

@@ -18,13 +18,13 @@ import inspect
 import logging
 import math
 import os
-from pathlib import Path
 
 import torch
 from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
 import peeval.models  # noqa: F401  (registers model_type "peeval" with the Auto classes)
+from peeval._io import check_safetensors
 from peeval.data import patch_lm_eval_tasks
 
 patch_lm_eval_tasks()  # lm-eval's own tasks load from the mirror (also done by the import hook)
@@ -46,21 +46,6 @@ _FROM_PRETRAINED = ("attn_implementation", "device_map")
 def _named_params(fn) -> set[str]:
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     return {p.name for p in inspect.signature(fn).parameters.values() if p.kind in kinds} - {"self"}
-
-
-def check_weight_files(folder) -> None:
-    """Open the header of every ``*.safetensors`` file in ``folder`` (cheap: no tensor is read),
-    so that a truncated or corrupt file is named rather than failing deep in the loader."""
-    if not folder or not os.path.isdir(folder):
-        return
-    from safetensors import safe_open
-
-    for f in sorted(Path(folder).glob("*.safetensors")):
-        try:
-            with safe_open(str(f), "pt"):
-                pass
-        except Exception as e:  # safetensors' SafetensorError derives from Exception only
-            raise ValueError(f"{f}: not a readable safetensors file, truncated or corrupt ({e})") from e
 
 
 def _local_folder(name: str, value) -> str | None:
@@ -176,7 +161,7 @@ class PeevalLM(_PeevalHFLM):
         if isinstance(pretrained, str):
             from transformers import AutoConfig
 
-            check_weight_files(_local_folder("pretrained", pretrained))
+            check_safetensors(_local_folder("pretrained", pretrained), "checkpoint's weights")
             try:
                 cfg = AutoConfig.from_pretrained(pretrained)
             except (OSError, ValueError) as e:
@@ -235,8 +220,8 @@ class PeevalLlamaLM(_PeevalHFLM):
         if rope_scaling and rope_scaling not in ROPE_SCALINGS:
             raise ValueError(f"peeval-llama: rope_scaling={rope_scaling!r} is not one of {', '.join(ROPE_SCALINGS)}")
         factor = scaling_factor(rope_scaling, factor, adapter)
-        check_weight_files(_local_folder("pretrained", pretrained))
-        check_weight_files(_local_folder("adapter", adapter))
+        check_safetensors(_local_folder("pretrained", pretrained), "checkpoint's weights")
+        check_safetensors(_local_folder("adapter", adapter), "adapter's weights")
         if rope_scaling:  # training-free scaling, set on the config before loading
             from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from .._io import atomic_write_text, save_dir_atomically
+from .._io import atomic_write_text, check_safetensors, save_dir_atomically
 from ..models import llama_adapters as la
 from .data import Batches, load_corpus, pack
 from .loop import fit, seed_all
@@ -39,21 +39,13 @@ OVERWRITTEN_FILES = (
 
 
 def check_weight_files(base: str, gguf_file: str | None) -> None:
-    """Open the header of every weight file of ``base`` so that a truncated or corrupt one is an
-    error naming it (safetensors' own error names no file)."""
-    from safetensors import safe_open
-
+    """The base model's weight file(s) readable: a missing GGUF or a damaged safetensors is one error."""
     if gguf_file:
         f = Path(base) / gguf_file
         if not f.is_file():
             raise FileNotFoundError(f"--gguf_file {f}: no such file")
         return
-    for f in sorted(Path(base).glob("*.safetensors")) if Path(base).is_dir() else []:
-        try:
-            with safe_open(str(f), framework="pt"):
-                pass
-        except Exception as e:  # SafetensorError: truncated, not safetensors, header damaged
-            raise ValueError(f"{f}: cannot read the base model's weights, truncated or corrupt ({e})") from e
+    check_safetensors(base, "base model's weights")
 
 
 def prepare_model(method: str, base: str, gguf_file: str | None, prof: dict):
