@@ -64,6 +64,23 @@ def test_learned_beyond_table_raises():
             m(torch.randint(0, 61, (1, 33)))
 
 
+def test_learned_max_positions_table_past_the_training_length():
+    """pe_options max_positions: 40 rows for a 32-token training length; rows 32..39 read as they are
+    (initialised, never trained), row 40 raises naming the option."""
+    m = tiny_model("learned", pe_options={"max_positions": 40})
+    assert tuple(m.model.pe.wpe.weight.shape) == (40, m.config.hidden_size)
+    assert m.config.max_position_embeddings == 32  # the training length is untouched
+    randomize_(m)
+    h = torch.randn(1, 2, m.config.hidden_size)
+    torch.testing.assert_close(m.model.pe.embed(h, _ctx([33, 39])), h + m.model.pe.wpe.weight[[33, 39]][None])
+    with torch.no_grad():
+        m(torch.randint(0, 61, (1, 40)))
+        with pytest.raises(ValueError, match=r"40 rows.*max_positions=40.*41 positions"):
+            m(torch.randint(0, 61, (1, 41)))
+    with pytest.raises(ValueError, match="max_positions"):
+        tiny_model("learned", pe_options={"max_positions": 0})
+
+
 def test_learned_generate_beyond_table_raises():
     m = tiny_model("learned")
     x = torch.randint(0, 61, (1, 30))

@@ -14,24 +14,34 @@ import torch
 from torch import nn
 from transformers import initialization as init
 
-from .base import Encoding, Option, PEContext, is_number
+from .base import Encoding, Option, PEContext, is_int, is_number
 
 
 class LearnedPE(Encoding):
-    """A trainable (max_position_embeddings, C) table; it has no row for longer positions,
-    so asking for one raises instead of silently clamping (SPEC 2.1)."""
+    """A trainable (``max_positions``, C) table; it has no row for longer positions, so asking
+    for one raises instead of silently clamping (SPEC 2.1). ``max_positions`` defaults to the
+    training length (max_position_embeddings); a larger table (GPT-2's 1024 rows trained on
+    shorter texts) lets a length sweep run past the training length, where the rows were
+    initialised but never trained: the honest "learned does not extrapolate" number."""
 
     name = "learned"
+    options = {
+        "max_positions": Option(
+            None, check=lambda v: v is None or is_int(1)(v), help="null (= max_position_embeddings) or an int >= 1"
+        ),
+    }
 
     def __init__(self, config) -> None:
         super().__init__(config)
-        self.wpe = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        rows = self.opts["max_positions"] or config.max_position_embeddings
+        self.wpe = nn.Embedding(rows, config.hidden_size)
 
     def check_length(self, length: int) -> None:
         size = self.wpe.num_embeddings
         if length > size:
             raise ValueError(
-                f"pe='learned' has a position table of max_position_embeddings={size} rows, but "
+                f"pe='learned' has a position table of {size} rows (max_position_embeddings="
+                f"{self.config.max_position_embeddings}, pe_options max_positions={self.opts['max_positions']}), but "
                 f"{length} positions were asked for: a learned absolute embedding cannot "
                 "extrapolate (use a shorter input or another encoding)"
             )
