@@ -13,6 +13,7 @@ adapt methods, ``peeval.records`` for diagnostic tasks, ``peeval.training.profil
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ class Encoding:
     pe: str
     pe_options: dict[str, Any]
     set: dict[str, Any]
+    seed: int | None = None  # the pretraining seed of this entry (None: the top-level seed)
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,28 @@ class PipelineParams:
     eval_pretrain: list[str]
     eval_adapt: list[str]
     suites: dict[str, Suite]
+
+
+def _check_seed_entries(encodings: dict[str, Encoding], seed: int) -> None:
+    """Entries of one encoding (same pe and pe_options) are its seeds: the leaderboard averages
+    them in one cell, so they must share every setting and differ in seed."""
+    first: dict[str, str] = {}  # (pe, pe_options) -> its first entry
+    seen: dict[tuple[str, int], str] = {}  # ((pe, pe_options), seed) -> entry
+    for name, e in encodings.items():
+        key = json.dumps([e.pe, e.pe_options], sort_keys=True)
+        s = seed if e.seed is None else e.seed
+        f = first.setdefault(key, name)
+        if encodings[f].set != e.set:
+            raise ParamsError(
+                f"params.yaml encodings.{name}.set={e.set!r}: differs from encodings.{f}.set={encodings[f].set!r}; "
+                "entries with the same pe and pe_options are seeds of one leaderboard row and must share set"
+            )
+        if (key, s) in seen:
+            raise ParamsError(
+                f"params.yaml encodings.{name}.seed={s}: the same run as encodings.{seen[key, s]} (same pe, "
+                "pe_options, set and seed); give it another seed"
+            )
+        seen[key, s] = name
 
 
 class _Reader:
@@ -193,16 +217,18 @@ def validate(raw: Any) -> PipelineParams:
     encodings = {}
     for name in encs.raw:
         e = encs.sub(name)
-        unknown = set(e.raw) - {"pe", "pe_options", "set"}
+        unknown = set(e.raw) - {"pe", "pe_options", "set", "seed"}
         if unknown:
             raise ParamsError(
                 f"params.yaml encodings.{name}: unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
-                "allowed pe, pe_options, set"
+                "allowed pe, pe_options, set, seed"
             )
         pe = e.str("pe")
         if pe not in known_pe:
             raise ParamsError(f"params.yaml encodings.{name}.pe={pe!r}: allowed {', '.join(known_pe)}")
-        encodings[name] = Encoding(pe, e.mapping("pe_options", optional=True), e.mapping("set", optional=True))
+        encodings[name] = Encoding(pe, e.mapping("pe_options", optional=True), e.mapping("set", optional=True),
+                                   e.int("seed", 0) if "seed" in e.raw else None)  # fmt: skip
+    _check_seed_entries(encodings, seed)
 
     d = r.sub("diagnostics", {"encodings", "tasks", "seeds", "train", "eval"})
     seeds = d._get("seeds")

@@ -16,7 +16,7 @@ if __name__ == "__main__":
     overrides = {**(p["train"].get("set") or {}), **(enc.get("set") or {})}
     try:
         s = resumable(lambda rd: run_train(PRETRAIN / key, enc["pe"], enc.get("pe_options") or None,
-                                           profile=p["profile"], seed=p["seed"], tokenizer=TOKENIZER,
+                                           profile=p["profile"], seed=enc.get("seed", p["seed"]), tokenizer=TOKENIZER,
                                            resume_dir=rd, settings=overrides),
                       RESUME / "train" / key, f"train@{key}")  # fmt: skip
     except (ValueError, FileNotFoundError) as e:

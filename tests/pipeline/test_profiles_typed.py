@@ -98,6 +98,10 @@ BAD = [
     ("shift", _DELETE, "shift"),
     ("trian", {"set": {}}, "trian"),  # a typo of a top-level key
     ("encodings.rope.pe_option", {}, "pe_option"),
+    ("encodings.rope.seed", -1, "encodings.rope.seed"),
+    # a second entry of rope is one of its seeds: same settings, another seed
+    ("encodings.rope-s1", {"pe": "rope", "pe_options": {}, "set": {}}, "encodings.rope-s1.seed"),
+    ("encodings.rope-s1", {"pe": "rope", "pe_options": {}, "set": {"lr": 0.001}, "seed": 1}, "encodings.rope-s1.set"),
 ]
 
 
@@ -112,6 +116,15 @@ def test_a_bad_parameter_file_is_one_line_naming_the_key(dotted, value, key, tmp
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "params.yaml" in err and key in err, err
     assert sorted(os.listdir(tmp_path)) == ["params.yaml"]
+
+
+def test_seed_entries_of_one_encoding(tmp_path):
+    """rope-s1 / rope-s2: rope's seeds 1 and 2 (one leaderboard row, three seeds); the train stage reads the seed."""
+    p = _set(_smoke(), "encodings.rope-s1", {"pe": "rope", "pe_options": {}, "set": {}, "seed": 1})
+    p = _set(p, "encodings.rope-s2", {"pe": "rope", "pe_options": {}, "set": {}, "seed": 2})
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+    _, typed = load(tmp_path / "params.yaml")
+    assert [typed.encodings[k].seed for k in ("rope", "rope-s1", "rope-s2")] == [None, 1, 2]
 
 
 def test_unreadable_parameter_file(tmp_path, monkeypatch, capsys):
