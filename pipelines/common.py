@@ -156,7 +156,7 @@ def run_stage(p: dict, script: str, args: list[str]) -> None:
 
 # -- a profile's smoke-sized twin (tests: the gpu profile's stage structure on the CPU) -------------
 def smoke_twin(p: dict) -> dict:
-    """``p`` with the same stages (encodings, diagnostics encodings x tasks x seeds, adapt methods,
+    """``p`` with the same stages (encodings, diagnostics runs x seeds, adapt methods,
     shift encodings, eval suites and their tasks) at the ``smoke`` sizes: every size and step
     override dropped, evaluation lengths, counts and limits tiny, one process."""
     import copy

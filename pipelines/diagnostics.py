@@ -1,26 +1,27 @@
-"""Stage `diagnostics@<encoding>-<task>-<seed>`: train one encoding on one diagnostic task with one seed
-(params.yaml `diagnostics.seeds`: the claims average over them). A killed run resumes (see resume.py)."""
+"""Stage `diagnostics@<run>-<seed>`: train one diagnostics.runs entry (an encoding on one diagnostic
+task) with one seed (params.yaml `diagnostics.seeds`: the claims average over them). A killed run
+resumes (see resume.py)."""
 
 import sys
 
-from common import DIAG, entry, params
+from common import DIAG, params
 from resume import RESUME, fail, resumable
 
 from peeval.training.pretrain import run_train
 
 if __name__ == "__main__":
-    key, task, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    run, seed = sys.argv[1], int(sys.argv[2])
     p = params()
-    enc = entry(p, "encodings", key)
+    entry = p["diagnostics"]["runs"][run]
+    task = entry["task"]
     train = p["diagnostics"]["train"]
-    per_task = (train.get("task_set") or {}).get(task) or {}
-    overrides = {**(train.get("set") or {}), **per_task, **(enc.get("set") or {})}
-    name = f"{key}-{task}-s{seed}"
+    overrides = {**(train.get("set") or {}), **((train.get("task_set") or {}).get(task) or {})}
+    name = f"{run}-s{seed}"
     try:
-        s = resumable(lambda rd: run_train(DIAG / name, enc["pe"], enc.get("pe_options") or None, task=task,
+        s = resumable(lambda rd: run_train(DIAG / name, entry["pe"], entry.get("pe_options") or None, task=task,
                                            profile=p["profile"], seed=seed, resume_dir=rd, settings=overrides),
-                      RESUME / "diag" / name, f"diagnostics@{name}")  # fmt: skip
+                      RESUME / "diag" / name, f"diagnostics@{run}-{seed}")  # fmt: skip
     except (ValueError, FileNotFoundError) as e:
-        fail(f"diagnostics@{name}", f"profile, diagnostics.train, encodings.{key}", e)
-    print(f"diagnostics {key} {task} seed {seed}: {s.get('steps')} steps, val loss {s.get('final_val_loss')}, "
+        fail(f"diagnostics@{run}-{seed}", f"profile, diagnostics.train, diagnostics.runs.{run}", e)
+    print(f"diagnostics {run} seed {seed}: {s.get('steps')} steps, val loss {s.get('final_val_loss')}, "
           f"val exact match {s.get('final_val_exact_match')}")  # fmt: skip

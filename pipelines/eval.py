@@ -2,7 +2,7 @@
 results/<kind>/<name>/<suite>/results.json (+ samples).
 
     python pipelines/eval.py pretrain <encoding> <suite>
-    python pipelines/eval.py diag <encoding> <task> <seed>
+    python pipelines/eval.py diag <run> <seed>          (a diagnostics.runs entry)
     python pipelines/eval.py adapt <method> <suite>
 """
 
@@ -17,16 +17,15 @@ from peeval.cli import main as peeval_main
 from peeval.records import PASSKEY_TASK, diag_task
 
 
-def argv_for(kind: str, name: str, what: str, p: dict, seed: str | None = None) -> list[str]:
+def argv_for(kind: str, name: str, what: str, p: dict) -> list[str]:
     if kind == "diag":
         from peeval.tasks.diagnostics.generators import splits
 
-        if seed is None:
-            raise SystemExit("eval: diag needs <encoding> <task> <seed>")
-
-        ck = DIAG / f"{name}-{what}-s{seed}"
+        seed = what  # diag <run> <seed>
+        ck = DIAG / f"{name}-s{seed}"
         cfg = p["diagnostics"]["eval"]
-        tasks = [diag_task(what, s) for s in splits(what) if s != "train"]
+        task = p["diagnostics"]["runs"][name]["task"]
+        tasks = [diag_task(task, s) for s in splits(task) if s != "train"]
         metadata = {"profile": cfg.get("profile", "cpu"), "n": cfg.get("n", 100)}
         args = ["--model", "peeval", "--model_args", f"pretrained={ck}", "--tasks", ",".join(tasks)]
         limit = cfg.get("limit")
@@ -65,8 +64,10 @@ def argv_for(kind: str, name: str, what: str, p: dict, seed: str | None = None) 
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 4:
+        raise SystemExit("usage: eval.py pretrain <encoding> <suite> | diag <run> <seed> | adapt <method> <suite>")
     kind, name, what = sys.argv[1:4]
     use_mirror()
-    argv = argv_for(kind, name, what, params(), *sys.argv[4:5])
+    argv = argv_for(kind, name, what, params())
     print("peeval " + " ".join(argv), flush=True)
     sys.exit(peeval_main(argv))

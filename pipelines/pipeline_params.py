@@ -14,6 +14,7 @@ adapt methods, ``peeval.records`` for diagnostic tasks, ``peeval.training.profil
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,15 +39,28 @@ class Encoding:
 
 
 @dataclass(frozen=True)
+class DiagRun:
+    """One diagnostics.runs entry: an encoding trained on one diagnostic task (a model per seed)."""
+
+    pe: str
+    pe_options: dict[str, Any]
+    task: str
+
+
+@dataclass(frozen=True)
 class Diagnostics:
-    encodings: list[str]
-    tasks: list[str]
+    runs: dict[str, DiagRun]
     seeds: list[int]
     train_set: dict[str, Any]
     task_set: dict[str, dict[str, Any]]
     gen_profile: str  # params.yaml diagnostics.eval.profile
     n: int
     limit: int | None
+
+    @property
+    def tasks(self) -> list[str]:
+        """The tasks of the runs, in order of first appearance."""
+        return list(dict.fromkeys(r.task for r in self.runs.values()))
 
 
 @dataclass(frozen=True)
@@ -97,6 +111,36 @@ def _check_seed_entries(encodings: dict[str, Encoding], seed: int) -> None:
                 "pe_options, set and seed); give it another seed"
             )
         seen[key, s] = name
+
+
+#: a run's name is a folder name (checkpoints/diag/<name>-s<seed>) and a DVC stage-name part
+_RUN_NAME = re.compile(r"[a-z0-9][a-z0-9_]*(-[a-z0-9_]+)*")
+
+
+def _diag_runs(runs, known_pe: list[str]) -> dict[str, DiagRun]:
+    if not runs.raw:
+        raise ParamsError("params.yaml diagnostics.runs: empty; name at least one run ({<name>: {pe, task}})")
+    out = {}
+    for name in runs.raw or {}:
+        if not isinstance(name, str) or not _RUN_NAME.fullmatch(name):
+            raise ParamsError(
+                f"params.yaml diagnostics.runs.{name}: a name of lower-case letters, digits, '_' and '-' "
+                "(conventionally <encoding>-<task>)"
+            )
+        e = runs.sub(name)
+        unknown = set(e.raw) - {"pe", "pe_options", "task"}
+        if unknown:
+            raise ParamsError(
+                f"params.yaml diagnostics.runs.{name}: unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
+                "allowed pe, pe_options, task"
+            )
+        pe, task = e.str("pe"), e.str("task")
+        if pe not in known_pe:
+            raise ParamsError(f"params.yaml diagnostics.runs.{name}.pe={pe!r}: allowed {', '.join(known_pe)}")
+        if task not in DIAG_TASKS:
+            raise ParamsError(f"params.yaml diagnostics.runs.{name}.task={task!r}: allowed {', '.join(DIAG_TASKS)}")
+        out[name] = DiagRun(pe, e.mapping("pe_options", optional=True), task)
+    return out
 
 
 class _Reader:
@@ -230,7 +274,9 @@ def validate(raw: Any) -> PipelineParams:
                                    e.int("seed", 0) if "seed" in e.raw else None)  # fmt: skip
     _check_seed_entries(encodings, seed)
 
-    d = r.sub("diagnostics", {"encodings", "tasks", "seeds", "train", "eval"})
+    d = r.sub("diagnostics", {"runs", "seeds", "train", "eval"})
+    runs = _diag_runs(d.sub("runs"), known_pe)
+    tasks = list(dict.fromkeys(x.task for x in runs.values()))
     seeds = d._get("seeds")
     if (
         not isinstance(seeds, list)
@@ -242,12 +288,12 @@ def validate(raw: Any) -> PipelineParams:
     dt = d.sub("train")
     if set(dt.raw) - {"set", "task_set"}:
         dt.exact({"set", "task_set"})  # names the unknown key
-    tasks = d.names("tasks", DIAG_TASKS)
     task_set = dt.mapping("task_set", optional=True)
     for task in task_set:
         if task not in tasks:
             raise ParamsError(
-                f"params.yaml diagnostics.train.task_set.{task}: not in diagnostics.tasks ({', '.join(tasks)})"
+                f"params.yaml diagnostics.train.task_set.{task}: no diagnostics.runs entry trains it "
+                f"(tasks of the runs: {', '.join(tasks) or 'none'})"
             )
         dt.sub("task_set").mapping(task, optional=True)
     de = d.sub("eval", {"profile", "n", "limit"})
@@ -257,8 +303,7 @@ def validate(raw: Any) -> PipelineParams:
             f"params.yaml diagnostics.eval.profile={gen!r}: generator sizes, allowed {', '.join(GEN_PROFILES)}"
         )
     diagnostics = Diagnostics(
-        encodings=d.names("encodings", list(encodings), "encodings.* keys: "),
-        tasks=tasks,
+        runs=runs,
         seeds=list(seeds),
         train_set=dt.mapping("set", optional=True),
         task_set={k: dict(v or {}) for k, v in task_set.items()},

@@ -65,7 +65,7 @@ def test_smoke_pipeline_end_to_end(smoke):
     assert lengths == set(p["eval"]["suites"]["lm"]["metadata"]["lengths"])
     assert con.execute("select count(*) from passkey_cells").fetchone()[0] > 0
     assert con.execute("select count(*) from training_curves").fetchone()[0] > 0
-    if "addition" in p["diagnostics"]["tasks"] and p["diagnostics"]["encodings"]:
+    if any(r["task"] == "addition" for r in p["diagnostics"]["runs"].values()):
         assert con.execute("select count(*) from diagnostic_cells where task = 'addition'").fetchone()[0] > 1
     assert con.execute("select count(*) from runs where kind = 'adapt'").fetchone()[0] == len(p["adapt"]["methods"])
     con.close()
@@ -120,7 +120,7 @@ def test_site_of_the_smoke_run_in_chromium(smoke, tmp_path):
     p = yaml.safe_load((work / "params.yaml").read_text())
     index = work / "leaderboard" / "site" / "index.html"
     shot = tmp_path / "smoke_site.png"
-    check_in_browser(index, len(p["encodings"]), shot, diagnostics=bool(p["diagnostics"]["encodings"]))
+    check_in_browser(index, len(p["encodings"]), shot, diagnostics=bool(p["diagnostics"]["runs"]))
     if Path("/tmp/pipeline").is_dir():
         shutil.copy(shot, "/tmp/pipeline/site.png")
 

@@ -76,8 +76,12 @@ _DELETE = object()
 BAD = [
     ("profile", "tiny", "profile"),
     ("encodings.rope.pe", "ropee", "encodings.rope.pe"),
-    ("diagnostics.encodings", ["alibi"], "diagnostics.encodings"),  # not an encodings entry
-    ("diagnostics.tasks", ["additon"], "diagnostics.tasks"),
+    ("diagnostics.runs", {}, "diagnostics.runs"),
+    ("diagnostics.runs.tape-addition.task", "additon", "diagnostics.runs.tape-addition.task"),
+    ("diagnostics.runs.tape-addition.pe", "tapee", "diagnostics.runs.tape-addition.pe"),
+    ("diagnostics.runs.tape-addition.steps", 3, "diagnostics.runs.tape-addition"),  # settings go in train.set
+    ("diagnostics.runs.Tape Add", {"pe": "tape", "task": "addition"}, "diagnostics.runs.Tape Add"),
+    ("diagnostics.encodings", ["tape"], "diagnostics"),  # the old layout: one line naming the key
     ("diagnostics.seeds", [0, 0], "diagnostics.seeds"),
     ("diagnostics.seeds", [], "diagnostics.seeds"),
     ("diagnostics.seeds", ["1"], "diagnostics.seeds"),

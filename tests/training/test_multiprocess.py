@@ -262,13 +262,14 @@ def test_stage_under_a_launcher(tmp_path):
 
     p = yaml.safe_load((REPO / "params" / "smoke.yaml").read_text())
     p["diagnostics"]["train"]["set"] = {"steps": 4, "batch_size": 6}
+    p["diagnostics"]["runs"] = {"rope-flip_flop": {"pe": "rope", "task": "flip_flop"}}
     runs = {}
     for name, launcher in (("one", ""), ("two", "torchrun --standalone --nproc_per_node 2")):
         work = tmp_path / name
         work.mkdir()
         (work / "params.yaml").write_text(yaml.safe_dump({**p, "launcher": launcher}))
         script = [str(REPO / "pipelines" / "launch.py"), str(REPO / "pipelines" / "diagnostics.py")]
-        r = subprocess.run([sys.executable, *script, "rope", "flip_flop", "0"], cwd=work, env=_env(),
+        r = subprocess.run([sys.executable, *script, "rope-flip_flop", "0"], cwd=work, env=_env(),
                            capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
         assert r.returncode == 0, r.stderr[-3000:]
         runs[name] = work / "checkpoints" / "diag" / "rope-flip_flop-s0"
@@ -304,8 +305,9 @@ def test_gpu_profile_is_consistent():
     assert all(e["pe"] in ENCODINGS for e in p["encodings"].values())
     assert set(ENCODINGS) - {e["pe"] for e in p["encodings"].values()} == {"learned"}  # cannot extrapolate
     d = p["diagnostics"]
-    assert set(d["encodings"]) <= set(p["encodings"]) and set(d["tasks"]) <= set(TASKS) and len(d["seeds"]) == 3
-    for task in d["tasks"]:
+    tasks = {r["task"] for r in d["runs"].values()}
+    assert all(r["pe"] in ENCODINGS for r in d["runs"].values()) and tasks <= set(TASKS) and len(d["seeds"]) == 3
+    for task in tasks:
         get_profile("diag", "gpu", {**d["train"]["set"], **(d["train"]["task_set"].get(task) or {})})
     get_profile("train", "gpu", p["train"]["set"])
     get_profile("adapt", "gpu", p["adapt"]["train"]["set"])
@@ -333,7 +335,7 @@ def test_gpu_profile_stages_fit_ten_minutes_by_flops():
     pre = minutes(t, t["vocab_size"], t["seq_len"], t["batch_size"] * t["seq_len"])
     assert pre > 0.5 and 2 * pre <= 10, pre
     d = p["diagnostics"]["train"]
-    for task in p["diagnostics"]["tasks"]:
+    for task in {r["task"] for r in p["diagnostics"]["runs"].values()}:
         prof = get_profile("diag", "gpu", {**d["set"], **(d["task_set"].get(task) or {})})
         m = minutes(prof, 64, 128, prof["batch_size"] * 128)  # cpu-size examples: <= 128 tokens
         assert 2 * m <= 10, (task, m)
@@ -374,14 +376,12 @@ def test_gpu_profile_smoke_twin_runs_on_the_cpu(tmp_path):
     sh("config", "--local", "core.no_scm", "true")
     stages = set(sh("stage", "list", "--name-only").split())
     d, e = twin["diagnostics"], twin["eval"]
-    want = len(twin["encodings"]) * (1 + len(e["pretrain"])) + 2 * len(d["encodings"]) * len(d["tasks"]) * len(
-        d["seeds"]
-    )
+    want = len(twin["encodings"]) * (1 + len(e["pretrain"])) + 2 * len(d["runs"]) * len(d["seeds"])
     want += len(twin["adapt"]["methods"]) * (1 + len(e["adapt"])) + len(twin["shift"]["encodings"])
     want += 5  # data, tokenizer, ingest, claims, site
     assert len(stages) == want, sorted(stages)
-    enc, task, method = "rope", d["tasks"][-1], twin["adapt"]["methods"][0]
-    targets = [f"eval_pretrain@{enc}-{s}" for s in e["pretrain"]] + [f"eval_diagnostics@{enc}-{task}-0"]
+    enc, run, method = "rope", list(d["runs"])[-1], twin["adapt"]["methods"][0]
+    targets = [f"eval_pretrain@{enc}-{s}" for s in e["pretrain"]] + [f"eval_diagnostics@{run}-0"]
     targets += [f"eval_adapt@{method}-{s}" for s in e["adapt"]] + [f"shift@{enc}"]
     assert set(targets) <= stages
     log = sh("repro", *targets)
