@@ -353,6 +353,8 @@ def _parse_results_dir(run_dir: Path, path: Path, root: Path) -> dict[str, list[
         "model_args": model_args,
         "limit": prov.get("limit"),
         "device": prov.get("device"),
+        # weights depend on the training thread count (float sums in another order): part of what a run is
+        "torch_threads": {"train": (train or adapt or {}).get("torch_threads"), "eval": prov.get("torch_threads")},
         "checkpoint_sha256": prov.get("checkpoint_sha256"),
         "rope_parameters": prov.get("rope_parameters"),
         "eval_metadata": protocol_all.get("metadata"),
