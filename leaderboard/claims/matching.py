@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from peeval import records
@@ -40,10 +40,13 @@ def _json(v, where: str) -> dict:
 
 @dataclass
 class Store:
-    """peeval's numbers as (run_id, task) -> {metric: (value, stderr, n)}, plus the runs."""
+    """peeval's numbers as (run_id, task) -> {metric: (value, stderr, n)}, plus the runs, and the
+    per-example outcomes as (run_id, task) -> [(doc_id, md5 of prompt + target, correct)] (the
+    samples with a 0/1 ``correct``, for the paired tests of ``paired``)."""
 
     runs: dict[str, dict]
     values: dict[tuple[str, str], dict[str, tuple[float, float | None, int | None]]]
+    samples: dict[tuple[str, str], list[tuple[int, str, bool]]] = field(default_factory=dict)
 
 
 def read_store(con) -> Store:
@@ -104,7 +107,18 @@ def read_store(con) -> Store:
             loss = by_ckpt.get(str(r.get("checkpoint")))
             if loss is not None:
                 put(run_id, "train_val", "ppl", math.exp(min(float(loss), 700.0)), None, None)
-    return Store(runs, values)
+    samples: dict[tuple[str, str], list[tuple[int, str, bool]]] = {}
+    if "samples" in tables and runs:
+        # the example's identity is its doc_id and its text: two runs answered the same example
+        # only when both match (a hash keeps the store's long prompts out of memory)
+        q = (
+            "SELECT run_id, task, doc_id, md5(coalesce(prompt, '') || chr(31) || coalesce(target, '')), correct "
+            "FROM samples WHERE correct IS NOT NULL ORDER BY run_id, task, doc_id"
+        )
+        for run_id, task, doc_id, h, correct in con.execute(q).fetchall():
+            if str(run_id) in runs:
+                samples.setdefault((str(run_id), str(task)), []).append((int(doc_id), str(h), bool(correct)))
+    return Store(runs, values, samples)
 
 
 def ablation_keys(claims: list[Claim]) -> dict[str, set[str]]:
@@ -253,7 +267,7 @@ def run_value(store: Store, unit: list[str], task, metric: str) -> tuple[float, 
 
 
 def estimate(claim: Claim, store: Store, units: list[list[str]], metric: str) -> Estimate | None:
-    per_seed, used = [], []
+    per_seed, used, kinds = [], [], []
     acc_like = claim.unit in ACC_UNITS
     leaves = _leaf_tasks(claim.task)
     for unit in units:
@@ -261,11 +275,13 @@ def estimate(claim: Claim, store: Store, units: list[list[str]], metric: str) ->
         if raw is None:
             continue
         v, se, n = raw
+        kind = "lm-eval stderr"
         if se is None and acc_like and n and isinstance(claim.task, str):
-            se = binomial_stderr(min(max(v, 0.0), 1.0), int(n))
+            se, kind = binomial_stderr(min(max(v, 0.0), 1.0), int(n)), "binomial"
         per_seed.append((v, se, n))
+        kinds.append(kind)
         used += [rid for rid in unit if any((rid, t) in store.values for t in leaves)]
-    est = combine_seeds(per_seed, acc_like)
+    est = combine_seeds(per_seed, acc_like, kinds)
     if est is None:
         return None
     est.value, est.stderr = to_unit(claim.unit, est.value, est.stderr)
