@@ -5,10 +5,11 @@ Two encodings evaluated on the same test examples see the same easy and hard exa
 per-example outcomes are correlated, and the standard error of the *difference* of the paired
 outcomes is smaller than the two means' errors combined (which count the examples' difficulty
 twice). The diagnostic tasks draw their test examples from a generator seeded by the task, split
-and ``eval.seed`` (1000), never by the model's seed, so every encoding answers the same examples;
-this module does not take that on trust: examples are matched by doc_id *and* by a hash of their
-prompt and target, and a pair is compared paired only when every run of both sides holds the same
-examples, once each, and the mean of its per-example outcomes is the accuracy the store reports.
+and the task's eval seed (metadata ``seed``, default 1000), never by the model's seed, so every
+encoding answers the same examples; this module does not take that on trust: examples are matched
+by doc_id *and* by a hash of their prompt and target, and a pair is compared paired only when every
+run of both sides holds the same examples, once each, and the mean of its per-example outcomes is
+the accuracy the store reports.
 
 Tests (``claims.test``):
 
