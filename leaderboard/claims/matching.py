@@ -40,13 +40,32 @@ def _json(v, where: str) -> dict:
 
 @dataclass
 class Store:
-    """peeval's numbers as (run_id, task) -> {metric: (value, stderr, n)}, plus the runs, and the
-    per-example outcomes as (run_id, task) -> [(doc_id, md5 of prompt + target, correct)] (the
-    samples with a 0/1 ``correct``, for the paired tests of ``paired``)."""
+    """peeval's numbers as (run_id, task) -> {metric: (value, stderr, n)}, plus the runs, and (read
+    on demand from ``con`` by :meth:`outcomes`, for the paired tests of ``paired``) the per-example
+    0/1 outcomes of a run."""
 
     runs: dict[str, dict]
     values: dict[tuple[str, str], dict[str, tuple[float, float | None, int | None]]]
+    #: (run_id, task) -> [(doc_id, md5 of prompt + target, correct)]: read ones, or given by a caller
     samples: dict[tuple[str, str], list[tuple[int, str, bool]]] = field(default_factory=dict)
+    #: the store's connection when it has a samples table (None: only ``samples`` as given)
+    con: Any = field(default=None, repr=False)
+
+    def outcomes(self, run_id: str, task: str) -> list[tuple[int, str, bool]]:
+        """The run's samples of ``task`` that have a 0/1 ``correct``, by doc_id; [] when none (or
+        the run is not a local one). An example's identity is its doc_id and its text: two runs
+        answered the same example only when both match (a hash keeps long prompts out of memory)."""
+        key = (str(run_id), str(task))
+        if key not in self.samples:
+            rows = []
+            if self.con is not None and key[0] in self.runs:
+                q = (
+                    "SELECT doc_id, md5(coalesce(prompt, '') || chr(31) || coalesce(target, '')), correct "
+                    "FROM samples WHERE run_id = ? AND task = ? AND correct IS NOT NULL ORDER BY doc_id"
+                )
+                rows = [(int(d), str(h), bool(c)) for d, h, c in self.con.execute(q, list(key)).fetchall()]
+            self.samples[key] = rows
+        return self.samples[key]
 
 
 def read_store(con) -> Store:
@@ -107,18 +126,7 @@ def read_store(con) -> Store:
             loss = by_ckpt.get(str(r.get("checkpoint")))
             if loss is not None:
                 put(run_id, "train_val", "ppl", math.exp(min(float(loss), 700.0)), None, None)
-    samples: dict[tuple[str, str], list[tuple[int, str, bool]]] = {}
-    if "samples" in tables and runs:
-        # the example's identity is its doc_id and its text: two runs answered the same example
-        # only when both match (a hash keeps the store's long prompts out of memory)
-        q = (
-            "SELECT run_id, task, doc_id, md5(coalesce(prompt, '') || chr(31) || coalesce(target, '')), correct "
-            "FROM samples WHERE correct IS NOT NULL ORDER BY run_id, task, doc_id"
-        )
-        for run_id, task, doc_id, h, correct in con.execute(q).fetchall():
-            if str(run_id) in runs:
-                samples.setdefault((str(run_id), str(task)), []).append((int(doc_id), str(h), bool(correct)))
-    return Store(runs, values, samples)
+    return Store(runs, values, con=con if "samples" in tables else None)
 
 
 def ablation_keys(claims: list[Claim]) -> dict[str, set[str]]:

@@ -109,7 +109,7 @@ def _outcomes(store: Store, unit: list[str], task: str, metric: str) -> tuple[di
         got = store.values.get((run_id, task), {}).get(metric)
         if got is None:
             continue
-        rows = store.samples.get((run_id, task))
+        rows = store.outcomes(run_id, task)
         if not rows:
             return {}, f"run {run_id} has no per-example samples"
         out = {doc: (h, ok) for doc, h, ok in rows}

@@ -5,6 +5,7 @@ paired one does, every fallback to the unpaired rule, and the contract that make
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import math
@@ -259,7 +260,9 @@ def test_published_and_other_runs_samples_are_not_read():
     _correlated_pair(con)
     con.execute("UPDATE runs SET source = 'published/gpu' WHERE run_id = 'rope0'")
     store = C.read_store(con)
-    assert set(store.samples) == {("pope0", II)} and len(store.samples["pope0", II]) == 100
+    assert len(store.outcomes("pope0", II)) == 100 and store.outcomes("rope0", II) == []
+    assert store.outcomes("pope0", "another_task") == []
+    assert store.outcomes("pope0", II)[3] == (3, hashlib.md5(b"example 3\x1f3").hexdigest(), True)
 
 
 def test_equal_claims_use_the_paired_se(tmp_path):
