@@ -140,7 +140,7 @@ def evaluate_claims(claims: list[Claim], store: Store, z: float = Z) -> tuple[li
                     test = fe.method if fe.method == oe.method else f"{fe.method} / {oe.method}"
                     notes.append(f"unpaired: {why}")
                 else:
-                    notes.append("no uncertainty (one seed and no stderr): run >= 2 seeds")
+                    notes.append(f"no uncertainty (one seed and no stderr): run >= 2 seeds; unpaired: {why}")
             v = verdict(diff, se, c.higher_is_better, sign, kind, c.tolerance, z, p)
             seeds = min(fe.seeds, oe.seeds) if fe and oe else (fe or oe).seeds if (fe or oe) else 0
             n = (fe.n or 0) + (oe.n or 0) if fe and oe and fe.n is not None and oe.n is not None else None

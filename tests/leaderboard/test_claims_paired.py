@@ -293,3 +293,18 @@ def test_diagnostic_test_examples_do_not_depend_on_the_encoding_or_the_seed(monk
     first = generators.generate("flip_flop", "test", 20, seed=diag.EVAL_SEED)
     assert generators.generate("flip_flop", "test", 20, seed=diag.EVAL_SEED) == first
     assert generators.generate("flip_flop", "test", 20, seed=0) != first  # the seed is what fixes them
+
+
+def test_perplexity_stays_unpaired_and_says_why(tmp_path):
+    con = _db()
+    for rid, pe, ppl in (("popeP", "pope", 40.0), ("ropeP", "rope", 90.0)):
+        con.execute(
+            "INSERT INTO runs (run_id, name, kind, checkpoint, pe, pe_options, params, seed, date)"
+            " VALUES (?, ?, 'pretrain', ?, ?, '{}', '{}', 0, TIMESTAMP '2026-11-22 20:00:00')",
+            [rid, pe, f"ck/{rid}", pe],
+        )
+        con.execute("INSERT INTO metrics VALUES (?, 'peeval_ppl_pg19', 'ppl@1024', 'none', ?, NULL, 2)", [rid, ppl])
+    change = dict(task="peeval_ppl_pg19", metric="ppl@{max}", unit="ppl", higher_is_better=False)
+    row = _row(con, _claims(tmp_path, **change))
+    assert (row["verdict"], row["test"]) == ("inconclusive", None)
+    assert "unpaired: no per-example outcome for 'ppl@1024' of a task" in row["setting_diff"]
