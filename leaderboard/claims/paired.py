@@ -20,13 +20,12 @@ Tests (``claims.test``):
 - ``paired-se``: >= 2 seeds per encoding (seed s of the focus paired with seed s of the other: the
   seeds in sorted order, which is the same seed value when both sides ran the same seeds), or an
   "equal" claim, with >= ``MIN_EXAMPLES`` shared examples. With d[s][i] = focus − other on example i
-  of seed pair s (in {-1, 0, 1}), the difference is the mean of d and
-  se² = var_s(mean_i d[s][i]) / k  +  var_i(mean_s d[s][i]) / n
-  (training seeds: the spread of the k seed pairs' differences; examples: the spread over the n shared
-  examples, which a paired bootstrap over examples estimates, here in closed form, so it is exact and
-  deterministic). It slightly over-counts (the residual term twice), never under-counts. The usual
-  rule then decides: the difference exceeds Z·se. When se is 0 (every example the same difference)
-  the pooled McNemar test over all seed pairs decides instead, so 3 examples cannot be "certain".
+  of seed pair s (in {-1, 0, 1}), the difference is the mean of d and its se the crossed two-way
+  random-effects one (``paired_stats``): training seeds, examples and their residual each counted
+  once (for one seed pair, var(d)/n: the paired t, or the limit of a paired bootstrap over examples;
+  in closed form, so exact and deterministic). The usual rule then decides: the difference exceeds
+  Z·se. When se is 0 (every example the same difference) the pooled McNemar test over all seed
+  pairs decides instead, so a gap without any spread is not "certain" by itself.
 
 Anything else (no samples, different examples or seed counts, a metric that is not the per-example
 ``correct`` of the samples table: cells, task means, perplexity, scores) is compared unpaired
@@ -90,17 +89,28 @@ def _var(xs: list[float]) -> float:
     return sum((x - m) ** 2 for x in xs) / (len(xs) - 1)
 
 
-def paired_stats(focus: list[list[int]], other: list[list[int]]) -> tuple[float, float]:
-    """(mean difference, se) of 0/1 outcomes ``focus[s][i]`` vs ``other[s][i]`` (k seed pairs x n
-    shared examples): se² = var over seed pairs of their mean difference / k + var over examples of
-    their mean difference across seed pairs / n (the first term 0 for one seed pair)."""
+def paired_stats(focus: list[list[float]], other: list[list[float]]) -> tuple[float, float]:
+    """(mean difference, se) of outcomes ``focus[s][i]`` vs ``other[s][i]`` (k seed pairs x n shared
+    examples). d[s][i] = focus − other is a crossed design (every seed pair answers every example):
+    d = mean + seed effect + example effect + residual, and Var(mean d) = σ_seed²/k + σ_ex²/n +
+    σ_res²/(kn), each σ² from the two-way ANOVA mean squares (MS_seed = n·var of the seed pairs'
+    means, MS_ex = k·var of the examples' means, MS_res the residual) and truncated at 0 — the
+    textbook unbiased estimator, which neither drops the training seeds' spread nor counts the
+    residual twice. One seed pair: var_i(d)/n, the paired t / bootstrap standard error."""
     k, n = len(focus), len(focus[0])
     d = [[a - b for a, b in zip(fs, os_, strict=True)] for fs, os_ in zip(focus, other, strict=True)]
     per_seed = [sum(row) / n for row in d]
     per_example = [sum(d[s][i] for s in range(k)) / k for i in range(n)]
     diff = sum(per_seed) / k
-    var = (_var(per_example) / n if n >= 2 else 0.0) + (_var(per_seed) / k if k >= 2 else 0.0)
-    return diff, math.sqrt(var)
+    if n == 1:
+        return diff, math.sqrt(_var(per_seed) / k) if k >= 2 else 0.0
+    if k == 1:
+        return diff, math.sqrt(_var(d[0]) / n)
+    ms_seed, ms_ex = n * _var(per_seed), k * _var(per_example)
+    res = sum((d[s][i] - per_seed[s] - per_example[i] + diff) ** 2 for s in range(k) for i in range(n))
+    ms_res = res / ((k - 1) * (n - 1))
+    var_seed, var_ex = max(0.0, (ms_seed - ms_res) / n), max(0.0, (ms_ex - ms_res) / k)
+    return diff, math.sqrt(var_seed / k + var_ex / n + ms_res / (k * n))
 
 
 def _outcomes(store: Store, unit: list[str], task: str, metric: str) -> tuple[dict[int, tuple[str, bool]], str]:

@@ -61,10 +61,51 @@ def test_paired_stats_by_hand_two_seeds():
     focus = [[1, 1, 0, 0], [1, 1, 1, 0]]
     other = [[0, 1, 0, 0], [1, 0, 0, 0]]
     diff, se = P.paired_stats(focus, other)
-    # d: seed 0 [1,0,0,0] (mean .25), seed 1 [0,1,1,0] (mean .5); per example [.5,.5,.5,0] (mean .375)
-    # var over seeds (.125^2*2)/1 = .03125, /2 = .015625; over examples (3*.125^2 + .375^2)/3 = .0625, /4 = .015625
+    # d: seed 0 [1,0,0,0] (mean .25), seed 1 [0,1,1,0] (mean .5); per example [.5,.5,.5,0]; grand mean .375
+    # MS_seed = 4 * (.125^2 * 2)/1 = .125; MS_ex = 2 * (3 * .125^2 + .375^2)/3 = .125
+    # residuals d - seed mean - example mean + .375: seed 0 [.625,-.375,-.375,.125], seed 1 the negatives
+    # MS_res = 2 * (.390625 + .140625 + .140625 + .015625) / (1 * 3) = 11/24, above both: the seed and
+    # example components truncate at 0 and Var = MS_res / (k n) = 11/24/8
     assert diff == pytest.approx(0.375, abs=1e-15)
-    assert se == pytest.approx(math.sqrt(0.015625 + 0.015625), rel=1e-12)
+    assert se == pytest.approx(math.sqrt(11 / 192), rel=1e-12)
+
+
+def test_paired_stats_against_an_additive_model_fit():
+    """The ANOVA terms against numpy: residuals of a least-squares fit d ~ seed + example."""
+    rng = np.random.default_rng(3)
+    k, n = 3, 30
+    d = rng.normal(0, 1, (k, n)) + rng.normal(0, 2, (k, 1)) + rng.normal(0, 1.5, (1, n))
+    x = np.zeros((k * n, k + n))
+    for s in range(k):
+        for i in range(n):
+            x[s * n + i, s] = x[s * n + i, k + i] = 1.0
+    fit, *_ = np.linalg.lstsq(x, d.ravel(), rcond=None)
+    ms_res = ((d.ravel() - x @ fit) ** 2).sum() / ((k - 1) * (n - 1))
+    ms_seed, ms_ex = n * d.mean(1).var(ddof=1), k * d.mean(0).var(ddof=1)
+    var = max(0, (ms_seed - ms_res) / n) / k + max(0, (ms_ex - ms_res) / k) / n + ms_res / (k * n)
+    diff, se = P.paired_stats(d.tolist(), np.zeros((k, n)).tolist())
+    assert diff == pytest.approx(d.mean(), rel=1e-12)
+    assert se == pytest.approx(math.sqrt(var), rel=1e-9)
+
+
+def test_paired_stats_is_unbiased_in_a_crossed_design():
+    """Simulated d = seed effect + example effect + noise: the mean estimated variance of the grand
+    mean equals its true variance σ_seed²/k + σ_ex²/n + σ_res²/(kn) (and the spread over the
+    simulations); dropping the seed term, or counting the residual twice, would not."""
+    rng = np.random.default_rng(4)
+    k, n, su, sv, se_ = 3, 40, 0.3, 0.5, 1.0
+    true = su**2 / k + sv**2 / n + se_**2 / (k * n)
+    means, est = [], []
+    zeros = np.zeros((k, n)).tolist()
+    for _ in range(2000):
+        d = rng.normal(0, su, (k, 1)) + rng.normal(0, sv, (1, n)) + rng.normal(0, se_, (k, n))
+        diff, se = P.paired_stats(d.tolist(), zeros)
+        means.append(diff)
+        est.append(se**2)
+    assert np.mean(est) == pytest.approx(true, rel=0.08)
+    assert np.var(means) == pytest.approx(true, rel=0.1)
+    assert true > 2 * (sv**2 / n + se_**2 / (k * n))  # the examples alone (ignoring seeds): far too small
+    assert true + se_**2 / (k * n) > 1.15 * true  # the residual counted twice: outside the 8 % above
 
 
 def test_paired_se_is_the_limit_of_a_paired_bootstrap():
