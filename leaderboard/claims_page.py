@@ -86,7 +86,11 @@ def render_claims_page(con) -> str | None:
         "<b>reproduced</b>: peeval's difference has the paper's direction and exceeds twice its "
         "standard error; <b>contradicted</b>: the opposite direction beyond the same margin; "
         "<b>inconclusive</b>: neither, or a number is missing. The standard error is across seeds "
-        "when there are several, else lm-eval's (or the binomial one for accuracies). Differences are "
+        "when there are several, else lm-eval's (or the binomial one for accuracies); where both encodings "
+        "answered the same examples the difference is <b>paired</b> instead: <b>mcnemar</b> (one seed each: "
+        "exact test of the examples one got right and the other wrong, decided at p &lt; 0.0455, the level of "
+        "two standard errors) or <b>paired-se</b> (several seeds: the standard error of the per-example "
+        "differences over seed pairs and examples). The <b>test</b> column says which. Differences are "
         "focus − other in the paper's unit. The setting column says how peeval's run differs from "
         "the paper's: read verdicts of tiny CPU models accordingly.</p>",
         '<p class="summary">'
@@ -98,7 +102,7 @@ def render_claims_page(con) -> str | None:
         body.append(f'<h2 id="{escape(paper, quote=True)}">{escape(paper)}</h2>')
         body.append(
             "<table><thead><tr><th>claim</th><th>ref</th><th>task · metric</th><th>compared</th>"
-            "<th>paper</th><th>peeval</th><th>paper diff</th><th>peeval diff ± se</th><th>n</th>"
+            "<th>paper</th><th>peeval</th><th>paper diff</th><th>peeval diff ± se</th><th>test</th><th>n</th>"
             "<th>seeds</th><th>verdict</th><th>setting difference</th><th>runs</th></tr></thead><tbody>"
         )
         mine = [c for c in claims if str(c["paper"]) == paper]
@@ -120,6 +124,7 @@ def render_claims_page(con) -> str | None:
                 f"<td>{escape(str(c['compared']))}</td>"
                 f"<td class='num'>{_values_cell(vals, 'paper')}</td><td class='num'>{_values_cell(vals, 'peeval')}</td>"
                 f"<td class='num'>{escape(fmt_number(c['paper_value']))}</td><td class='num'>{escape(diff)}</td>"
+                f"<td class='small'>{escape(str(c.get('test') or '—'))}</td>"
                 f"<td class='num'>{escape(fmt_number(c['n']))}</td>"
                 f"<td class='num'>{escape(fmt_number(c['seeds']))}</td>"
                 f'<td class="verdict {cls}">{escape(verdict)}</td>'

@@ -137,6 +137,9 @@ CREATE TABLE IF NOT EXISTS claims (
     n            INTEGER,
     seeds        INTEGER,
     verdict      VARCHAR,
+    test         VARCHAR,   -- how stderr / the verdict was computed: 'mcnemar' | 'paired-se' (paired on the
+                            -- same examples) | 'seeds' | 'lm-eval stderr' | 'binomial' (unpaired; two
+                            -- differing ones as 'focus's / other's'); NULL: no uncertainty (README "Claims")
     setting_diff VARCHAR,
     run_ids      JSON
 );

@@ -9,6 +9,7 @@ the paper's numbers and setting). The package reads peeval's numbers from the Du
 - ``schema``: claims.yaml loading and validation (names checked against peeval, no torch);
 - ``stats``: units, the binomial stderr, mean ± stderr over seeds;
 - ``matching``: the store read, runs <-> claim variants, metric resolution;
+- ``paired``: McNemar / the paired standard error where both encodings answered the same examples;
 - ``verdicts``: the verdict rule, the rows of both tables, writing them.
 
 Imports no torch: peeval's names and option defaults come from ``peeval.declarations``.
@@ -16,6 +17,7 @@ Imports no torch: peeval's names and option defaults come from ``peeval.declarat
 
 from __future__ import annotations
 
+from . import paired
 from .matching import Store, matching_runs, read_store, resolve_metric
 from .schema import (
     ACC_UNITS,
@@ -56,6 +58,7 @@ __all__ = [
     "lm_eval_task_names",
     "load_claims",
     "matching_runs",
+    "paired",
     "read_store",
     "resolve_metric",
     "summary",

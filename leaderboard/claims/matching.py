@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from peeval import records
@@ -40,10 +40,32 @@ def _json(v, where: str) -> dict:
 
 @dataclass
 class Store:
-    """peeval's numbers as (run_id, task) -> {metric: (value, stderr, n)}, plus the runs."""
+    """peeval's numbers as (run_id, task) -> {metric: (value, stderr, n)}, plus the runs, and (read
+    on demand from ``con`` by :meth:`outcomes`, for the paired tests of ``paired``) the per-example
+    0/1 outcomes of a run."""
 
     runs: dict[str, dict]
     values: dict[tuple[str, str], dict[str, tuple[float, float | None, int | None]]]
+    #: (run_id, task) -> [(doc_id, md5 of prompt + target, correct)]: read ones, or given by a caller
+    samples: dict[tuple[str, str], list[tuple[int, str, bool]]] = field(default_factory=dict)
+    #: the store's connection when it has a samples table (None: only ``samples`` as given)
+    con: Any = field(default=None, repr=False)
+
+    def outcomes(self, run_id: str, task: str) -> list[tuple[int, str, bool]]:
+        """The run's samples of ``task`` that have a 0/1 ``correct``, by doc_id; [] when none (or
+        the run is not a local one). An example's identity is its doc_id and its text: two runs
+        answered the same example only when both match (a hash keeps long prompts out of memory)."""
+        key = (str(run_id), str(task))
+        if key not in self.samples:
+            rows = []
+            if self.con is not None and key[0] in self.runs:
+                q = (
+                    "SELECT doc_id, md5(coalesce(prompt, '') || chr(31) || coalesce(target, '')), correct "
+                    "FROM samples WHERE run_id = ? AND task = ? AND correct IS NOT NULL ORDER BY doc_id"
+                )
+                rows = [(int(d), str(h), bool(c)) for d, h, c in self.con.execute(q, list(key)).fetchall()]
+            self.samples[key] = rows
+        return self.samples[key]
 
 
 def read_store(con) -> Store:
@@ -104,7 +126,7 @@ def read_store(con) -> Store:
             loss = by_ckpt.get(str(r.get("checkpoint")))
             if loss is not None:
                 put(run_id, "train_val", "ppl", math.exp(min(float(loss), 700.0)), None, None)
-    return Store(runs, values)
+    return Store(runs, values, con=con if "samples" in tables else None)
 
 
 def ablation_keys(claims: list[Claim]) -> dict[str, set[str]]:
@@ -253,7 +275,7 @@ def run_value(store: Store, unit: list[str], task, metric: str) -> tuple[float, 
 
 
 def estimate(claim: Claim, store: Store, units: list[list[str]], metric: str) -> Estimate | None:
-    per_seed, used = [], []
+    per_seed, used, kinds = [], [], []
     acc_like = claim.unit in ACC_UNITS
     leaves = _leaf_tasks(claim.task)
     for unit in units:
@@ -261,11 +283,13 @@ def estimate(claim: Claim, store: Store, units: list[list[str]], metric: str) ->
         if raw is None:
             continue
         v, se, n = raw
+        kind = "lm-eval stderr"
         if se is None and acc_like and n and isinstance(claim.task, str):
-            se = binomial_stderr(min(max(v, 0.0), 1.0), int(n))
+            se, kind = binomial_stderr(min(max(v, 0.0), 1.0), int(n)), "binomial"
         per_seed.append((v, se, n))
+        kinds.append(kind)
         used += [rid for rid in unit if any((rid, t) in store.values for t in leaves)]
-    est = combine_seeds(per_seed, acc_like)
+    est = combine_seeds(per_seed, acc_like, kinds)
     if est is None:
         return None
     est.value, est.stderr = to_unit(claim.unit, est.value, est.stderr)

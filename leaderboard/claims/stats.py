@@ -2,7 +2,9 @@
 (mean over seeds with its standard error).
 
 Uncertainty per encoding: the standard error across seeds when there are >= 2 seeds, else the run's
-own stderr (lm-eval's), else for accuracies the binomial (plus-four) stderr from n.
+own stderr (lm-eval's), else for accuracies the binomial (plus-four) stderr from n. ``Estimate.method``
+names which ('seeds', 'lm-eval stderr', 'binomial'): the claims table says which test a verdict used.
+These are the unpaired fallback; ``paired`` compares two encodings example by example when it can.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ class Estimate:
     n: int | None
     seeds: int
     run_ids: list[str]
+    #: where ``stderr`` came from: 'seeds' | 'lm-eval stderr' | 'binomial' (None: no stderr)
+    method: str | None = None
 
 
 def to_unit(unit: str, value: float, stderr: float | None) -> tuple[float, float | None]:
@@ -44,8 +48,11 @@ def binomial_stderr(p: float, n: int) -> float:
     return math.sqrt(pt * (1.0 - pt) / (n + 4.0))
 
 
-def combine_seeds(per_seed: list[tuple[float, float | None, int | None]], acc_like: bool) -> Estimate | None:
-    """Mean over seeds; stderr across seeds (>= 2 seeds) else the run's stderr, else binomial."""
+def combine_seeds(
+    per_seed: list[tuple[float, float | None, int | None]], acc_like: bool, kinds: list[str | None] | None = None
+) -> Estimate | None:
+    """Mean over seeds; stderr across seeds (>= 2 seeds) else the run's stderr, else binomial.
+    ``kinds[i]`` names where ``per_seed[i]``'s stderr came from (default: 'lm-eval stderr')."""
     if not per_seed:
         return None
     vals = [v for v, _, _ in per_seed]
@@ -54,18 +61,23 @@ def combine_seeds(per_seed: list[tuple[float, float | None, int | None]], acc_li
     k = len(vals)
     mean, across = records.mean_stderr(vals)  # across seeds: None for one seed
 
-    def own(v, se, n):
+    kinds = list(kinds) if kinds is not None else ["lm-eval stderr"] * k
+
+    def own(v, se, n, kind):
+        """(stderr, its method) of one run."""
         if se is not None and se > 0:
-            return se
+            return se, kind or "lm-eval stderr"
         if acc_like and n:
-            return binomial_stderr(min(max(v, 0.0), 1.0), int(n))
-        return se
+            return binomial_stderr(min(max(v, 0.0), 1.0), int(n)), "binomial"
+        return se, None if se is None else kind or "lm-eval stderr"
 
     if k >= 2:
-        se = across
+        se, method = across, "seeds"
         if se == 0.0:  # identical seeds: fall back to the pooled within-run uncertainty
-            owns = [own(*x) for x in per_seed]
-            se = math.sqrt(sum(s * s for s in owns)) / k if all(s is not None for s in owns) else None
+            owns = [own(*x, kd) for x, kd in zip(per_seed, kinds, strict=True)]
+            ok = all(s is not None for s, _ in owns)
+            se = math.sqrt(sum(s * s for s, _ in owns)) / k if ok else None
+            method = "+".join(sorted({m for _, m in owns if m})) if ok else None
     else:
-        se = own(*per_seed[0])
-    return Estimate(mean, se, n_tot, k, [])
+        se, method = own(*per_seed[0], kinds[0])
+    return Estimate(mean, se, n_tot, k, [], method)

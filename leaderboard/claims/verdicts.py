@@ -6,8 +6,10 @@
 - ``inconclusive``: otherwise, or when a number or its uncertainty is missing.
 
 An ``equal`` claim ("comparable") is reproduced when |difference| + Z·se <= tolerance and
-contradicted when |difference| − Z·se > tolerance. The tables' DDL is read from
-``leaderboard/schema.sql`` (the one source of every table).
+contradicted when |difference| − Z·se > tolerance. Where both encodings answered the same examples
+the difference and its se (or McNemar's p) are paired (``paired``); otherwise the two estimates'
+standard errors combine as independent. ``claims.test`` names the test of each verdict. The
+tables' DDL is read from ``leaderboard/schema.sql`` (the one source of every table).
 """
 
 from __future__ import annotations
@@ -17,16 +19,17 @@ import math
 import re
 from pathlib import Path
 
+from . import paired as P
 from .matching import Store, ablation_keys, estimate, matching_runs, read_store, resolve_metric
 from .schema import DEFAULT_PATH, Claim, _leaf_tasks, load_claims
-from .stats import Estimate, Z
+from .stats import Estimate, Z, to_unit
 
 VERDICTS = ("reproduced", "contradicted", "inconclusive")
 SCHEMA = Path(__file__).resolve().parent.parent / "schema.sql"
 #: the tables this package writes (their DDL: leaderboard/schema.sql)
 TABLES = ("claims", "claim_values")
 CLAIM_COLUMNS = ("claim_id", "paper", "ref", "task", "metric", "compared", "paper_value", "peeval_value", "stderr")
-CLAIM_COLUMNS += ("n", "seeds", "verdict", "setting_diff", "run_ids")
+CLAIM_COLUMNS += ("n", "seeds", "verdict", "test", "setting_diff", "run_ids")
 
 
 def table_ddl(table: str, schema: Path = SCHEMA) -> str:
@@ -46,9 +49,17 @@ def verdict(
     kind: str = "better",
     tolerance: float | None = None,
     z: float = Z,
+    p: float | None = None,
 ) -> str:
     """``diff`` = focus − other in the paper's unit; ``expected_sign`` = +1 if the paper says the
-    focus is better, −1 if its own numbers show the other ahead."""
+    focus is better, −1 if its own numbers show the other ahead. ``p``: a paired test's two-sided
+    p-value; a "better" claim is then decided by p < P(|N(0,1)| > z) (``paired.ALPHA`` for z = Z:
+    the level of z standard errors) in the direction of ``diff``, instead of by ``se``."""
+    if kind != "equal" and p is not None and diff is not None and math.isfinite(diff):
+        adv = (diff if higher_is_better else -diff) * (1 if expected_sign >= 0 else -1)
+        if p >= math.erfc(z / math.sqrt(2.0)) or adv == 0:
+            return "inconclusive"
+        return "reproduced" if adv > 0 else "contradicted"
     if diff is None or se is None or not math.isfinite(diff) or not math.isfinite(se):
         return "inconclusive"
     adv = diff if higher_is_better else -diff
@@ -111,26 +122,33 @@ def evaluate_claims(claims: list[Claim], store: Store, z: float = Z) -> tuple[li
             if c.claim == "better" and paper_diff not in (None, 0.0):
                 sign = 1 if (paper_diff > 0) == c.higher_is_better else -1
             kind = "equal" if c.claim == "equal" or paper_diff == 0.0 else "better"
-            diff = se = None
-            missing = []
+            diff = se = p = test = None
+            notes = []
             if fe is None:
-                missing.append(f"no peeval number for {c.focus} ({focus.label()})")
+                notes.append(f"no peeval number for {c.focus} ({focus.label()})")
             if oe is None:
-                missing.append(f"no peeval number for {name} ({other.label()})")
+                notes.append(f"no peeval number for {name} ({other.label()})")
             if fe is not None and oe is not None:
                 diff = fe.value - oe.value
-                if fe.stderr is not None and oe.stderr is not None:
+                pair, why = P.compare(store, c.task, metric, runs[c.focus], runs[name], kind)
+                if pair is not None:  # the paper's unit is linear in the accuracy: scale the paired se
+                    scale = abs(to_unit(c.unit, 1.0, None)[0] - to_unit(c.unit, 0.0, None)[0])
+                    se, p, test = scale * pair.se, pair.p, pair.test
+                    notes.append(pair.describe())
+                elif fe.stderr is not None and oe.stderr is not None:
                     se = math.sqrt(fe.stderr**2 + oe.stderr**2)
+                    test = fe.method if fe.method == oe.method else f"{fe.method} / {oe.method}"
+                    notes.append(f"unpaired: {why}")
                 else:
-                    missing.append("no uncertainty (one seed and no stderr): run >= 2 seeds")
-            v = verdict(diff, se, c.higher_is_better, sign, kind, c.tolerance, z)
+                    notes.append(f"no uncertainty (one seed and no stderr): run >= 2 seeds; unpaired: {why}")
+            v = verdict(diff, se, c.higher_is_better, sign, kind, c.tolerance, z, p)
             seeds = min(fe.seeds, oe.seeds) if fe and oe else (fe or oe).seeds if (fe or oe) else 0
             n = (fe.n or 0) + (oe.n or 0) if fe and oe and fe.n is not None and oe.n is not None else None
             peeval_side = _setting_summary(store, (fe.run_ids if fe else []) or [r for u in runs[c.focus] for r in u])
             setting = f"paper: {c.setting} | peeval: {peeval_side or 'no runs'}; {seeds} seed(s)"
             setting += f" | CPU profile: {c.cpu} ({c.cpu_note})"
-            if missing:
-                setting += " | " + "; ".join(missing)
+            if notes:
+                setting += " | " + "; ".join(notes)
             used = sorted(set((fe.run_ids if fe else []) + (oe.run_ids if oe else [])))
             rows.append(
                 dict(
@@ -146,6 +164,7 @@ def evaluate_claims(claims: list[Claim], store: Store, z: float = Z) -> tuple[li
                     n=n,
                     seeds=seeds,
                     verdict=v,
+                    test=test,
                     setting_diff=setting,
                     run_ids=json.dumps(used),
                 )

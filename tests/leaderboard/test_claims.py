@@ -424,7 +424,8 @@ def _page_db():
         [
             dict(claim_id=f"c-{v}:a-vs-b", paper=p, ref="Table 1", task="peeval_diag_x_test", metric="acc",
                  compared="a vs b", paper_value=1.5, peeval_value=2.0, stderr=0.5, n=100, seeds=3, verdict=v,
-                 setting_diff="paper: <b>big</b> & long | peeval: tiny", run_ids=json.dumps(["r<1>", "r2"]))
+                 setting_diff="paper: <b>big</b> & long | peeval: tiny", run_ids=json.dumps(["r<1>", "r2"]),
+                 test="<mcnemar>")
             for v, p in (("reproduced", "PoPE"), ("contradicted", "CoPE"), ("inconclusive", "TAPE"))
         ],
         [
@@ -446,7 +447,8 @@ def test_claims_page_escapes_and_shows_every_verdict():
         assert f'<td class="verdict {cls}">{v}</td>' in html
     assert "<b>big</b>" not in html and "&lt;b&gt;big&lt;/b&gt; &amp; long" in html
     assert 'href="runs/r&lt;1&gt;.html"' in html and 'href="runs/r2.html"' in html
-    assert "<script" not in html
+    assert "<script" not in html and "<mcnemar>" not in html
+    assert html.count("<td class='small'>&lt;mcnemar&gt;</td>") == 3  # the test of each verdict, escaped
     assert "90 ± 2" in html and "80 ± 1 (3 seeds)" in html  # paper vs peeval per encoding
     assert html.index(">PoPE</h2>") < html.index(">CoPE</h2>") < html.index(">TAPE</h2>")
 

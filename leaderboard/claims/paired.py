@@ -1,0 +1,171 @@
+"""Paired verdicts: where both encodings of a pair answered the same examples, compare them example
+by example instead of as two independent means.
+
+Two encodings evaluated on the same test examples see the same easy and hard examples; their
+per-example outcomes are correlated, and the standard error of the *difference* of the paired
+outcomes is smaller than the two means' errors combined (which count the examples' difficulty
+twice). The diagnostic tasks draw their test examples from a generator seeded by the task, split
+and the task's eval seed (metadata ``seed``, default 1000), never by the model's seed, so every
+encoding answers the same examples; this module does not take that on trust: examples are matched
+by doc_id *and* by a hash of their prompt and target, and a pair is compared paired only when every
+run of both sides holds the same examples, once each, and the mean of its per-example outcomes is
+the accuracy the store reports.
+
+Tests (``claims.test``):
+
+- ``mcnemar``: one seed per encoding and a "better" claim: the exact McNemar test, i.e. a two-sided
+  binomial(b + c, 1/2) test of the discordant examples (b: the focus right and the other wrong; c: the
+  reverse). Decided when p < ``ALPHA`` = P(|N(0,1)| > Z) (0.0455 for Z = 2, the level of the unpaired
+  2-standard-error rule), in the direction of the difference.
+- ``paired-se``: >= 2 seeds per encoding (seed s of the focus paired with seed s of the other: the
+  seeds in sorted order, which is the same seed value when both sides ran the same seeds), or an
+  "equal" claim, with >= ``MIN_EXAMPLES`` shared examples. With d[s][i] = focus − other on example i
+  of seed pair s (in {-1, 0, 1}), the difference is the mean of d and its se the crossed two-way
+  random-effects one (``paired_stats``): training seeds, examples and their residual each counted
+  once (for one seed pair, var(d)/n: the paired t, or the limit of a paired bootstrap over examples;
+  in closed form, so exact and deterministic). The usual rule then decides: the difference exceeds
+  Z·se. When se is 0 (every example the same difference) the pooled McNemar test over all seed
+  pairs decides instead, so a gap without any spread is not "certain" by itself.
+
+Anything else (no samples, different examples or seed counts, a metric that is not the per-example
+``correct`` of the samples table: cells, task means, perplexity, scores) is compared unpaired
+(``stats``). Perplexity samples hold one (log-likelihood, tokens) per document and length, but the
+samples table does not record the length, and the cpu profile scores 2 documents per corpus: too few
+for a paired test, so perplexity verdicts stay unpaired.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .matching import Store
+from .stats import Z
+
+#: the two-sided level of a Z-standard-error difference: 0.0455 for Z = 2
+ALPHA = math.erfc(Z / math.sqrt(2.0))
+#: fewest shared examples for the normal-approximation paired test (McNemar is exact for any n)
+MIN_EXAMPLES = 10
+#: the metrics whose per-example value is the samples table's 0/1 ``correct``
+PAIRED_METRICS = ("acc", "exact_match")
+
+
+@dataclass
+class Paired:
+    """A paired comparison of two encodings (raw accuracies in [0, 1], focus − other)."""
+
+    diff: float  # mean over seed pairs and examples of focus − other
+    se: float
+    test: str  # 'mcnemar' | 'paired-se'
+    p: float | None  # the McNemar p-value when the test decides by it
+    n: int  # shared examples (per seed pair)
+    pairs: int  # seed pairs
+    b: int  # discordant examples, all seed pairs: focus right, other wrong
+    c: int  # other right, focus wrong
+    seeds_match: bool  # seed s paired with seed s (else by seed order)
+
+    def describe(self) -> str:
+        how = "seed s with seed s" if self.seeds_match else "seeds paired in sorted order"
+        out = f"paired on {self.n} shared examples x {self.pairs} seed pair(s) ({how}); discordant {self.b}/{self.c}"
+        if self.p is not None:
+            out += f", McNemar exact p={self.p:.3g}"
+        if self.pairs == 1:
+            out += " (one seed: the uncertainty is over examples, not training seeds)"
+        return out
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value: twice the binomial(b + c, 1/2) tail at min(b, c), at most 1."""
+    m = b + c
+    if m == 0:
+        return 1.0
+    tail = sum(math.comb(m, i) for i in range(min(b, c) + 1))
+    return min(1.0, 2 * tail / 2**m)
+
+
+def _var(xs: list[float]) -> float:
+    """Sample variance (n − 1 in the denominator)."""
+    m = sum(xs) / len(xs)
+    return sum((x - m) ** 2 for x in xs) / (len(xs) - 1)
+
+
+def paired_stats(focus: list[list[float]], other: list[list[float]]) -> tuple[float, float]:
+    """(mean difference, se) of outcomes ``focus[s][i]`` vs ``other[s][i]`` (k seed pairs x n shared
+    examples). d[s][i] = focus − other is a crossed design (every seed pair answers every example):
+    d = mean + seed effect + example effect + residual, and Var(mean d) = σ_seed²/k + σ_ex²/n +
+    σ_res²/(kn), each σ² from the two-way ANOVA mean squares (MS_seed = n·var of the seed pairs'
+    means, MS_ex = k·var of the examples' means, MS_res the residual) and truncated at 0 — the
+    textbook unbiased estimator, which neither drops the training seeds' spread nor counts the
+    residual twice. One seed pair: var_i(d)/n, the paired t / bootstrap standard error."""
+    k, n = len(focus), len(focus[0])
+    d = [[a - b for a, b in zip(fs, os_, strict=True)] for fs, os_ in zip(focus, other, strict=True)]
+    per_seed = [sum(row) / n for row in d]
+    per_example = [sum(d[s][i] for s in range(k)) / k for i in range(n)]
+    diff = sum(per_seed) / k
+    if n == 1:
+        return diff, math.sqrt(_var(per_seed) / k) if k >= 2 else 0.0
+    if k == 1:
+        return diff, math.sqrt(_var(d[0]) / n)
+    ms_seed, ms_ex = n * _var(per_seed), k * _var(per_example)
+    res = sum((d[s][i] - per_seed[s] - per_example[i] + diff) ** 2 for s in range(k) for i in range(n))
+    ms_res = res / ((k - 1) * (n - 1))
+    var_seed, var_ex = max(0.0, (ms_seed - ms_res) / n), max(0.0, (ms_ex - ms_res) / k)
+    return diff, math.sqrt(var_seed / k + var_ex / n + ms_res / (k * n))
+
+
+def _outcomes(store: Store, unit: list[str], task: str, metric: str) -> tuple[dict[int, tuple[str, bool]], str]:
+    """The per-example outcomes of the run that gives this unit its number, or ({}, why not)."""
+    for run_id in unit:  # the same run as matching.run_value: the latest that has the metric
+        got = store.values.get((run_id, task), {}).get(metric)
+        if got is None:
+            continue
+        rows = store.outcomes(run_id, task)
+        if not rows:
+            return {}, f"run {run_id} has no per-example samples"
+        out = {doc: (h, ok) for doc, h, ok in rows}
+        if len(out) != len(rows):
+            return {}, f"run {run_id} holds a doc_id twice"
+        acc = sum(ok for _, ok in out.values()) / len(out)
+        if not math.isclose(acc, got[0], rel_tol=1e-6, abs_tol=1e-9):
+            return {}, f"run {run_id}: its samples give {acc:.6g}, not its {metric} {got[0]:.6g}"
+        return out, ""
+    return {}, "no run with the metric"
+
+
+def compare(
+    store: Store, task, metric: str, focus_units: list[list[str]], other_units: list[list[str]], kind: str = "better"
+) -> tuple[Paired | None, str]:
+    """The paired comparison of two encodings' runs on ``task``/``metric``, or (None, why it was not
+    possible) — then the caller falls back to the unpaired rule."""
+    if not isinstance(task, str) or metric not in PAIRED_METRICS:
+        what = "task" if isinstance(task, str) else "task mean"
+        return None, f"no per-example outcome for {metric!r} of a {what}"
+    if not focus_units or len(focus_units) != len(other_units):
+        return None, f"seed counts differ ({len(focus_units)} vs {len(other_units)})"
+    sides = []
+    for units in (focus_units, other_units):
+        side = []
+        for unit in units:
+            out, why = _outcomes(store, unit, task, metric)
+            if not out:
+                return None, why
+            side.append(out)
+        sides.append(side)
+    keys = {doc: h for doc, (h, _) in sides[0][0].items()}
+    for out in sides[0] + sides[1]:
+        if {doc: h for doc, (h, _) in out.items()} != keys:
+            return None, "the runs answered different examples"
+    docs = sorted(keys)
+    f = [[int(out[doc][1]) for doc in docs] for out in sides[0]]
+    o = [[int(out[doc][1]) for doc in docs] for out in sides[1]]
+    k, n = len(f), len(docs)
+    pairs = [(x, y) for fs, os_ in zip(f, o, strict=True) for x, y in zip(fs, os_, strict=True)]
+    b, c = sum(x > y for x, y in pairs), sum(x < y for x, y in pairs)
+    seeds = [[store.runs[u[0]].get("seed") for u in units] for units in (focus_units, other_units)]
+    diff, se = paired_stats(f, o)
+    if k == 1 and kind == "better":
+        return Paired(diff, se, "mcnemar", mcnemar_exact(b, c), n, k, b, c, seeds[0] == seeds[1]), ""
+    if n < MIN_EXAMPLES:
+        return None, f"{n} shared examples (< {MIN_EXAMPLES} for a paired test over seeds)"
+    p = mcnemar_exact(b, c) if se == 0.0 else None
+    return Paired(diff, se, "paired-se", p, n, k, b, c, seeds[0] == seeds[1]), ""
