@@ -323,10 +323,14 @@ def test_diagnostic_test_examples_do_not_depend_on_the_encoding_or_the_seed(monk
     spec = importlib.util.spec_from_file_location("eval_stage", ROOT / "pipelines" / "eval.py")
     stage = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(stage)
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params = yaml.safe_load((ROOT / "params" / "cpu-claims.yaml").read_text())
     seen = set()
-    for pe, seed in (("rope", "0"), ("pope", "1"), ("cope", "2")):
-        argv = stage.argv_for("diag", pe, "indirect_indexing", params, seed)
+    for run, seed in (
+        ("rope-indirect_indexing", "0"),
+        ("pope-indirect_indexing", "1"),
+        ("rope-indirect_indexing", "2"),
+    ):
+        argv = stage.argv_for("diag", run, seed, params)
         seen.add((argv[argv.index("--tasks") + 1], argv[argv.index("--metadata") + 1]))
     assert len(seen) == 1 and "seed" not in json.loads(next(iter(seen))[1])
     from peeval.tasks.diagnostics import diag, generators

@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
+REPO = HERE.parents[1]
 DATA = HERE / "data" / "store"
 EXPECTED = HERE / "data" / "store_dump.json"
 sys.path.insert(0, str(REPO))
