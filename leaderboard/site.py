@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from leaderboard import claims_page
+from leaderboard._cli import run_command
 from leaderboard.charts import heatmap, line_chart
 from peeval._io import replace_dir
 from peeval.records import (
@@ -542,13 +543,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--claims-db", default=None, help="the claims stage's database (default: beside --db)")
     p.add_argument("--out", default=str(DEFAULT_OUT))
     args = p.parse_args(argv)
-    try:
-        index = build_site(args.db, args.out, args.claims_db)
-    except FileNotFoundError as e:
-        print(f"site: error: {e}", file=sys.stderr)
-        return 2
-    print(f"site: {index.resolve()}")
-    return 0
+    return run_command("site", lambda: str(build_site(args.db, args.out, args.claims_db).resolve()), FileNotFoundError)
 
 
 if __name__ == "__main__":
