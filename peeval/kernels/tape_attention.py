@@ -63,6 +63,15 @@ def tape_attention_reference(q, k, v, e, scale=None):
 if triton is not None:
 
     @triton.jit
+    def _tape_tiles(A, sa, B, sb, C, sc, rows, rmask, od, md, odv, mdv, ode, mde):
+        """The three tiles TAPE reads at the same rows: d wide from A, dv wide from B, X wide from C,
+        i.e. (k, v, e) of key rows or (q, dO, dE_out) of query rows."""
+        a = common.load_tile(A, rows, sa, od, rmask, md)
+        b = common.load_tile(B, rows, sb, odv, rmask, mdv)
+        c = common.load_tile(C, rows, sc, ode, rmask, mde)
+        return a, b, c
+
+    @triton.jit
     def _tape_fwd(
         Q, K, V, E, Out, EO, LSE,
         sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, seb, seh, sen,
@@ -101,9 +110,7 @@ if triton is not None:
         for start_n in range(start_m, hi, BN):
             on = start_n + offs_n
             mn = on < N
-            k = common.load_tile(kp, on, skn, od, mn, md)
-            v = common.load_tile(vp, on, svn, odv, mn, mdv)
-            ev = common.load_tile(ep, on, sen, ode, mn, mde)
+            k, v, ev = _tape_tiles(kp, skn, vp, svn, ep, sen, on, mn, od, md, odv, mdv, ode, mde)
             s = common.dot(q, tl.trans(k), PREC) * qk_scale
             s = tl.where((offs_m[:, None] >= on[None, :]) & mn[None, :], s, float("-inf"))
             p, alpha, m_i, l_i = common.online_softmax(s, m_i, l_i)
@@ -158,9 +165,8 @@ if triton is not None:
         od, md = common.span(0, BD, D)
         odv, mdv = common.span(0, BDV, DV)
         ode, mde = common.span(0, BDE, DE)
-        k = common.load_tile(K + b * skb + hk * skh, offs_n, skn, od, mn, md)
-        v = common.load_tile(V + b * svb + hk * svh, offs_n, svn, odv, mn, mdv)
-        ev = common.load_tile(E + b * seb + h * seh, offs_n, sen, ode, mn, mde)
+        kp, vp, ep = K + b * skb + hk * skh, V + b * svb + hk * svh, E + b * seb + h * seh
+        k, v, ev = _tape_tiles(kp, skn, vp, svn, ep, sen, offs_n, mn, od, md, odv, mdv, ode, mde)
         dk = tl.zeros([BN, BD], tl.float32)
         dv = tl.zeros([BN, BDV], tl.float32)
         de = tl.zeros([BN, BDE], tl.float32)
@@ -173,9 +179,7 @@ if triton is not None:
             lo, hi = common.query_blocks(phase, start_n, BN, N)
             for start_m in range(lo, hi, BM):
                 om, mm = common.span(start_m, BM, N)
-                q = common.load_tile(qp, om, sqn, od, mm, md)
-                do = common.load_tile(dop, om, sdon, odv, mm, mdv)
-                deo = common.load_tile(dep, om, sden, ode, mm, mde)
+                q, do, deo = _tape_tiles(qp, sqn, dop, sdon, dep, sden, om, mm, od, md, odv, mdv, ode, mde)
                 lse = tl.load(lp + om, mask=mm, other=float("inf"))
                 dl = tl.load(dlp + om, mask=mm, other=0.0)
                 s = common.dot(q, tl.trans(k), PREC) * qk_scale
@@ -207,9 +211,8 @@ if triton is not None:
         od, md = common.span(0, BD, D)
         odv, mdv = common.span(0, BDV, DV)
         ode, mde = common.span(0, BDE, DE)
-        q = common.load_tile(Q + b * sqb + h * sqh, offs_m, sqn, od, mm, md)
-        do = common.load_tile(DO + b * sdob + h * sdoh, offs_m, sdon, odv, mm, mdv)
-        deo = common.load_tile(DEO + b * sdeb + h * sdeh, offs_m, sden, ode, mm, mde)
+        qp, dop, dep = Q + b * sqb + h * sqh, DO + b * sdob + h * sdoh, DEO + b * sdeb + h * sdeh
+        q, do, deo = _tape_tiles(qp, sqn, dop, sdon, dep, sden, offs_m, mm, od, md, odv, mdv, ode, mde)
         lse = tl.load(LSE + bh * N + offs_m, mask=mm, other=float("inf"))
         dl = tl.load(DELTA + bh * N + offs_m, mask=mm, other=0.0)
         kp = K + b * skb + hk * skh
@@ -220,9 +223,7 @@ if triton is not None:
             lo, hi = common.key_blocks(phase, start_m, BM, N)
             for start_n in range(lo, hi, BN):
                 on, mn = common.span(start_n, BN, N)
-                k = common.load_tile(kp, on, skn, od, mn, md)
-                v = common.load_tile(vp, on, svn, odv, mn, mdv)
-                ev = common.load_tile(ep, on, sen, ode, mn, mde)
+                k, v, ev = _tape_tiles(kp, skn, vp, svn, ep, sen, on, mn, od, md, odv, mdv, ode, mde)
                 s = common.dot(q, tl.trans(k), PREC) * qk_scale
                 p = tl.exp2(s - lse[:, None])
                 if phase == 1:
