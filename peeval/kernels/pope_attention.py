@@ -112,14 +112,16 @@ if triton is not None:
             return tl.cos(x), tl.sin(x)
 
     @triton.jit
-    def _frequencies(TH, DL, h, od, md, D, BD: tl.constexpr, HAS_DELTA: tl.constexpr):
-        """θ (BD,) and head h's key-side phase δ (BD,), zeros without one."""
+    def _rotary_columns(TH, DL, h, D, BD: tl.constexpr, HAS_DELTA: tl.constexpr):
+        """The d columns (offsets, mask, padded to BD) with their frequencies θ and head h's key-side
+        phase δ (zeros without one): (od, md, th, dl)."""
+        od, md = common.span(0, BD, D)
         th = tl.load(TH + od, mask=md, other=0.0)
         if HAS_DELTA:
             dl = tl.load(DL + h * D + od, mask=md, other=0.0)
         else:
             dl = tl.zeros([BD], tl.float32)
-        return th, dl
+        return od, md, th, dl
 
     @triton.jit
     def _pope_tile(
@@ -146,9 +148,8 @@ if triton is not None:
         SOFTPLUS: tl.constexpr, HAS_DELTA: tl.constexpr, FAST: tl.constexpr,
     ):  # fmt: skip
         start_m, offs_m, mm, bh, b, h, hk = common.query_program(BM, H, G, N)
-        od, md = common.span(0, BD, D)
+        od, md, th, dl = _rotary_columns(TH, DL, h, D, BD, HAS_DELTA)
         odv, mdv = common.span(0, BDV, DV)
-        th, dl = _frequencies(TH, DL, h, od, md, D, BD, HAS_DELTA)
         qp, qpp = Q + b * sqb + h * sqh, QP + b * sqpb
         q, qx, qy, a, cphi, sphi = _pope_tile(qp, qpp, offs_m, sqn, mm, od, md, th, dl, False, SOFTPLUS, FAST)
         kp = K + b * skb + hk * skh
@@ -197,9 +198,8 @@ if triton is not None:
     ):  # fmt: skip
         """One key block per program: dk, dv (per query head) and this block's share of dδ."""
         start_n, offs_n, mn, bh, b, h, hk = common.key_program(BN, H, G, N)
-        od, md = common.span(0, BD, D)
+        od, md, th, dl = _rotary_columns(TH, DL, h, D, BD, HAS_DELTA)
         odv, mdv = common.span(0, BDV, DV)
-        th, dl = _frequencies(TH, DL, h, od, md, D, BD, HAS_DELTA)
         kp, kpp = K + b * skb + hk * skh, KP + b * skpb
         k, kx, ky, bk, cp, sp = _pope_tile(kp, kpp, offs_n, skn, mn, od, md, th, dl, True, SOFTPLUS, FAST)
         v = common.load_tile(V + b * svb + hk * svh, offs_n, svn, odv, mn, mdv)
@@ -249,9 +249,8 @@ if triton is not None:
         SOFTPLUS: tl.constexpr, HAS_DELTA: tl.constexpr, FAST: tl.constexpr,
     ):  # fmt: skip
         start_m, offs_m, mm, bh, b, h, hk = common.query_program(BM, H, G, N)
-        od, md = common.span(0, BD, D)
+        od, md, th, dl = _rotary_columns(TH, DL, h, D, BD, HAS_DELTA)
         odv, mdv = common.span(0, BDV, DV)
-        th, dl = _frequencies(TH, DL, h, od, md, D, BD, HAS_DELTA)
         qp, qpp = Q + b * sqb + h * sqh, QP + b * sqpb
         q, qx, qy, a, cphi, sphi = _pope_tile(qp, qpp, offs_m, sqn, mm, od, md, th, dl, False, SOFTPLUS, FAST)
         do = common.load_tile(DO + b * sdob + h * sdoh, offs_m, sdon, odv, mm, mdv)
