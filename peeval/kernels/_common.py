@@ -106,7 +106,7 @@ if triton is not None:
     @triton.jit
     def key_blocks(phase: tl.constexpr, start_m, BM: tl.constexpr, N):
         """[lo, hi) of the key blocks a query block at ``start_m`` visits: phase 0 the ones before it
-        (all visible, no mask), phase 1 its diagonal (causal mask and the ragged tail)."""
+        (all visible: no causal mask), phase 1 its diagonal (causal mask and the ragged tail)."""
         if phase == 0:
             return 0, start_m
         else:
