@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from leaderboard._cli import run_command
 from peeval.records import (
     ALL_CELL,
     CURVE_COLUMNS,
@@ -659,13 +660,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--db", default=str(DEFAULT_DB), help="DuckDB file (default: %(default)s)")
     p.add_argument("--root", default=None, help="paths are stored relative to this directory (default: cwd)")
     args = p.parse_args(argv)
-    try:
+
+    def action() -> str:
         counts = ingest(args.paths, args.db, args.root)
-    except IngestError as e:
-        print(f"ingest: error: {e}", file=sys.stderr)
-        return 2
-    print(f"ingest: {args.db}: " + ", ".join(f"{t} {n}" for t, n in counts.items() if n))
-    return 0
+        return f"{args.db}: " + ", ".join(f"{t} {n}" for t, n in counts.items() if n)
+
+    return run_command("ingest", action, IngestError)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from leaderboard._cli import run_command
 from leaderboard.ingest import PUBLISHED, SOURCE_FILE, IngestError, discover, parse_results_dir
 from peeval._io import replace_dir
 
@@ -123,13 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--checkpoints", default="checkpoints", type=Path)
     p.add_argument("--replace", action="store_true", help="publish over an existing leaderboard/published/<profile>")
     a = p.parse_args(argv)
-    try:
+
+    def action() -> str:
         target = publish(a.profile, a.machine, a.results, a.checkpoints, replace=a.replace)
-    except PublishError as e:
-        print(f"publish: error: {e}", file=sys.stderr)
-        return 2
-    print(f"publish: {target} (commit it; the ingest stage reads it beside the local runs)")
-    return 0
+        return f"{target} (commit it; the ingest stage reads it beside the local runs)"
+
+    return run_command("publish", action, PublishError)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from leaderboard import claims_page
+from leaderboard._cli import run_command
 from leaderboard.charts import heatmap, line_chart
 from peeval._io import replace_dir
 from peeval.records import (
@@ -323,6 +324,15 @@ class Site:
         self.page("index.html", "leaderboard", body)
 
     # -- charts
+    def chart_page(self, path: str, title: str, charts: list[str], *, note: str = "", empty: str,
+                   tid: str, headers: list[str], rows: list[dict]) -> None:  # fmt: skip
+        """A page of charts (or the line ``empty`` when there are none) above the table of the query
+        ``rows`` they are drawn from."""
+        table = self.table(tid, headers, [list(r.values()) for r in rows])
+        note = f'<p class="note">{note}</p>' if note else ""
+        shown = "".join(charts) or f"<p class=empty>{empty}</p>"
+        self.page(path, title, f'{note}<div class="charts">{shown}</div><h2>Table</h2>{table}')
+
     def ppl_page(self) -> None:
         rows = self.q("select r.name, p.corpus, p.length, avg(p.ppl) ppl, avg(p.bpb) bpb, sum(p.tokens) tokens, "
                       "sum(p.windows) windows, count(*) runs from ppl_by_length p join runs r using (run_id) "
@@ -337,13 +347,11 @@ class Site:
                 charts.append(line_chart(series, title=f"{corpus}: {metric} vs context length",
                                          xlabel="context length (tokens)", ylabel=metric, logx=True,
                                          logy=metric == "ppl"))  # fmt: skip
-        table = self.table("ppl_by_length_table", ["name", "corpus", "length", "ppl", "bpb", "tokens", "windows",
-                           "runs"], [list(r.values()) for r in rows])  # fmt: skip
-        body = ('<p class="note">Disjoint windows of exactly L tokens (every predicted token scored), averaged over '
-                "runs of the same name. Infinite / exploding values are listed in the table and left off the "
-                f'charts.</p><div class="charts">{"".join(charts) or "<p class=empty>no perplexity runs</p>"}</div>'
-                f"<h2>Table</h2>{table}")  # fmt: skip
-        self.page("ppl.html", "perplexity vs context length", body)
+        note = ("Disjoint windows of exactly L tokens (every predicted token scored), averaged over runs of the "
+                "same name. Infinite / exploding values are listed in the table and left off the charts.")  # fmt: skip
+        self.chart_page("ppl.html", "perplexity vs context length", charts, note=note, empty="no perplexity runs",
+                        tid="ppl_by_length_table", rows=rows,
+                        headers=["name", "corpus", "length", "ppl", "bpb", "tokens", "windows", "runs"])  # fmt: skip
 
     def passkey_page(self) -> None:
         rows = self.q("select r.name, c.length, c.depth, avg(c.acc) acc, sum(c.n) n from passkey_cells c "
@@ -356,11 +364,9 @@ class Site:
             vals = {(r["depth"], r["length"]): r["acc"] for r in mine}
             charts.append(heatmap(depths, lengths, vals, title=f"passkey: {name}", row_label="depth",
                                   col_label="length"))  # fmt: skip
-        table = self.table("passkey_table", ["name", "length", "depth", "acc", "n"], [list(r.values()) for r in rows])
-        body = (f'<p class="note">Exact match of the pass key per (context length, needle depth) cell.</p>'
-                f'<div class="charts">{"".join(charts) or "<p class=empty>no passkey runs</p>"}</div>'
-                f"<h2>Table</h2>{table}")  # fmt: skip
-        self.page("passkey.html", "passkey retrieval", body)
+        self.chart_page("passkey.html", "passkey retrieval", charts, empty="no passkey runs", tid="passkey_table",
+                        note="Exact match of the pass key per (context length, needle depth) cell.",
+                        headers=["name", "length", "depth", "acc", "n"], rows=rows)  # fmt: skip
 
     def diagnostics_page(self) -> None:
         rows = self.q("select r.name, d.task, d.split, d.cell, d.len_a, d.len_b, avg(d.acc) acc, sum(d.n) n "
@@ -381,13 +387,11 @@ class Site:
             vals = {(r["len_a"], r["len_b"]): r["acc"] for r in mine}
             charts.append(heatmap(la, lb, vals, title=f"{task} {split}: {name}", row_label="len a",
                                   col_label="len b", cell=26))  # fmt: skip
-        table = self.table("diagnostics_table", ["name", "task", "split", "cell", "len_a", "len_b", "acc", "n"],
-                           [list(r.values()) for r in rows])  # fmt: skip
-        body = (f'<p class="note">Exact match of the answer (greedy). Addition: accuracy per (length of a, length '
-                f"of b) cell; the training lengths are the top-left block.</p>"
-                f'<div class="charts">{"".join(charts) or "<p class=empty>no diagnostic runs</p>"}</div>'
-                f"<h2>Table</h2>{table}")  # fmt: skip
-        self.page("diagnostics.html", "diagnostics", body)
+        note = ("Exact match of the answer (greedy). Addition: accuracy per (length of a, length of b) cell; the "
+                "training lengths are the top-left block.")  # fmt: skip
+        self.chart_page("diagnostics.html", "diagnostics", charts, note=note, empty="no diagnostic runs",
+                        tid="diagnostics_table", rows=rows,
+                        headers=["name", "task", "split", "cell", "len_a", "len_b", "acc", "n"])  # fmt: skip
 
     def training_page(self) -> None:
         rows = self.q("select c.*, e.pe, e.task from training_curves c left join efficiency e using (checkpoint) "
@@ -403,11 +407,9 @@ class Site:
                 if series:
                     charts.append(line_chart(series, title=f"{task or 'text pretraining'}: {col}", xlabel="step",
                                              ylabel=col))  # fmt: skip
-        table = self.table("training_curves_table", ["checkpoint", "step", "tokens", "lr", "train_loss",
-                           "val_loss", "elapsed_s", "pe", "task"], [list(r.values()) for r in rows])  # fmt: skip
-        body = (f'<div class="charts">{"".join(charts) or "<p class=empty>no training curves</p>"}</div>'
-                f"<h2>Table</h2>{table}")  # fmt: skip
-        self.page("training.html", "training curves", body)
+        self.chart_page("training.html", "training curves", charts, empty="no training curves",
+                        tid="training_curves_table", rows=rows, headers=["checkpoint", "step", "tokens", "lr",
+                        "train_loss", "val_loss", "elapsed_s", "pe", "task"])  # fmt: skip
 
     def efficiency_page(self) -> None:
         rows = self.q(
@@ -542,13 +544,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--claims-db", default=None, help="the claims stage's database (default: beside --db)")
     p.add_argument("--out", default=str(DEFAULT_OUT))
     args = p.parse_args(argv)
-    try:
-        index = build_site(args.db, args.out, args.claims_db)
-    except FileNotFoundError as e:
-        print(f"site: error: {e}", file=sys.stderr)
-        return 2
-    print(f"site: {index.resolve()}")
-    return 0
+    return run_command("site", lambda: str(build_site(args.db, args.out, args.claims_db).resolve()), FileNotFoundError)
 
 
 if __name__ == "__main__":

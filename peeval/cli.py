@@ -262,6 +262,10 @@ def cmd_eval(args) -> int:
         return _fail("eval", e)
 
 
+#: lm-eval's four random generators: ``--seed`` seeds them all
+LM_EVAL_SEEDS = ("random_seed", "numpy_random_seed", "torch_random_seed", "fewshot_random_seed")
+
+
 def _build_tasks_first(tm, names: list[str]) -> None:
     """Build the tasks now, before any weights are read (bad task metadata fails in a second), and
     hand these same objects to ``simple_evaluate``'s one ``tm.load(names)`` call."""
@@ -295,11 +299,8 @@ def _evaluate(args, metadata: dict, limit, model_args: dict, out: Path) -> int:
         task_manager=tm,
         limit=limit,
         log_samples=True,
-        random_seed=args.seed,
-        numpy_random_seed=args.seed,
-        torch_random_seed=args.seed,
-        fewshot_random_seed=args.seed,
         num_fewshot=args.num_fewshot,
+        **dict.fromkeys(LM_EVAL_SEEDS, args.seed),
     )
     if results is None:  # not rank 0
         return 0
@@ -320,6 +321,13 @@ def _evaluate(args, metadata: dict, limit, model_args: dict, out: Path) -> int:
 def _fail(cmd: str, e: Exception) -> int:
     print(f"peeval {cmd}: error: {e}", file=sys.stderr)
     return 2
+
+
+def _done(cmd: str, summary: dict, keys: tuple[str, ...], where: str) -> int:
+    """A finished train / adapt: the summary's headline ``keys`` as one JSON line, then where it is."""
+    print(json.dumps({k: summary.get(k) for k in keys}))
+    print(f"peeval {cmd}: {where}")
+    return 0
 
 
 def cmd_train(args) -> int:
@@ -344,9 +352,7 @@ def cmd_train(args) -> int:
     except (ValueError, FileNotFoundError, json.JSONDecodeError) as e:
         return _fail("train", e)
     keys = ("pe", "task", "params", "steps", "train_time_s", "final_val_ppl")
-    print(json.dumps({k: summary.get(k) for k in keys}))
-    print(f"peeval train: checkpoint in {args.out}")
-    return 0
+    return _done("train", summary, keys, f"checkpoint in {args.out}")
 
 
 def cmd_tokenizer(args) -> int:
@@ -374,9 +380,7 @@ def cmd_adapt(args) -> int:
     except (ValueError, FileNotFoundError) as e:
         return _fail("adapt", e)
     keys = ("method", "trainable_params", "total_params", "steps", "train_time_s", "final_val_ppl")
-    print(json.dumps({k: summary.get(k) for k in keys}))
-    print(f"peeval adapt: adapter in {args.out}")
-    return 0
+    return _done("adapt", summary, keys, f"adapter in {args.out}")
 
 
 def _add_train_parsers(sub) -> None:

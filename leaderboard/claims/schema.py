@@ -287,19 +287,8 @@ def validate(data: Any, source: str = "claims") -> list[Claim]:
             raise ClaimsError(f"{where}: field 'variants' needs at least two encodings to compare")
         out.append(
             Claim(
-                id=cid,
-                paper=e["paper"],
-                ref=e["ref"],
-                title=e["title"],
-                task=e["task"],
-                metric=e["metric"],
-                unit=e["unit"],
-                higher_is_better=e["higher_is_better"],
-                focus=e["focus"],
+                **{f: e[f] for f in required if f != "variants"},  # checked above, taken as written
                 variants=variants,
-                setting=e["setting"],
-                cpu=e["cpu"],
-                cpu_note=e["cpu_note"],
                 claim=kind,
                 tolerance=float(tol) if tol is not None else None,
                 note=str(e.get("note", "")),

@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from .._log import log_once
+from . import _common as common
 from ._common import LOG2E, dot_precision, fallback_reason, interpret, kernel_available, last_contig, np2, tl, triton
 
 try:
@@ -92,14 +93,6 @@ def pope_attention_reference(q, k, v, q_pos, k_pos, theta, delta=None, softplus=
 if triton is not None:
 
     @triton.jit
-    def _mm(a, b, PREC: tl.constexpr):
-        """tl.dot; PREC "upcast" computes in fp32 (the interpreter's bf16 dot is broken in triton 3.7)."""
-        if PREC == "upcast":
-            return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
-        else:
-            return tl.dot(a, b, input_precision=PREC)
-
-    @triton.jit
     def _magnitude(x, SOFTPLUS: tl.constexpr):
         if SOFTPLUS:  # stable softplus on the exp2/log2 units
             return tl.maximum(x, 0.0) + 0.6931471805599453 * tl.log2(1.0 + tl.exp2(-1.4426950408889634 * tl.abs(x)))
@@ -119,6 +112,33 @@ if triton is not None:
             return tl.cos(x), tl.sin(x)
 
     @triton.jit
+    def _rotary_columns(TH, DL, h, D, BD: tl.constexpr, HAS_DELTA: tl.constexpr):
+        """The d columns (offsets, mask, padded to BD) with their frequencies θ and head h's key-side
+        phase δ (zeros without one): (od, md, th, dl)."""
+        od, md = common.span(0, BD, D)
+        th = tl.load(TH + od, mask=md, other=0.0)
+        if HAS_DELTA:
+            dl = tl.load(DL + h * D + od, mask=md, other=0.0)
+        else:
+            dl = tl.zeros([BD], tl.float32)
+        return od, md, th, dl
+
+    @triton.jit
+    def _pope_tile(
+        X, XP, rows, stride, rmask, od, md, th, dl,
+        SHIFT: tl.constexpr, SOFTPLUS: tl.constexpr, FAST: tl.constexpr,
+    ):  # fmt: skip
+        """Raw q (or k) rows and their cartesian form at angle pos·θ (+ δ where SHIFT, the key side):
+        (x, μ·cos in x's dtype, μ·sin in x's dtype, μ, cos, sin)."""
+        x = common.load_tile(X, rows, stride, od, rmask, md)
+        mu = tl.where(md[None, :], _magnitude(x.to(tl.float32), SOFTPLUS), 0.0)
+        ang = tl.load(XP + rows, mask=rmask, other=0.0)[:, None] * th[None, :]
+        if SHIFT:
+            ang = ang + dl[None, :]
+        c, s = _cos_sin(ang, FAST)
+        return x, (mu * c).to(x.dtype), (mu * s).to(x.dtype), mu, c, s
+
+    @triton.jit
     def _pope_fwd(
         Q, K, V, QP, KP, TH, DL, Out, LSE,
         sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sob, soh, son, sqpb, skpb,
@@ -127,64 +147,28 @@ if triton is not None:
         BM: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
         SOFTPLUS: tl.constexpr, HAS_DELTA: tl.constexpr, FAST: tl.constexpr,
     ):  # fmt: skip
-        start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BM
-        bh = tl.program_id(1)
-        b = bh // H
-        h = bh % H
-        hk = h // G
-        offs_m = start_m + tl.arange(0, BM)
-        offs_n = tl.arange(0, BN)
-        od = tl.arange(0, BD)
-        odv = tl.arange(0, BDV)
-        md = od < D
-        mdv = odv < DV
-        mm = offs_m < N
-        th = tl.load(TH + od, mask=md, other=0.0)
-        if HAS_DELTA:
-            dl = tl.load(DL + h * D + od, mask=md, other=0.0)
-        else:
-            dl = tl.zeros([BD], tl.float32)
-        q = tl.load(
-            Q + b * sqb + h * sqh + offs_m[:, None] * sqn + od[None, :], mask=mm[:, None] & md[None, :], other=0.0
-        )
-        a = tl.where(md[None, :], _magnitude(q.to(tl.float32), SOFTPLUS), 0.0)
-        phi = tl.load(QP + b * sqpb + offs_m, mask=mm, other=0.0)[:, None] * th[None, :]
-        cphi, sphi = _cos_sin(phi, FAST)
-        qx = (a * cphi).to(q.dtype)
-        qy = (a * sphi).to(q.dtype)
+        start_m, offs_m, mm, bh, b, h, hk = common.query_program(BM, H, G, N)
+        od, md, th, dl = _rotary_columns(TH, DL, h, D, BD, HAS_DELTA)
+        odv, mdv = common.span(0, BDV, DV)
+        qp, qpp = Q + b * sqb + h * sqh, QP + b * sqpb
+        q, qx, qy, a, cphi, sphi = _pope_tile(qp, qpp, offs_m, sqn, mm, od, md, th, dl, False, SOFTPLUS, FAST)
         kp = K + b * skb + hk * skh
         vp = V + b * svb + hk * svh
         kpp = KP + b * skpb
         m_i = tl.full([BM], float("-inf"), tl.float32)
         l_i = tl.zeros([BM], tl.float32)
         acc = tl.zeros([BM, BDV], tl.float32)
-        hi_all = tl.minimum(start_m + BM, N)
         for phase in tl.static_range(2):
-            if phase == 0:  # off-diagonal key blocks: fully visible
-                lo = 0
-                hi = start_m
-            else:  # diagonal blocks: causal mask and ragged tail
-                lo = start_m
-                hi = hi_all
+            lo, hi = common.key_blocks(phase, start_m, BM, N)
             for start_n in range(lo, hi, BN):
-                on = start_n + offs_n
-                mn = on < N
-                k = tl.load(kp + on[:, None] * skn + od[None, :], mask=mn[:, None] & md[None, :], other=0.0)
-                v = tl.load(vp + on[:, None] * svn + odv[None, :], mask=mn[:, None] & mdv[None, :], other=0.0)
-                bk = tl.where(md[None, :], _magnitude(k.to(tl.float32), SOFTPLUS), 0.0)
-                psi = tl.load(kpp + on, mask=mn, other=0.0)[:, None] * th[None, :] + dl[None, :]
-                cpsi, spsi = _cos_sin(psi, FAST)
-                kx = (bk * cpsi).to(k.dtype)
-                ky = (bk * spsi).to(k.dtype)
-                s = (_mm(qx, tl.trans(kx), PREC) + _mm(qy, tl.trans(ky), PREC)) * qk_scale
+                on, mn = common.span(start_n, BN, N)
+                k, kx, ky, bk, cpsi, spsi = _pope_tile(kp, kpp, on, skn, mn, od, md, th, dl, True, SOFTPLUS, FAST)
+                v = common.load_tile(vp, on, svn, odv, mn, mdv)
+                s = (common.dot(qx, tl.trans(kx), PREC) + common.dot(qy, tl.trans(ky), PREC)) * qk_scale
                 if phase == 1:
                     s = tl.where((offs_m[:, None] >= on[None, :]) & mn[None, :], s, float("-inf"))
-                m_new = tl.maximum(m_i, tl.max(s, 1))
-                p = tl.exp2(s - m_new[:, None])
-                alpha = tl.exp2(m_i - m_new)
-                l_i = l_i * alpha + tl.sum(p, 1)
-                acc = acc * alpha[:, None] + _mm(p.to(v.dtype), v, PREC)
-                m_i = m_new
+                p, alpha, m_i, l_i = common.online_softmax(s, m_i, l_i)
+                acc = acc * alpha[:, None] + common.dot(p.to(v.dtype), v, PREC)
         tl.store(LSE + bh * N + offs_m, m_i + tl.log2(l_i), mask=mm)
         tl.store(
             Out + b * sob + h * soh + offs_m[:, None] * son + odv[None, :],
@@ -196,15 +180,11 @@ if triton is not None:
     def _pope_bwd_pre(
         Out, DO, DELTA, sob, soh, son, sdob, sdoh, sdon, H, N, DV: tl.constexpr, BDV: tl.constexpr, BM: tl.constexpr
     ):
-        bh = tl.program_id(1)
-        b = bh // H
-        h = bh % H
-        offs_m = tl.program_id(0) * BM + tl.arange(0, BM)
-        mm = offs_m < N
-        odv = tl.arange(0, BDV)
-        mv = mm[:, None] & (odv < DV)[None, :]
-        o = tl.load(Out + b * sob + h * soh + offs_m[:, None] * son + odv[None, :], mask=mv, other=0.0)
-        do = tl.load(DO + b * sdob + h * sdoh + offs_m[:, None] * sdon + odv[None, :], mask=mv, other=0.0)
+        bh, b, h, _ = common.program_heads(H, 1)
+        offs_m, mm = common.span(tl.program_id(0) * BM, BM, N)
+        odv, mdv = common.span(0, BDV, DV)
+        o = common.load_tile(Out + b * sob + h * soh, offs_m, son, odv, mm, mdv)
+        do = common.load_tile(DO + b * sdob + h * sdoh, offs_m, sdon, odv, mm, mdv)
         tl.store(DELTA + bh * N + offs_m, tl.sum(o.to(tl.float32) * do.to(tl.float32), 1), mask=mm)
 
     @triton.jit
@@ -217,35 +197,12 @@ if triton is not None:
         SOFTPLUS: tl.constexpr, HAS_DELTA: tl.constexpr, FAST: tl.constexpr,
     ):  # fmt: skip
         """One key block per program: dk, dv (per query head) and this block's share of dδ."""
-        pid_n = tl.program_id(0)
-        start_n = pid_n * BN
-        bh = tl.program_id(1)
-        b = bh // H
-        h = bh % H
-        hk = h // G
-        offs_n = start_n + tl.arange(0, BN)
-        offs_m = tl.arange(0, BM)
-        od = tl.arange(0, BD)
-        odv = tl.arange(0, BDV)
-        md = od < D
-        mdv = odv < DV
-        mn = offs_n < N
-        th = tl.load(TH + od, mask=md, other=0.0)
-        if HAS_DELTA:
-            dl = tl.load(DL + h * D + od, mask=md, other=0.0)
-        else:
-            dl = tl.zeros([BD], tl.float32)
-        k = tl.load(
-            K + b * skb + hk * skh + offs_n[:, None] * skn + od[None, :], mask=mn[:, None] & md[None, :], other=0.0
-        )
-        v = tl.load(
-            V + b * svb + hk * svh + offs_n[:, None] * svn + odv[None, :], mask=mn[:, None] & mdv[None, :], other=0.0
-        )
-        bk = tl.where(md[None, :], _magnitude(k.to(tl.float32), SOFTPLUS), 0.0)
-        psi = tl.load(KP + b * skpb + offs_n, mask=mn, other=0.0)[:, None] * th[None, :] + dl[None, :]
-        cp, sp = _cos_sin(psi, FAST)
-        kx = (bk * cp).to(k.dtype)
-        ky = (bk * sp).to(k.dtype)
+        start_n, offs_n, mn, bh, b, h, hk = common.key_program(BN, H, G, N)
+        od, md, th, dl = _rotary_columns(TH, DL, h, D, BD, HAS_DELTA)
+        odv, mdv = common.span(0, BDV, DV)
+        kp, kpp = K + b * skb + hk * skh, KP + b * skpb
+        k, kx, ky, bk, cp, sp = _pope_tile(kp, kpp, offs_n, skn, mn, od, md, th, dl, True, SOFTPLUS, FAST)
+        v = common.load_tile(V + b * svb + hk * svh, offs_n, svn, odv, mn, mdv)
         dkx = tl.zeros([BN, BD], tl.float32)
         dky = tl.zeros([BN, BD], tl.float32)
         dv = tl.zeros([BN, BDV], tl.float32)
@@ -253,54 +210,34 @@ if triton is not None:
         qpp = QP + b * sqpb
         dop = DO + b * sdob + h * sdoh
         for phase in tl.static_range(2):
-            if phase == 0:  # query blocks on the diagonal
-                lo = start_n
-                hi = tl.minimum(start_n + BN, N)
-            else:  # below it: all visible (tail rows have lse = +inf, so p = 0)
-                lo = start_n + BN
-                hi = N
+            lo, hi = common.query_blocks(phase, start_n, BN, N)
             for start_m in range(lo, hi, BM):
-                om = start_m + offs_m
-                mm = om < N
-                q = tl.load(qp + om[:, None] * sqn + od[None, :], mask=mm[:, None] & md[None, :], other=0.0)
-                do = tl.load(dop + om[:, None] * sdon + odv[None, :], mask=mm[:, None] & mdv[None, :], other=0.0)
+                om, mm = common.span(start_m, BM, N)
+                q, qx, qy, a, cphi, sphi = _pope_tile(qp, qpp, om, sqn, mm, od, md, th, dl, False, SOFTPLUS, FAST)
+                do = common.load_tile(dop, om, sdon, odv, mm, mdv)
                 lse = tl.load(LSE + bh * N + om, mask=mm, other=float("inf"))
                 dlt = tl.load(DELTA + bh * N + om, mask=mm, other=0.0)
-                a = tl.where(md[None, :], _magnitude(q.to(tl.float32), SOFTPLUS), 0.0)
-                phi = tl.load(qpp + om, mask=mm, other=0.0)[:, None] * th[None, :]
-                cphi, sphi = _cos_sin(phi, FAST)
-                qx = (a * cphi).to(q.dtype)
-                qy = (a * sphi).to(q.dtype)
-                s = (_mm(qx, tl.trans(kx), PREC) + _mm(qy, tl.trans(ky), PREC)) * qk_scale
+                s = (common.dot(qx, tl.trans(kx), PREC) + common.dot(qy, tl.trans(ky), PREC)) * qk_scale
                 p = tl.exp2(s - lse[:, None])
                 if phase == 0:
                     p = tl.where(om[:, None] >= offs_n[None, :], p, 0.0)
-                dv += _mm(tl.trans(p.to(do.dtype)), do, PREC)
-                dp = _mm(do, tl.trans(v), PREC)
+                dv += common.dot(tl.trans(p.to(do.dtype)), do, PREC)
+                dp = common.dot(do, tl.trans(v), PREC)
                 ds = (p * (dp - dlt[:, None])).to(q.dtype)
-                dkx += _mm(tl.trans(ds), qx, PREC)
-                dky += _mm(tl.trans(ds), qy, PREC)
+                dkx += common.dot(tl.trans(ds), qx, PREC)
+                dky += common.dot(tl.trans(ds), qy, PREC)
         dkx = dkx * sm_scale
         dky = dky * sm_scale
         dmag = dkx * cp + dky * sp
         if SOFTPLUS:
             dmag = dmag * tl.sigmoid(k.to(tl.float32))
-        base = bh * N
-        tl.store(
-            DK + (base + offs_n[:, None]) * D + od[None, :],
-            dmag.to(DK.dtype.element_ty),
-            mask=mn[:, None] & md[None, :],
-        )
-        tl.store(
-            DV_ + (base + offs_n[:, None]) * DV + odv[None, :],
-            dv.to(DV_.dtype.element_ty),
-            mask=mn[:, None] & mdv[None, :],
-        )
+        common.store_rows(DK, bh * N, offs_n, D, od, mn, md, dmag)
+        common.store_rows(DV_, bh * N, offs_n, DV, odv, mn, mdv, dv)
         if HAS_DELTA:
             # d a / d ψ: ∂(μ cos ψ)/∂ψ = −μ sin ψ, ∂(μ sin ψ)/∂ψ = μ cos ψ
             dpsi = bk * (dky * cp - dkx * sp)
             dpsi = tl.where(mn[:, None], dpsi, 0.0)
-            tl.store(DDL + (bh * tl.num_programs(0) + pid_n) * D + od, tl.sum(dpsi, 0), mask=md)
+            tl.store(DDL + (bh * tl.num_programs(0) + tl.program_id(0)) * D + od, tl.sum(dpsi, 0), mask=md)
 
     @triton.jit
     def _pope_bwd_q(
@@ -311,34 +248,12 @@ if triton is not None:
         BM: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
         SOFTPLUS: tl.constexpr, HAS_DELTA: tl.constexpr, FAST: tl.constexpr,
     ):  # fmt: skip
-        start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BM
-        bh = tl.program_id(1)
-        b = bh // H
-        h = bh % H
-        hk = h // G
-        offs_m = start_m + tl.arange(0, BM)
-        offs_n = tl.arange(0, BN)
-        od = tl.arange(0, BD)
-        odv = tl.arange(0, BDV)
-        md = od < D
-        mdv = odv < DV
-        mm = offs_m < N
-        th = tl.load(TH + od, mask=md, other=0.0)
-        if HAS_DELTA:
-            dl = tl.load(DL + h * D + od, mask=md, other=0.0)
-        else:
-            dl = tl.zeros([BD], tl.float32)
-        q = tl.load(
-            Q + b * sqb + h * sqh + offs_m[:, None] * sqn + od[None, :], mask=mm[:, None] & md[None, :], other=0.0
-        )
-        a = tl.where(md[None, :], _magnitude(q.to(tl.float32), SOFTPLUS), 0.0)
-        phi = tl.load(QP + b * sqpb + offs_m, mask=mm, other=0.0)[:, None] * th[None, :]
-        cphi, sphi = _cos_sin(phi, FAST)
-        qx = (a * cphi).to(q.dtype)
-        qy = (a * sphi).to(q.dtype)
-        do = tl.load(
-            DO + b * sdob + h * sdoh + offs_m[:, None] * sdon + odv[None, :], mask=mm[:, None] & mdv[None, :], other=0.0
-        )
+        start_m, offs_m, mm, bh, b, h, hk = common.query_program(BM, H, G, N)
+        od, md, th, dl = _rotary_columns(TH, DL, h, D, BD, HAS_DELTA)
+        odv, mdv = common.span(0, BDV, DV)
+        qp, qpp = Q + b * sqb + h * sqh, QP + b * sqpb
+        q, qx, qy, a, cphi, sphi = _pope_tile(qp, qpp, offs_m, sqn, mm, od, md, th, dl, False, SOFTPLUS, FAST)
+        do = common.load_tile(DO + b * sdob + h * sdoh, offs_m, sdon, odv, mm, mdv)
         lse = tl.load(LSE + bh * N + offs_m, mask=mm, other=float("inf"))
         dlt = tl.load(DELTA + bh * N + offs_m, mask=mm, other=0.0)
         kp = K + b * skb + hk * skh
@@ -346,40 +261,24 @@ if triton is not None:
         kpp = KP + b * skpb
         dqx = tl.zeros([BM, BD], tl.float32)
         dqy = tl.zeros([BM, BD], tl.float32)
-        hi_all = tl.minimum(start_m + BM, N)
         for phase in tl.static_range(2):
-            if phase == 0:
-                lo = 0
-                hi = start_m
-            else:
-                lo = start_m
-                hi = hi_all
+            lo, hi = common.key_blocks(phase, start_m, BM, N)
             for start_n in range(lo, hi, BN):
-                on = start_n + offs_n
-                mn = on < N
-                k = tl.load(kp + on[:, None] * skn + od[None, :], mask=mn[:, None] & md[None, :], other=0.0)
-                v = tl.load(vp + on[:, None] * svn + odv[None, :], mask=mn[:, None] & mdv[None, :], other=0.0)
-                bk = tl.where(md[None, :], _magnitude(k.to(tl.float32), SOFTPLUS), 0.0)
-                psi = tl.load(kpp + on, mask=mn, other=0.0)[:, None] * th[None, :] + dl[None, :]
-                cpsi, spsi = _cos_sin(psi, FAST)
-                kx = (bk * cpsi).to(k.dtype)
-                ky = (bk * spsi).to(k.dtype)
-                s = (_mm(qx, tl.trans(kx), PREC) + _mm(qy, tl.trans(ky), PREC)) * qk_scale
+                on, mn = common.span(start_n, BN, N)
+                k, kx, ky, bk, cpsi, spsi = _pope_tile(kp, kpp, on, skn, mn, od, md, th, dl, True, SOFTPLUS, FAST)
+                v = common.load_tile(vp, on, svn, odv, mn, mdv)
+                s = (common.dot(qx, tl.trans(kx), PREC) + common.dot(qy, tl.trans(ky), PREC)) * qk_scale
                 p = tl.exp2(s - lse[:, None])
                 if phase == 1:
                     p = tl.where((offs_m[:, None] >= on[None, :]) & mn[None, :], p, 0.0)
-                dp = _mm(do, tl.trans(v), PREC)
+                dp = common.dot(do, tl.trans(v), PREC)
                 ds = (p * (dp - dlt[:, None])).to(k.dtype)
-                dqx += _mm(ds, kx, PREC)
-                dqy += _mm(ds, ky, PREC)
+                dqx += common.dot(ds, kx, PREC)
+                dqy += common.dot(ds, ky, PREC)
         dmag = (dqx * cphi + dqy * sphi) * sm_scale
         if SOFTPLUS:
             dmag = dmag * tl.sigmoid(q.to(tl.float32))
-        tl.store(
-            DQ + (bh * N + offs_m[:, None]) * D + od[None, :],
-            dmag.to(DQ.dtype.element_ty),
-            mask=mm[:, None] & md[None, :],
-        )
+        common.store_rows(DQ, bh * N, offs_m, D, od, mm, md, dmag)
 
 
 def _cfg(kind: str, d: int, dv: int, dtype: torch.dtype) -> dict:

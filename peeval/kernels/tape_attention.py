@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from .._log import log_once
+from . import _common as common
 from ._common import LOG2E, dot_precision, fallback_reason, interpret, kernel_available, last_contig, np2, tl, triton
 
 __all__ = ["tape_attention", "tape_attention_reference", "tape_attention_triton", "kernel_available", "CONFIG"]
@@ -62,12 +63,13 @@ def tape_attention_reference(q, k, v, e, scale=None):
 if triton is not None:
 
     @triton.jit
-    def _mm(a, b, PREC: tl.constexpr):
-        """tl.dot; PREC "upcast" computes in fp32 (the interpreter's bf16 dot is broken in triton 3.7)."""
-        if PREC == "upcast":
-            return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
-        else:
-            return tl.dot(a, b, input_precision=PREC)
+    def _tape_tiles(A, sa, B, sb, C, sc, rows, rmask, od, md, odv, mdv, ode, mde):
+        """The three tiles TAPE reads at the same rows: d wide from A, dv wide from B, X wide from C,
+        i.e. (k, v, e) of key rows or (q, dO, dE_out) of query rows."""
+        a = common.load_tile(A, rows, sa, od, rmask, md)
+        b = common.load_tile(B, rows, sb, odv, rmask, mdv)
+        c = common.load_tile(C, rows, sc, ode, rmask, mde)
+        return a, b, c
 
     @triton.jit
     def _tape_fwd(
@@ -79,25 +81,16 @@ if triton is not None:
         BD: tl.constexpr, BDV: tl.constexpr, BDE: tl.constexpr,
         BM: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     ):  # fmt: skip
-        start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BM  # heavy (late) blocks first
-        bh = tl.program_id(1)
-        b = bh // H
-        h = bh % H
-        hk = h // G
-        offs_m = start_m + tl.arange(0, BM)
+        start_m, offs_m, mm, bh, b, h, hk = common.query_program(BM, H, G, N)
         offs_n = tl.arange(0, BN)
-        od = tl.arange(0, BD)
-        odv = tl.arange(0, BDV)
-        ode = tl.arange(0, BDE)
-        md = od < D
-        mdv = odv < DV
-        mde = ode < DE
-        mm = offs_m < N
+        od, md = common.span(0, BD, D)
+        odv, mdv = common.span(0, BDV, DV)
+        ode, mde = common.span(0, BDE, DE)
         qp = Q + b * sqb + h * sqh
         kp = K + b * skb + hk * skh
         vp = V + b * svb + hk * svh
         ep = E + b * seb + h * seh
-        q = tl.load(qp + offs_m[:, None] * sqn + od[None, :], mask=mm[:, None] & md[None, :], other=0.0)
+        q = common.load_tile(qp, offs_m, sqn, od, mm, md)
         m_i = tl.full([BM], float("-inf"), tl.float32)
         l_i = tl.zeros([BM], tl.float32)
         acc = tl.zeros([BM, BDV], tl.float32)
@@ -108,31 +101,21 @@ if triton is not None:
             k = tl.load(kp + on[:, None] * skn + od[None, :], mask=md[None, :], other=0.0)
             v = tl.load(vp + on[:, None] * svn + odv[None, :], mask=mdv[None, :], other=0.0)
             ev = tl.load(ep + on[:, None] * sen + ode[None, :], mask=mde[None, :], other=0.0)
-            s = _mm(q, tl.trans(k), PREC) * qk_scale
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            p = tl.exp2(s - m_new[:, None])
-            alpha = tl.exp2(m_i - m_new)
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None] + _mm(p.to(v.dtype), v, PREC)
-            acc_e = acc_e * alpha[:, None] + _mm(p.to(ev.dtype), ev, PREC)
-            m_i = m_new
+            s = common.dot(q, tl.trans(k), PREC) * qk_scale
+            p, alpha, m_i, l_i = common.online_softmax(s, m_i, l_i)
+            acc = acc * alpha[:, None] + common.dot(p.to(v.dtype), v, PREC)
+            acc_e = acc_e * alpha[:, None] + common.dot(p.to(ev.dtype), ev, PREC)
         # diagonal key blocks: causal mask and the ragged tail
         hi = tl.minimum(start_m + BM, N)
         for start_n in range(start_m, hi, BN):
             on = start_n + offs_n
             mn = on < N
-            k = tl.load(kp + on[:, None] * skn + od[None, :], mask=mn[:, None] & md[None, :], other=0.0)
-            v = tl.load(vp + on[:, None] * svn + odv[None, :], mask=mn[:, None] & mdv[None, :], other=0.0)
-            ev = tl.load(ep + on[:, None] * sen + ode[None, :], mask=mn[:, None] & mde[None, :], other=0.0)
-            s = _mm(q, tl.trans(k), PREC) * qk_scale
+            k, v, ev = _tape_tiles(kp, skn, vp, svn, ep, sen, on, mn, od, md, odv, mdv, ode, mde)
+            s = common.dot(q, tl.trans(k), PREC) * qk_scale
             s = tl.where((offs_m[:, None] >= on[None, :]) & mn[None, :], s, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            p = tl.exp2(s - m_new[:, None])
-            alpha = tl.exp2(m_i - m_new)
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None] + _mm(p.to(v.dtype), v, PREC)
-            acc_e = acc_e * alpha[:, None] + _mm(p.to(ev.dtype), ev, PREC)
-            m_i = m_new
+            p, alpha, m_i, l_i = common.online_softmax(s, m_i, l_i)
+            acc = acc * alpha[:, None] + common.dot(p.to(v.dtype), v, PREC)
+            acc_e = acc_e * alpha[:, None] + common.dot(p.to(ev.dtype), ev, PREC)
         inv = 1.0 / l_i
         tl.store(LSE + bh * N + offs_m, m_i + tl.log2(l_i), mask=mm)
         op = Out + b * sob + h * soh
@@ -156,19 +139,14 @@ if triton is not None:
         DV: tl.constexpr, DE: tl.constexpr, BDV: tl.constexpr, BDE: tl.constexpr, BM: tl.constexpr,
     ):  # fmt: skip
         """DELTA = rowsum(dO∘O) + rowsum(dE_out∘E_out): the position streams' share included."""
-        bh = tl.program_id(1)
-        b = bh // H
-        h = bh % H
-        offs_m = tl.program_id(0) * BM + tl.arange(0, BM)
-        mm = offs_m < N
-        odv = tl.arange(0, BDV)
-        ode = tl.arange(0, BDE)
-        mv = mm[:, None] & (odv < DV)[None, :]
-        me = mm[:, None] & (ode < DE)[None, :]
-        o = tl.load(Out + b * sob + h * soh + offs_m[:, None] * son + odv[None, :], mask=mv, other=0.0)
-        do = tl.load(DO + b * sdob + h * sdoh + offs_m[:, None] * sdon + odv[None, :], mask=mv, other=0.0)
-        eo = tl.load(EO + b * seob + h * seoh + offs_m[:, None] * seon + ode[None, :], mask=me, other=0.0)
-        deo = tl.load(DEO + b * sdeb + h * sdeh + offs_m[:, None] * sden + ode[None, :], mask=me, other=0.0)
+        bh, b, h, _ = common.program_heads(H, 1)
+        offs_m, mm = common.span(tl.program_id(0) * BM, BM, N)
+        odv, mdv = common.span(0, BDV, DV)
+        ode, mde = common.span(0, BDE, DE)
+        o = common.load_tile(Out + b * sob + h * soh, offs_m, son, odv, mm, mdv)
+        do = common.load_tile(DO + b * sdob + h * sdoh, offs_m, sdon, odv, mm, mdv)
+        eo = common.load_tile(EO + b * seob + h * seoh, offs_m, seon, ode, mm, mde)
+        deo = common.load_tile(DEO + b * sdeb + h * sdeh, offs_m, sden, ode, mm, mde)
         delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1) + tl.sum(eo.to(tl.float32) * deo.to(tl.float32), 1)
         tl.store(DELTA + bh * N + offs_m, delta, mask=mm)
 
@@ -183,29 +161,12 @@ if triton is not None:
         BM: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     ):  # fmt: skip
         """One key block per program: dk, dv, de (outputs per *query* head, (B, H, N, ·) contiguous)."""
-        start_n = tl.program_id(0) * BN
-        bh = tl.program_id(1)
-        b = bh // H
-        h = bh % H
-        hk = h // G
-        offs_n = start_n + tl.arange(0, BN)
-        offs_m = tl.arange(0, BM)
-        od = tl.arange(0, BD)
-        odv = tl.arange(0, BDV)
-        ode = tl.arange(0, BDE)
-        md = od < D
-        mdv = odv < DV
-        mde = ode < DE
-        mn = offs_n < N
-        k = tl.load(
-            K + b * skb + hk * skh + offs_n[:, None] * skn + od[None, :], mask=mn[:, None] & md[None, :], other=0.0
-        )
-        v = tl.load(
-            V + b * svb + hk * svh + offs_n[:, None] * svn + odv[None, :], mask=mn[:, None] & mdv[None, :], other=0.0
-        )
-        ev = tl.load(
-            E + b * seb + h * seh + offs_n[:, None] * sen + ode[None, :], mask=mn[:, None] & mde[None, :], other=0.0
-        )
+        start_n, offs_n, mn, bh, b, h, hk = common.key_program(BN, H, G, N)
+        od, md = common.span(0, BD, D)
+        odv, mdv = common.span(0, BDV, DV)
+        ode, mde = common.span(0, BDE, DE)
+        kp, vp, ep = K + b * skb + hk * skh, V + b * svb + hk * svh, E + b * seb + h * seh
+        k, v, ev = _tape_tiles(kp, skn, vp, svn, ep, sen, offs_n, mn, od, md, odv, mdv, ode, mde)
         dk = tl.zeros([BN, BD], tl.float32)
         dv = tl.zeros([BN, BDV], tl.float32)
         de = tl.zeros([BN, BDE], tl.float32)
@@ -214,48 +175,26 @@ if triton is not None:
         dep = DEO + b * sdeb + h * sdeh
         lp = LSE + bh * N
         dlp = DELTA + bh * N
-        # query blocks on the diagonal (causal mask), then below it (all visible; tail rows have lse=+inf)
         for phase in tl.static_range(2):
-            if phase == 0:
-                lo = start_n
-                hi = tl.minimum(start_n + BN, N)
-            else:
-                lo = start_n + BN
-                hi = N
+            lo, hi = common.query_blocks(phase, start_n, BN, N)
             for start_m in range(lo, hi, BM):
-                om = start_m + offs_m
-                mm = om < N
-                q = tl.load(qp + om[:, None] * sqn + od[None, :], mask=mm[:, None] & md[None, :], other=0.0)
-                do = tl.load(dop + om[:, None] * sdon + odv[None, :], mask=mm[:, None] & mdv[None, :], other=0.0)
-                deo = tl.load(dep + om[:, None] * sden + ode[None, :], mask=mm[:, None] & mde[None, :], other=0.0)
+                om, mm = common.span(start_m, BM, N)
+                q, do, deo = _tape_tiles(qp, sqn, dop, sdon, dep, sden, om, mm, od, md, odv, mdv, ode, mde)
                 lse = tl.load(lp + om, mask=mm, other=float("inf"))
                 dl = tl.load(dlp + om, mask=mm, other=0.0)
-                s = _mm(q, tl.trans(k), PREC) * qk_scale
+                s = common.dot(q, tl.trans(k), PREC) * qk_scale
                 p = tl.exp2(s - lse[:, None])
                 if phase == 0:
                     p = tl.where(om[:, None] >= offs_n[None, :], p, 0.0)
-                dv += _mm(tl.trans(p.to(do.dtype)), do, PREC)
-                de += _mm(tl.trans(p.to(deo.dtype)), deo, PREC)
-                dp = _mm(do, tl.trans(v), PREC)
-                dp += _mm(deo, tl.trans(ev), PREC)  # the position streams' share of dP
+                dv += common.dot(tl.trans(p.to(do.dtype)), do, PREC)
+                de += common.dot(tl.trans(p.to(deo.dtype)), deo, PREC)
+                dp = common.dot(do, tl.trans(v), PREC)
+                dp += common.dot(deo, tl.trans(ev), PREC)  # the position streams' share of dP
                 ds = p * (dp - dl[:, None])
-                dk += _mm(tl.trans(ds.to(q.dtype)), q, PREC)
-        base = bh * N
-        tl.store(
-            DK + (base + offs_n[:, None]) * D + od[None, :],
-            (dk * sm_scale).to(DK.dtype.element_ty),
-            mask=mn[:, None] & md[None, :],
-        )
-        tl.store(
-            DV_ + (base + offs_n[:, None]) * DV + odv[None, :],
-            dv.to(DV_.dtype.element_ty),
-            mask=mn[:, None] & mdv[None, :],
-        )
-        tl.store(
-            DE_ + (base + offs_n[:, None]) * DE + ode[None, :],
-            de.to(DE_.dtype.element_ty),
-            mask=mn[:, None] & mde[None, :],
-        )
+                dk += common.dot(tl.trans(ds.to(q.dtype)), q, PREC)
+        common.store_rows(DK, bh * N, offs_n, D, od, mn, md, dk * sm_scale)
+        common.store_rows(DV_, bh * N, offs_n, DV, odv, mn, mdv, dv)
+        common.store_rows(DE_, bh * N, offs_n, DE, ode, mn, mde, de)
 
     @triton.jit
     def _tape_bwd_q(
@@ -268,64 +207,32 @@ if triton is not None:
         BM: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     ):  # fmt: skip
         """One query block per program: dq (including the position streams' share)."""
-        start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BM
-        bh = tl.program_id(1)
-        b = bh // H
-        h = bh % H
-        hk = h // G
-        offs_m = start_m + tl.arange(0, BM)
-        offs_n = tl.arange(0, BN)
-        od = tl.arange(0, BD)
-        odv = tl.arange(0, BDV)
-        ode = tl.arange(0, BDE)
-        md = od < D
-        mdv = odv < DV
-        mde = ode < DE
-        mm = offs_m < N
-        q = tl.load(
-            Q + b * sqb + h * sqh + offs_m[:, None] * sqn + od[None, :], mask=mm[:, None] & md[None, :], other=0.0
-        )
-        do = tl.load(
-            DO + b * sdob + h * sdoh + offs_m[:, None] * sdon + odv[None, :], mask=mm[:, None] & mdv[None, :], other=0.0
-        )
-        deo = tl.load(
-            DEO + b * sdeb + h * sdeh + offs_m[:, None] * sden + ode[None, :],
-            mask=mm[:, None] & mde[None, :],
-            other=0.0,
-        )
+        start_m, offs_m, mm, bh, b, h, hk = common.query_program(BM, H, G, N)
+        od, md = common.span(0, BD, D)
+        odv, mdv = common.span(0, BDV, DV)
+        ode, mde = common.span(0, BDE, DE)
+        qp, dop, dep = Q + b * sqb + h * sqh, DO + b * sdob + h * sdoh, DEO + b * sdeb + h * sdeh
+        q, do, deo = _tape_tiles(qp, sqn, dop, sdon, dep, sden, offs_m, mm, od, md, odv, mdv, ode, mde)
         lse = tl.load(LSE + bh * N + offs_m, mask=mm, other=float("inf"))
         dl = tl.load(DELTA + bh * N + offs_m, mask=mm, other=0.0)
         kp = K + b * skb + hk * skh
         vp = V + b * svb + hk * svh
         ep = E + b * seb + h * seh
         dq = tl.zeros([BM, BD], tl.float32)
-        hi_all = tl.minimum(start_m + BM, N)
         for phase in tl.static_range(2):
-            if phase == 0:
-                lo = 0
-                hi = start_m
-            else:
-                lo = start_m
-                hi = hi_all
+            lo, hi = common.key_blocks(phase, start_m, BM, N)
             for start_n in range(lo, hi, BN):
-                on = start_n + offs_n
-                mn = on < N
-                k = tl.load(kp + on[:, None] * skn + od[None, :], mask=mn[:, None] & md[None, :], other=0.0)
-                v = tl.load(vp + on[:, None] * svn + odv[None, :], mask=mn[:, None] & mdv[None, :], other=0.0)
-                ev = tl.load(ep + on[:, None] * sen + ode[None, :], mask=mn[:, None] & mde[None, :], other=0.0)
-                s = _mm(q, tl.trans(k), PREC) * qk_scale
+                on, mn = common.span(start_n, BN, N)
+                k, v, ev = _tape_tiles(kp, skn, vp, svn, ep, sen, on, mn, od, md, odv, mdv, ode, mde)
+                s = common.dot(q, tl.trans(k), PREC) * qk_scale
                 p = tl.exp2(s - lse[:, None])
                 if phase == 1:
                     p = tl.where((offs_m[:, None] >= on[None, :]) & mn[None, :], p, 0.0)
-                dp = _mm(do, tl.trans(v), PREC)
-                dp += _mm(deo, tl.trans(ev), PREC)
+                dp = common.dot(do, tl.trans(v), PREC)
+                dp += common.dot(deo, tl.trans(ev), PREC)
                 ds = p * (dp - dl[:, None])
-                dq += _mm(ds.to(k.dtype), k, PREC)
-        tl.store(
-            DQ + (bh * N + offs_m[:, None]) * D + od[None, :],
-            (dq * sm_scale).to(DQ.dtype.element_ty),
-            mask=mm[:, None] & md[None, :],
-        )
+                dq += common.dot(ds.to(k.dtype), k, PREC)
+        common.store_rows(DQ, bh * N, offs_m, D, od, mm, md, dq * sm_scale)
 
 
 def _cfg(kind: str, d: int, dv: int, de: int, dtype: torch.dtype) -> dict:

@@ -315,3 +315,20 @@ def test_bad_metadata_from_the_command_line_is_exactly_one_line(tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert r.stderr.startswith("peeval eval: error: --metadata is not valid JSON")
     assert not (tmp_path / "out").exists()
+
+
+@needs_mirror
+def test_seed_reaches_every_lm_eval_generator(ckpts, tmp_path, capsys, monkeypatch):
+    """``--seed`` is handed to all four of lm-eval's seeds (python, numpy, torch, few-shot)."""
+    from lm_eval import evaluator
+
+    seen = {}
+    monkeypatch.setattr(evaluator, "simple_evaluate", lambda **kw: seen.update(kw))  # None: "not rank 0"
+    md = json.dumps({"lengths": [64], "depths": [0.5], "per_cell": 1})
+    rc, err = run_eval(capsys, "--model", "peeval", "--model_args", f"pretrained={ckpts['a']}", "--tasks",
+                       "peeval_passkey", "--limit", "1", "--device", "cpu", "--metadata", md, "--seed", "7",
+                       "--output_path", tmp_path)  # fmt: skip
+    assert rc == 0, err[-2000:]
+    seeds = {k: v for k, v in seen.items() if k.endswith("seed")}
+    assert seeds == {"random_seed": 7, "numpy_random_seed": 7, "torch_random_seed": 7, "fewshot_random_seed": 7}
+    assert seen["log_samples"] is True and seen["limit"] == 1

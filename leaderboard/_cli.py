@@ -1,0 +1,18 @@
+"""The one way a ``python -m leaderboard.<module>`` command ends (ingest, publish, site)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+
+def run_command(prog: str, action: Callable[[], str], errors: type[Exception]) -> int:
+    """Run ``action`` and print ``<prog>: <its line>`` (exit 0); an expected ``errors`` is one line
+    ``<prog>: error: ...`` on stderr and exit 2, without a traceback."""
+    try:
+        line = action()
+    except errors as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    print(f"{prog}: {line}")
+    return 0
