@@ -37,6 +37,8 @@ from peeval.records import (
     PPL_PREFIX,
     PROVENANCE_KEY,
     adapt_label,
+    adapted_name,
+    base_model_label,
     encoding_label,
     external_name,
     is_cell,
@@ -49,6 +51,7 @@ from peeval.records import (
     ppl_corpus,
     published_name,
     published_source,
+    shipped_name,
     split_diag_task,
     stderr_key,
 )
@@ -330,9 +333,15 @@ def _parse_results_dir(run_dir: Path, path: Path, root: Path) -> dict[str, list[
         pe_options = train.get("pe_options") or pe_options
         if not isinstance(pe_options, dict):
             raise IngestError(f"{ckdir / 'train_summary.json'}: 'pe_options' must be an object")
+    shipped = base_model_label(model_args.get("gguf_file"))
     if adapt is not None or model_args.get("adapter"):
         kind = "adapt"
         name = str((adapt or {}).get("method") or Path(str(ckpt_raw)).name)
+        if (label := base_model_label((adapt or {}).get("gguf_file"))) is not None:
+            name = adapted_name(label, name)
+    elif train is None and prov["model"] == "peeval-llama" and shipped and not model_args.get("rope_scaling"):
+        kind = "adapt"  # the adapters' base as shipped: their reference row (params.adapt null: no claim method)
+        name = shipped_name(shipped)
     elif train is not None:
         kind = "diagnostic" if train.get("task") else "pretrain"
         pe = train.get("pe") or pe
