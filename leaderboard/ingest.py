@@ -285,6 +285,18 @@ def _summary(path: Path) -> dict:
     return s
 
 
+def summarised_subtasks(doc: dict, path: Path) -> list[str]:
+    """The tasks that lm-eval ran inside a group that reports its own aggregate row (results.json
+    ``group_subtasks``: BLiMP's 67 paradigms, MMLU's subjects under a category): the leaderboard shows
+    the group's row, the run page every subtask."""
+    groups = doc.get("group_subtasks") or {}
+    if not isinstance(groups, dict) or not all(isinstance(v, list) for v in groups.values()):
+        raise IngestError(f"{path}: 'group_subtasks' must map group names to lists of tasks")
+    results = doc["results"]
+    summarised = [g for g in groups if isinstance(results.get(g), dict) and any("," in k for k in results[g])]
+    return sorted({t for g in summarised for t in groups[g] if t not in groups and t in results})
+
+
 def parse_results_dir(run_dir: Path, root: Path) -> dict[str, list[dict]]:
     """All rows one ``peeval eval`` results directory contributes (IngestError naming the file if any
     part of it is malformed)."""
@@ -367,6 +379,8 @@ def _parse_results_dir(run_dir: Path, path: Path, root: Path) -> dict[str, list[
         "eval_metadata": protocol_all.get("metadata"),
         "versions": versions,
     }
+    if subtasks := summarised_subtasks(doc, path):
+        params["subtasks"] = subtasks
     protocol = protocol_all.get("ppl")
     seed = (train or {}).get("seed", prov.get("seed"))
     rows: dict[str, list[dict]] = {t: [] for t in RUN_TABLES}

