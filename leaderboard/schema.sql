@@ -15,7 +15,7 @@ CREATE TABLE IF NOT EXISTS runs (
     checkpoint           VARCHAR,              -- model_args.pretrained (the adapter dir for kind 'adapt')
     pe                   VARCHAR,              -- the checkpoint's positional encoding
     pe_options           JSON,                 -- its options (JSON object)
-    params               JSON,                 -- train_summary.params / adapt_summary, model_args, limit, device, sha256
+    params               JSON,                 -- train_summary.params / adapt_summary, model_args, limit, device, sha256, subtasks (members of a group row)
     seed                 INTEGER,
     git_commit           VARCHAR,
     peeval_version       VARCHAR,
