@@ -38,6 +38,8 @@ from peeval.records import (
     PPL_PREFIX,
     PROVENANCE_KEY,
     adapt_label,
+    adapted_name,
+    base_model_label,
     encoding_label,
     external_name,
     is_cell,
@@ -50,6 +52,7 @@ from peeval.records import (
     ppl_corpus,
     published_name,
     published_source,
+    shipped_name,
     split_diag_task,
     stderr_key,
 )
@@ -283,6 +286,18 @@ def _summary(path: Path) -> dict:
     return s
 
 
+def summarised_subtasks(doc: dict, path: Path) -> list[str]:
+    """The tasks that lm-eval ran inside a group that reports its own aggregate row (results.json
+    ``group_subtasks``: BLiMP's 67 paradigms, MMLU's subjects under a category): the leaderboard shows
+    the group's row, the run page every subtask."""
+    groups = doc.get("group_subtasks") or {}
+    if not isinstance(groups, dict) or not all(isinstance(v, list) for v in groups.values()):
+        raise IngestError(f"{path}: 'group_subtasks' must map group names to lists of tasks")
+    results = doc["results"]
+    summarised = [g for g in groups if isinstance(results.get(g), dict) and any("," in k for k in results[g])]
+    return sorted({t for g in summarised for t in groups[g] if t not in groups and t in results})
+
+
 def parse_results_dir(run_dir: Path, root: Path) -> dict[str, list[dict]]:
     """All rows one ``peeval eval`` results directory contributes (IngestError naming the file if any
     part of it is malformed)."""
@@ -331,9 +346,15 @@ def _parse_results_dir(run_dir: Path, path: Path, root: Path) -> dict[str, list[
         pe_options = train.get("pe_options") or pe_options
         if not isinstance(pe_options, dict):
             raise IngestError(f"{ckdir / 'train_summary.json'}: 'pe_options' must be an object")
+    shipped = base_model_label(model_args.get("gguf_file"))
     if adapt is not None or model_args.get("adapter"):
         kind = "adapt"
         name = str((adapt or {}).get("method") or Path(str(ckpt_raw)).name)
+        if (label := base_model_label((adapt or {}).get("gguf_file"))) is not None:
+            name = adapted_name(label, name)
+    elif train is None and prov["model"] == "peeval-llama" and shipped and not model_args.get("rope_scaling"):
+        kind = "adapt"  # the adapters' base as shipped: their reference row (params.adapt null: no claim method)
+        name = shipped_name(shipped)
     elif train is not None:
         kind = "diagnostic" if train.get("task") else "pretrain"
         pe = train.get("pe") or pe
@@ -361,6 +382,8 @@ def _parse_results_dir(run_dir: Path, path: Path, root: Path) -> dict[str, list[
         "eval_metadata": protocol_all.get("metadata"),
         "versions": versions,
     }
+    if subtasks := summarised_subtasks(doc, path):
+        params["subtasks"] = subtasks
     protocol = protocol_all.get("ppl")
     seed = (train or {}).get("seed", prov.get("seed"))
     rows: dict[str, list[dict]] = {t: [] for t in RUN_TABLES}

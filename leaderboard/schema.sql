@@ -11,11 +11,11 @@
 CREATE TABLE IF NOT EXISTS runs (
     run_id               VARCHAR PRIMARY KEY,  -- sha256(results.json)[:16]
     name                 VARCHAR NOT NULL,     -- the leaderboard label: encoding (pe + options), base+method, or model
-    kind                 VARCHAR NOT NULL,     -- 'pretrain' | 'diagnostic' | 'adapt' | 'external'
+    kind                 VARCHAR NOT NULL,     -- 'pretrain' | 'diagnostic' | 'adapt' (incl. the base as shipped) | 'external'
     checkpoint           VARCHAR,              -- model_args.pretrained (the adapter dir for kind 'adapt')
     pe                   VARCHAR,              -- the checkpoint's positional encoding
     pe_options           JSON,                 -- its options (JSON object)
-    params               JSON,                 -- train_summary.params / adapt_summary, model_args, limit, device, sha256
+    params               JSON,                 -- train_summary.params / adapt_summary, model_args, limit, device, sha256, subtasks (members of a group row)
     seed                 INTEGER,
     git_commit           VARCHAR,
     peeval_version       VARCHAR,

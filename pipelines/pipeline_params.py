@@ -25,6 +25,10 @@ from peeval.declarations import adapt_methods, encoding_names
 from peeval.records import DIAG_TASKS, GEN_PROFILES
 from peeval.training.profiles import TRAIN_PROFILES
 
+#: lm-eval tasks that cannot run on the offline mirror -> the peeval task that runs the same prompts
+#: (lm-eval's `hellaswag` builds its train split even at 0-shot; the mirror holds only validation)
+MIRROR_TASKS = {"hellaswag": "peeval_hellaswag"}
+
 
 class ParamsError(ValueError):
     """One line: the params.yaml key, its value and what is allowed."""
@@ -88,6 +92,7 @@ class PipelineParams:
     adapt_set: dict[str, Any]
     eval_pretrain: list[str]
     eval_adapt: list[str]
+    eval_base: list[str]  # suites of the adapters' base as shipped (stage eval_base), a subset of eval_adapt
     suites: dict[str, Suite]
 
 
@@ -314,7 +319,7 @@ def validate(raw: Any) -> PipelineParams:
 
     s = r.sub("shift", {"encodings", "sequences", "length"})
     a = r.sub("adapt", {"methods", "train"})
-    ev = r.sub("eval", {"pretrain", "adapt", "suites"})
+    ev = r.sub("eval", {"pretrain", "adapt", "base", "suites"})
     sr = ev.sub("suites")
     suites = {}
     for name in sr.raw:
@@ -322,7 +327,15 @@ def validate(raw: Any) -> PipelineParams:
         suites[name] = Suite(
             su.names("tasks", nonempty=True), su.mapping("metadata", optional=True), su.int("limit", 1, none=True)
         )
+        for task, instead in MIRROR_TASKS.items():
+            if task in suites[name].tasks:
+                raise ParamsError(
+                    f"params.yaml eval.suites.{name}.tasks: {task!r} needs a split the offline mirror lacks; "
+                    f"use {instead!r} (same prompts and metrics)"
+                )
     suite_names = list(suites)
+    eval_adapt = ev.names("adapt", suite_names, "eval.suites keys: ")
+    eval_base = ev.names("base", eval_adapt, "eval.adapt suites (the adapted rows it is read against): ")
     return PipelineParams(
         profile=profile,
         seed=seed,
@@ -339,7 +352,8 @@ def validate(raw: Any) -> PipelineParams:
         adapt_methods=a.names("methods", adapt_methods()),
         adapt_set=a.sub("train", {"set"}).mapping("set", optional=True),
         eval_pretrain=ev.names("pretrain", suite_names, "eval.suites keys: "),
-        eval_adapt=ev.names("adapt", suite_names, "eval.suites keys: "),
+        eval_adapt=eval_adapt,
+        eval_base=eval_base,
         suites=suites,
     )
 

@@ -378,6 +378,7 @@ def test_gpu_profile_smoke_twin_runs_on_the_cpu(tmp_path):
     d, e = twin["diagnostics"], twin["eval"]
     want = len(twin["encodings"]) * (1 + len(e["pretrain"])) + 2 * len(d["runs"]) * len(d["seeds"])
     want += len(twin["adapt"]["methods"]) * (1 + len(e["adapt"])) + len(twin["shift"]["encodings"])
+    want += len(e["base"])  # eval_base@<suite>: the adapters' base as shipped
     want += 5  # data, tokenizer, ingest, claims, site
     assert len(stages) == want, sorted(stages)
     enc, run, method = "rope", list(d["runs"])[-1], twin["adapt"]["methods"][0]
