@@ -66,6 +66,9 @@ class Claim:
     tolerance: float | None = None
     note: str = ""
     run_params: dict = field(default_factory=dict)
+    #: training profiles at whose budget the sizing sweep's baseline did not learn the task (README
+    #: "Claims"): runs trained at one of them get numbers but no verdict, rather than a verdict on noise
+    unlearned_at: list = field(default_factory=list)
 
     def task_label(self) -> str:
         return _task_label(self.task)
@@ -241,7 +244,7 @@ def validate(data: Any, source: str = "claims") -> list[Claim]:
     seen: set[str] = set()
     required = ("id", "paper", "ref", "title", "task", "metric", "unit", "higher_is_better", "focus", "variants")
     required += ("setting", "cpu", "cpu_note")
-    allowed = set(required) | {"claim", "tolerance", "note", "run_params"}
+    allowed = set(required) | {"claim", "tolerance", "note", "run_params", "unlearned_at"}
     pending: list[tuple[str, str]] = []  # (where, task) that only lm-eval's index can confirm
     for i, e in enumerate(data["claims"]):
         cid = e.get("id") if isinstance(e, dict) else None
@@ -279,6 +282,9 @@ def validate(data: Any, source: str = "claims") -> list[Claim]:
             raise ClaimsError(f"{where}: field 'tolerance' (a number >= 0) is required for claim: equal")
         if not isinstance(e.get("run_params", {}), dict):
             raise ClaimsError(f"{where}: field 'run_params' must be a mapping")
+        unlearned = e.get("unlearned_at") or []
+        if not isinstance(unlearned, list) or not all(isinstance(x, str) and x for x in unlearned):
+            raise ClaimsError(f"{where}: field 'unlearned_at' must be a list of training profile names")
         variants = _variants(e["variants"], where)
         _check_names(e, where, pending)
         if e["focus"] not in variants:
@@ -293,6 +299,7 @@ def validate(data: Any, source: str = "claims") -> list[Claim]:
                 tolerance=float(tol) if tol is not None else None,
                 note=str(e.get("note", "")),
                 run_params=dict(e.get("run_params") or {}),
+                unlearned_at=list(unlearned),
             )
         )
     _check_lm_eval_tasks(pending)

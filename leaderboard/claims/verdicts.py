@@ -95,6 +95,12 @@ def _setting_summary(store: Store, run_ids: list[str]) -> str:
     return " ".join(bits)
 
 
+def _unlearned_profiles(store: Store, c: Claim, run_ids: list[str]) -> str:
+    """The claim's ``unlearned_at`` profiles that some compared run was trained at ('' if none)."""
+    profiles = {str((store.runs.get(r, {}).get("summary") or {}).get("profile")) for r in run_ids}
+    return ", ".join(sorted(profiles & set(c.unlearned_at)))
+
+
 def evaluate_claims(claims: list[Claim], store: Store, z: float = Z) -> tuple[list[dict], list[dict]]:
     """Rows for the ``claims`` table (one per focus-vs-other pair) and ``claim_values``."""
     abl = ablation_keys(claims)
@@ -142,6 +148,10 @@ def evaluate_claims(claims: list[Claim], store: Store, z: float = Z) -> tuple[li
                 else:
                     notes.append(f"no uncertainty (one seed and no stderr): run >= 2 seeds; unpaired: {why}")
             v = verdict(diff, se, c.higher_is_better, sign, kind, c.tolerance, z, p)
+            unlearned = _unlearned_profiles(store, c, (fe.run_ids if fe else []) + (oe.run_ids if oe else []))
+            if unlearned:
+                v = "inconclusive"
+                notes.append(f"no verdict: the sweep's baseline does not learn this task at the {unlearned} budget")
             seeds = min(fe.seeds, oe.seeds) if fe and oe else (fe or oe).seeds if (fe or oe) else 0
             n = (fe.n or 0) + (oe.n or 0) if fe and oe and fe.n is not None and oe.n is not None else None
             peeval_side = _setting_summary(store, (fe.run_ids if fe else []) or [r for u in runs[c.focus] for r in u])

@@ -353,3 +353,29 @@ def test_perplexity_stays_unpaired_and_says_why(tmp_path):
     row = _row(con, _claims(tmp_path, **change))
     assert (row["verdict"], row["test"]) == ("inconclusive", None)
     assert "unpaired: no per-example outcome for 'ppl@1024' of a task" in row["setting_diff"]
+
+
+# --------------------------------------------------------------------------- a task the budget does not learn
+def _with_profile(con, profile: str) -> None:
+    """Give every run a training summary of ``profile`` (the efficiency row ingest writes)."""
+    for (ck,) in con.execute("SELECT checkpoint FROM runs").fetchall():
+        con.execute(
+            "INSERT INTO efficiency (checkpoint, summary) VALUES (?, ?)", [ck, json.dumps({"profile": profile})]
+        )
+
+
+@pytest.mark.parametrize("profile,want", [("cpu", "inconclusive"), ("paper", "reproduced")])
+def test_unlearned_at_keeps_the_numbers_but_gives_no_verdict(tmp_path, profile, want):
+    """claims.yaml `unlearned_at: [cpu]`: the sweep's baseline did not learn the task at the cpu budget,
+    so cpu runs that differ decisively (McNemar p = 0.002) still get no verdict; paper runs do."""
+    con = _db()
+    _correlated_pair(con)
+    _with_profile(con, profile)
+    row = _row(con, _claims(tmp_path, unlearned_at=["cpu"]))
+    assert row["verdict"] == want and row["peeval_value"] == pytest.approx(10.0)
+    assert ("does not learn this task at the cpu budget" in row["setting_diff"]) == (profile == "cpu")
+
+
+def test_unlearned_at_must_name_profiles(tmp_path):
+    with pytest.raises(C.ClaimsError, match="unlearned_at"):
+        C.compute_claims(_db(), _claims(tmp_path, unlearned_at="cpu"))
