@@ -52,6 +52,8 @@ def hellaswag_rows(split: str) -> list[dict]:
 def write_hub_layout(root: Path) -> datasets.DatasetDict:
     dd = datasets.DatasetDict({s: datasets.Dataset.from_list(hellaswag_rows(s)) for s in ("train", "validation")})
     folder = root / "hf" / "Rowan" / "hellaswag"
+    if folder.is_symlink() or folder.parent.is_symlink():  # a link into a real mirror: never write there
+        raise RuntimeError(f"{folder} leads to {folder.resolve()}: a fixture must not write into a real mirror")
     for split, ds in dd.items():
         (folder / "data").mkdir(parents=True, exist_ok=True)
         ds.to_parquet(folder / "data" / f"{split}-00000-of-00001.parquet")

@@ -14,7 +14,13 @@ PEEVAL_HELLASWAG = Path(REPO) / "peeval" / "tasks" / "hellaswag"
 
 
 @pytest.fixture(autouse=True)
-def offline(hub_offline):
+def offline(hub_offline, tmp_path, monkeypatch):
+    """Offline, and a datasets cache of this test's own: `datasets` caches a local folder's dataset
+    by its name, so the 3-row fake mirrors below would otherwise be what the real mirror's test reads."""
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "datasets-cache")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "datasets-cache"))
     from peeval.data import patch_lm_eval_tasks
 
     patch_lm_eval_tasks()
