@@ -52,10 +52,20 @@ def use_mirror() -> Path:
 
 
 def entry(p: dict, section: str, key: str) -> dict:
-    try:
-        return p[section][key]
-    except (KeyError, TypeError):
-        raise SystemExit(f"params.yaml: no {section}.{key} (known: {sorted(p.get(section) or {})})") from None
+    """``p[section][key]`` (section may be dotted: ``diagnostics.runs``), or one line and exit 2."""
+    node = p
+    for part in section.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    if not isinstance(node, dict) or key not in node:
+        print(f"params.yaml: no {section}.{key} (known: {sorted(node or {})})", file=sys.stderr)
+        sys.exit(2)
+    return node[key]
+
+
+def diag_name(run: str, seed: int | str) -> str:
+    """The folder of a diagnostics run's model and results: checkpoints/diag/<name>, results/diag/<name>
+    (dvc.yaml spells the same ``${item.run}-s${item.seed}``)."""
+    return f"{run}-s{seed}"
 
 
 def read_json(path: Path) -> dict:

@@ -4,21 +4,24 @@ resumes (see resume.py)."""
 
 import sys
 
-from common import DIAG, params
+from common import DIAG, diag_name, entry, params
 from resume import RESUME, fail, resumable
 
 from peeval.training.pretrain import run_train
 
 if __name__ == "__main__":
+    if len(sys.argv) != 3 or not sys.argv[2].isdigit():
+        print("usage: diagnostics.py <diagnostics.runs name> <seed>", file=sys.stderr)
+        sys.exit(2)
     run, seed = sys.argv[1], int(sys.argv[2])
     p = params()
-    entry = p["diagnostics"]["runs"][run]
-    task = entry["task"]
+    run_entry = entry(p, "diagnostics.runs", run)
+    task = run_entry["task"]
     train = p["diagnostics"]["train"]
     overrides = {**(train.get("set") or {}), **((train.get("task_set") or {}).get(task) or {})}
-    name = f"{run}-s{seed}"
+    name = diag_name(run, seed)
     try:
-        s = resumable(lambda rd: run_train(DIAG / name, entry["pe"], entry.get("pe_options") or None, task=task,
+        s = resumable(lambda rd: run_train(DIAG / name, run_entry["pe"], run_entry.get("pe_options") or None, task=task,
                                            profile=p["profile"], seed=seed, resume_dir=rd, settings=overrides),
                       RESUME / "diag" / name, f"diagnostics@{run}-{seed}")  # fmt: skip
     except (ValueError, FileNotFoundError) as e:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 
-from common import ADAPT, DIAG, PRETRAIN, RESULTS, params, read_json, use_mirror
+from common import ADAPT, DIAG, PRETRAIN, RESULTS, diag_name, entry, params, read_json, use_mirror
 
 from peeval.cli import main as peeval_main
 from peeval.records import PASSKEY_TASK, diag_task
@@ -34,10 +34,9 @@ def argv_for(kind: str, name: str, what: str, p: dict) -> list[str]:
     if kind == "diag":
         from peeval.tasks.diagnostics.generators import splits
 
-        seed = what  # diag <run> <seed>
-        ck = DIAG / f"{name}-s{seed}"
+        ck = DIAG / diag_name(name, what)  # diag <run> <seed>
         cfg = p["diagnostics"]["eval"]
-        task = p["diagnostics"]["runs"][name]["task"]
+        task = entry(p, "diagnostics.runs", name)["task"]
         tasks = [diag_task(task, s) for s in splits(task) if s != "train"]
         metadata = {"profile": cfg.get("profile", "cpu"), "n": cfg.get("n", 100)}
         args = ["--model", "peeval", "--model_args", f"pretrained={ck}", "--tasks", ",".join(tasks)]

@@ -189,3 +189,15 @@ def test_the_message_names_the_file_once(tmp_path):
     with pytest.raises(ValueError) as e:
         load(bad)
     assert str(e.value).startswith(f"{bad} seed=-1: an integer >= 0") and "params.yaml" not in str(e.value)
+
+
+@pytest.mark.parametrize("args", [["nope-addition", "0"], ["tape-addition", "x"], ["tape-addition"]])
+def test_diagnostics_stage_unknown_run_or_bad_seed(tmp_path, args):
+    """A run that is not a diagnostics.runs entry, or a seed that is not an integer: one line, exit 2,
+    nothing written (old code: KeyError / ValueError tracebacks)."""
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(_smoke(), sort_keys=False))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    r = subprocess.run([sys.executable, str(REPO / "pipelines" / "diagnostics.py"), *args], cwd=tmp_path, env=env,
+                       capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr, r.stderr
+    assert sorted(os.listdir(tmp_path)) == ["params.yaml"]
