@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from conftest import randomize_, tiny_model
+from conftest import decode_logits, randomize_, tiny_model
 
 from peeval.models.encodings import PEContext
 
@@ -371,12 +371,7 @@ def test_randpe_decoding_equals_forward_without_generation_length():
     x = torch.randint(0, 61, (1, 12))
     with torch.no_grad():
         full = m(x).logits
-        out = m(x[:, :4], use_cache=True)
-        steps = [out.logits]
-        for t in range(4, 12):
-            out = m(x[:, t : t + 1], past_key_values=out.past_key_values, use_cache=True)
-            steps.append(out.logits)
-    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(decode_logits(m, x, 4), full, atol=1e-5, rtol=1e-5)
     table = _seeded_table(100, 500)
     assert torch.equal(seen[0][0][0], table[:12]) and torch.equal(seen[1][0][0], table[:4])
     for t, (q, kpos) in zip(range(4, 12), seen[2:]):
@@ -414,13 +409,9 @@ def test_randpe_other_bases_decode_equals_forward(base):
     m.model.pe.set_generation_length(9)
     with torch.no_grad():
         full = m(x).logits
-        out = m(x[:, :3], use_cache=True)
-        steps = [out.logits]
-        for t in range(3, 9):
-            out = m(x[:, t : t + 1], past_key_values=out.past_key_values, use_cache=True)
-            steps.append(out.logits)
+    steps = decode_logits(m, x, 3)
     m.model.pe.set_generation_length(None)
-    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(steps, full, atol=1e-4, rtol=1e-4)
     ref = tiny_model(base, max_position_embeddings=64)
     ref.load_state_dict({k.replace("pe.base.", "pe."): v for k, v in m.state_dict().items()})
     with torch.no_grad():
