@@ -30,14 +30,29 @@ LADDER = [
 SHAPE = {(2, 64): dict(hidden_size=64, intermediate_size=172), (4, 128): dict(hidden_size=128, intermediate_size=344)}
 
 
+def _fraction(v: str) -> float:
+    x = float(v)
+    if not 0 < x <= 1:
+        raise argparse.ArgumentTypeError(f"{v}: allowed a number in (0, 1]")
+    return x
+
+
+def _positive(v: str) -> int:
+    if not v.isdigit() or int(v) < 1:
+        raise argparse.ArgumentTypeError(f"{v}: allowed an integer >= 1")
+    return int(v)
+
+
 def main(argv: list[str] | None = None) -> None:
     from peeval.records import DIAG_TASKS
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", nargs="+", default=list(DIAG_TASKS), choices=DIAG_TASKS)
-    ap.add_argument("--pe", default="rope", help="the baseline encoding (default rope)")
-    ap.add_argument("--target", type=float, default=0.9, help="in-distribution exact match that counts as learned")
-    ap.add_argument("--val", type=int, default=256, help="validation examples (in-distribution)")
+    from peeval.declarations import encoding_names
+
+    ap.add_argument("--pe", default="rope", choices=encoding_names(), help="the baseline encoding (default rope)")
+    ap.add_argument("--target", type=_fraction, default=0.9, help="in-distribution exact match that counts as learned")
+    ap.add_argument("--val", type=_positive, default=256, help="validation examples (in-distribution)")
     ap.add_argument("--out", type=Path, required=True, help="JSON lines, one per trained rung")
     ap.add_argument("--all-rungs", action="store_true", help="do not stop at the first rung that reaches --target")
     a = ap.parse_args(argv)
