@@ -1,8 +1,10 @@
 # One command each: `make test` (venv + install + tests), `make leaderboard` (the whole pipeline:
-# `dvc repro` on params.yaml, the cpu profile by default; PROFILE=smoke|paper switches), `make bench`, `make lint`.
+# `dvc repro` on params.yaml, the cpu profile by default; PROFILE=smoke|paper switches; JOBS=N stages at once), `make bench`, `make lint`.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.peeval-installed
+# stages at once in `make leaderboard` (pipelines/repro.py; 1: plain `dvc repro`)
+JOBS ?= 2
 
 .PHONY: test test-slow lint format bench venv leaderboard
 
@@ -36,5 +38,5 @@ bench: $(STAMP)
 # offline, no git or DVC remote; stage scripts run with the venv's python first on PATH
 leaderboard: $(STAMP)
 	@if [ -n "$(PROFILE)" ]; then $(PY) pipelines/use_profile.py $(PROFILE); fi
-	PATH="$(abspath $(VENV))/bin:$$PATH" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(VENV)/bin/dvc repro
+	PATH="$(abspath $(VENV))/bin:$$PATH" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(PY) pipelines/repro.py --jobs $(JOBS)
 	@echo "leaderboard: file://$(abspath leaderboard/site/index.html)"
