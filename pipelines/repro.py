@@ -39,10 +39,11 @@ def _log_path(stage) -> Path:
 
 
 def _tail(path: Path, n: int = 25) -> str:
-    try:
-        return "".join(path.read_text(errors="replace").splitlines(keepends=True)[-n:])
+    try:  # progress bars rewrite one line with \r: each redraw counts as a line
+        lines = path.read_text(errors="replace").replace("\r", "\n").splitlines()
     except OSError:
         return ""
+    return "\n".join(line for line in lines[-n:] if line.strip())[-4000:]
 
 
 def _say(msg: str, err: bool = False) -> None:
@@ -100,7 +101,7 @@ def run_parallel(jobs: int) -> int:
                     started += 1
                     running[stage] = (proc, log, time.time())
                     _say(
-                        f"running '{stage.addressing}' ({started} started, {len(pending)} waiting; {_log_path(stage)})"
+                        f"running '{stage.addressing}' ({started} started, {len(pending)} to check; {_log_path(stage)})"
                     )
                 if failed and not running:
                     break
