@@ -146,3 +146,20 @@ def test_profiles_are_consistent():
         keys = set(p)
         watched = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]["data"]["deps"]
         assert {f"${{data.root}}/{rel}" for rel in p["data"]["mirror"]} <= set(watched), name  # DVC watches them
+
+
+def test_cpu_claims_extends_cpu_without_rerunning_it():
+    """`cpu-claims` only adds to `cpu`: every section a cpu stage reads as a DVC parameter is the same
+    (e.g. diagnostics.train: a different task_set would rerun the cpu flip-flop runs on a switch), and
+    every cpu encoding / diagnostics run is kept unchanged."""
+    root = Path(REPO)
+    cpu = yaml.safe_load((root / "params" / "cpu.yaml").read_text())
+    claims = yaml.safe_load((root / "params" / "cpu-claims.yaml").read_text())
+    for key in ("profile", "seed", "data", "tokenizer", "train", "shift", "adapt", "eval"):
+        assert claims[key] == cpu[key], key
+    assert {k: v for k, v in claims["diagnostics"].items() if k != "runs"} == {
+        k: v for k, v in cpu["diagnostics"].items() if k != "runs"
+    }
+    for section in ("encodings",):
+        assert claims[section].items() >= cpu[section].items()
+    assert claims["diagnostics"]["runs"].items() >= cpu["diagnostics"]["runs"].items()

@@ -86,7 +86,7 @@ BAD = [
     ("diagnostics.seeds", [0, 0], "diagnostics.seeds"),
     ("diagnostics.seeds", [], "diagnostics.seeds"),
     ("diagnostics.seeds", ["1"], "diagnostics.seeds"),
-    ("diagnostics.train.task_set", {"flip_flop": {"steps": 2}}, "diagnostics.train.task_set.flip_flop"),
+    ("diagnostics.train.task_set", {"flipflop": {"steps": 2}}, "diagnostics.train.task_set.flipflop"),
     ("diagnostics.eval.profile", "gpu", "diagnostics.eval.profile"),
     ("diagnostics.eval.n", 0, "diagnostics.eval.n"),
     ("shift.encodings", ["alibi"], "shift.encodings"),
