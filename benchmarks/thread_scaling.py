@@ -45,6 +45,11 @@ def main() -> None:
     ap.add_argument("--tokenizer", help="a tokenizer folder (pretraining; default: the profile's)")
     ap.add_argument("--one", choices=["diag", "pretrain"], help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.tokenizer and not os.path.isdir(args.tokenizer):
+        print(
+            f"thread_scaling: --tokenizer {args.tokenizer}: not a folder; allowed a tokenizer folder", file=sys.stderr
+        )
+        sys.exit(2)
     if args.one:
         one(args.one, args.tokenizer)
         return

@@ -126,11 +126,12 @@ def run_parallel(jobs: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--jobs", "-j", type=int, default=1, help="stages at once (1: plain `dvc repro`)")
+    ap.add_argument("--jobs", "-j", default="1", help="stages at once (1: plain `dvc repro`)")
     args = ap.parse_args(argv)
-    if args.jobs < 1:
+    if not args.jobs.strip().isdigit() or int(args.jobs) < 1:  # `make leaderboard JOBS=…` lands here
         print(f"repro: --jobs {args.jobs}: allowed an integer >= 1", file=sys.stderr)
         return 2
+    args.jobs = int(args.jobs)
     if args.jobs > 1:
         rc = run_parallel(args.jobs)
         if rc:

@@ -70,8 +70,9 @@ def test_a_failed_stage_stops_the_run_and_is_not_recorded(project):
     assert recorded == {"b"}  # b ran beside a and finished: recorded; a failed, c never started
 
 
-def test_jobs_below_one_is_one_line_and_exit_2(project):
-    r = run([sys.executable, str(RUNNER), "--jobs", "0"], project)
+@pytest.mark.parametrize("jobs", ["0", "two", "-1"])
+def test_jobs_not_a_positive_integer_is_one_line_and_exit_2(project, jobs):
+    r = run([sys.executable, str(RUNNER), f"--jobs={jobs}"], project)
     assert r.returncode == 2
-    assert r.stderr.strip() == "repro: --jobs 0: allowed an integer >= 1"
+    assert r.stderr.strip() == f"repro: --jobs {jobs}: allowed an integer >= 1"
     assert not (project / "dvc.lock").exists() and not (project / "a.txt").exists()
