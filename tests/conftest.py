@@ -45,17 +45,25 @@ def randomize_(model, seed: int = 1, std: float = 0.2) -> None:
             p.add_(torch.randn(p.shape, generator=g) * std)
 
 
+def cache_name() -> str:
+    """The name this transformers release passes the KV cache under (``cache`` from 5.24 on)."""
+    from transformers.modeling_outputs import BaseModelOutputWithPast
+
+    return "cache" if "cache" in BaseModelOutputWithPast.__dataclass_fields__ else "past_key_values"
+
+
 def decode_logits(model, x: torch.Tensor, prefix: int, end: int | None = None) -> torch.Tensor:
     """Logits of ``x[:, :end]`` from one forward of the first ``prefix`` tokens, then token by token
     through the KV cache (no grad): what generation computes, to compare with one full forward."""
     end = x.shape[1] if end is None else end
+    name = cache_name()
     with torch.no_grad():
         out = model(x[:, :prefix], use_cache=True)
-        steps, cache = [out.logits], out.past_key_values
+        steps, cache = [out.logits], getattr(out, name)
         for t in range(prefix, end):
-            out = model(x[:, t : t + 1], past_key_values=cache, use_cache=True)
+            out = model(x[:, t : t + 1], use_cache=True, **{name: cache})
             steps.append(out.logits)
-            cache = out.past_key_values
+            cache = getattr(out, name)
     return torch.cat(steps, 1)
 
 

@@ -18,6 +18,18 @@ from . import attention as attn
 from .configuration_peeval import PeevalConfig
 from .encodings import Encoding, PEContext, build_encoding
 
+#: the name under which this transformers release hands the KV cache to ``forward`` and reads it back
+#: from outputs: ``cache`` from 5.24 on (``past_key_values`` deprecated there), ``past_key_values``
+#: before. The model accepts both names on every release, as 5.24's Llama does.
+CACHE_KWARG = "cache" if "cache" in BaseModelOutputWithPast.__dataclass_fields__ else "past_key_values"
+
+
+def _one_cache(cache, past_key_values):
+    """The cache passed under either name (both at once is an error, as in transformers)."""
+    if cache is not None and past_key_values is not None:
+        raise ValueError("pass the KV cache as `cache` or as `past_key_values`, not both")
+    return past_key_values if cache is None else cache
+
 
 class PeevalAttention(nn.Module):
     def __init__(self, config: PeevalConfig, layer_idx: int):
@@ -91,7 +103,7 @@ class PeevalPreTrainedModel(PreTrainedModel):
     base_model_prefix = "model"
     supports_gradient_checkpointing = False
     _no_split_modules = ["PeevalDecoderLayer"]
-    _skip_keys_device_placement = ["past_key_values"]
+    _skip_keys_device_placement = [CACHE_KWARG]
     _supports_sdpa = True
 
     def _initialize_weights(self, module, is_custom_code: bool = False):
@@ -128,16 +140,17 @@ class PeevalModel(PeevalPreTrainedModel):
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
+        cache: Cache | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPast:
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids or inputs_embeds")
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
+        cache = _one_cache(cache, past_key_values)
         use_cache = self.config.use_cache if use_cache is None else use_cache
-        if use_cache and past_key_values is None:
-            past_key_values = DynamicCache(config=self.config)
-        cache = past_key_values if use_cache or past_key_values is not None else None
+        if use_cache and cache is None:
+            cache = DynamicCache(config=self.config)
         b, n = inputs_embeds.shape[:2]
         past = cache.get_seq_length() if cache is not None else 0
         nk = past + n
@@ -172,9 +185,9 @@ class PeevalModel(PeevalPreTrainedModel):
             all_hidden.append(h)
         return BaseModelOutputWithPast(
             last_hidden_state=h,
-            past_key_values=cache,
             hidden_states=tuple(all_hidden) if output_hidden_states else None,
             attentions=tuple(all_attn) if output_attentions else None,
+            **{CACHE_KWARG: cache},
         )
 
 
@@ -219,13 +232,14 @@ class PeevalForCausalLM(PeevalPreTrainedModel, GenerationMixin):
         output_attentions=None,
         output_hidden_states=None,
         logits_to_keep: int = 0,
+        cache=None,
         **kwargs,
     ) -> CausalLMOutputWithPast:
         out = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
-            past_key_values=past_key_values,
+            cache=_one_cache(cache, past_key_values),
             inputs_embeds=inputs_embeds,
             use_cache=use_cache,
             output_attentions=output_attentions,
@@ -241,7 +255,7 @@ class PeevalForCausalLM(PeevalPreTrainedModel, GenerationMixin):
         return CausalLMOutputWithPast(
             loss=loss,
             logits=logits,
-            past_key_values=out.past_key_values,
             hidden_states=out.hidden_states,
             attentions=out.attentions,
+            **{CACHE_KWARG: getattr(out, CACHE_KWARG)},
         )

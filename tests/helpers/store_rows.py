@@ -4,6 +4,9 @@ as comparable data: what two runs of the same pipeline on the same inputs must a
 What legitimately differs between two runs is taken out, and only that: the run id (a hash of
 results.json, which holds the date) becomes the run's stable key (kind, checkpoint, results path);
 dates, commits, wall-clock times and throughputs are dropped; long texts become their sha256.
+The environment (package versions: torch, transformers, lm-eval, ...) stays in the store's provenance
+but is no part of the comparison: a reference compares results, not environments (a new transformers
+release must not fail the test when it moves no number; when it does move one, the rows say so).
 Floats are kept as they are and compared with a tolerance by :func:`diff`.
 
 ``python tests/helpers/store_rows.py STORE_DIR OUT.json`` writes a dump (how the reference in
@@ -22,6 +25,9 @@ from pathlib import Path
 VOLATILE = {"run_id", "date", "git_commit", "elapsed_s", "tokens_per_s", "train_time_s", "wall_s", "run_ids"}
 #: keys inside JSON columns that do (nested anywhere)
 VOLATILE_KEYS = {"train_time_s", "elapsed_s", "tokens_per_s", "date", "wall_s", "git_commit", "time_s"}
+#: the environment a run happened in: provenance, not results (columns, and keys nested in JSON columns)
+ENVIRONMENT = {"torch_version", "transformers_version", "lm_eval_version"}
+ENVIRONMENT_KEYS = {"versions"}
 #: the stores' tables; claims tables live in claims.duckdb (before: inside the store)
 STORE_TABLES = ("runs", "metrics", "ppl_by_length", "passkey_cells", "diagnostic_cells", "training_curves",
                 "efficiency", "samples")  # fmt: skip
@@ -38,7 +44,7 @@ def _clean(v):
     if isinstance(v, str):
         return _SITE.sub("<site-packages>/", v)
     if isinstance(v, dict):
-        return {k: _clean(x) for k, x in sorted(v.items()) if k not in VOLATILE_KEYS}
+        return {k: _clean(x) for k, x in sorted(v.items()) if k not in VOLATILE_KEYS | ENVIRONMENT_KEYS}
     if isinstance(v, list):
         return [_clean(x) for x in v]
     return v
@@ -66,7 +72,7 @@ def _rows(con, table: str, run_key: dict) -> list[dict]:
         r = dict(zip(cols, row))
         if "run_id" in r:
             r["run"] = run_key.get(r["run_id"], r["run_id"])
-        out.append({c: _value(c, v) for c, v in r.items() if c not in VOLATILE})
+        out.append({c: _value(c, v) for c, v in r.items() if c not in VOLATILE | ENVIRONMENT})
 
     def key(r):  # floats last, so that round-off cannot reorder rows
         exact = {c: v for c, v in r.items() if not isinstance(v, float)}
@@ -136,7 +142,10 @@ def write(tables: dict, path: str | Path) -> None:
 
 
 def read(path: str | Path) -> dict:
-    return json.loads(Path(path).read_text())
+    """A dump as written by :func:`write`, with any environment a reference still holds taken out."""
+    tables = json.loads(Path(path).read_text())
+    return {t: [{c: _clean(v) for c, v in r.items() if c not in ENVIRONMENT} for r in rows]
+            for t, rows in tables.items()}  # fmt: skip
 
 
 if __name__ == "__main__":

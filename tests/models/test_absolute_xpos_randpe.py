@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from conftest import decode_logits, randomize_, tiny_model
+from conftest import cache_name, decode_logits, randomize_, tiny_model
 
 from peeval.models.encodings import PEContext
 
@@ -230,7 +230,7 @@ def test_xpos_float16_model_at_max_length_finite_and_close_to_float32():
         step = h(x[:, :500], use_cache=True)
         steps = [step.logits]
         for t in range(500, 512):
-            step = h(x[:, t : t + 1], past_key_values=step.past_key_values, use_cache=True)
+            step = h(x[:, t : t + 1], use_cache=True, **{cache_name(): getattr(step, cache_name())})
             steps.append(step.logits)
     torch.testing.assert_close(torch.cat(steps, 1).float(), out, atol=1e-2, rtol=1e-2)
 
@@ -384,7 +384,7 @@ def test_randpe_cached_call_in_training_raises():
     with torch.no_grad():
         out = m(x[:, :4], use_cache=True)
         with pytest.raises(ValueError, match="model.eval"):
-            m(x[:, 4:5], past_key_values=out.past_key_values, use_cache=True)
+            m(x[:, 4:5], use_cache=True, **{cache_name(): getattr(out, cache_name())})
 
 
 def test_randpe_bad_base_option():

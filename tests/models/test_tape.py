@@ -3,7 +3,7 @@ ablations, gradients at init. Generic properties are in test_model_common.py."""
 
 import pytest
 import torch
-from conftest import decode_logits, randomize_, tiny_config, tiny_model
+from conftest import cache_name, decode_logits, randomize_, tiny_config, tiny_model
 
 X = torch.randint(0, 61, (2, 12), generator=torch.Generator().manual_seed(0))
 ABLATIONS = [
@@ -180,5 +180,5 @@ def test_psi_attn_out_reads_the_attention_output():
         full = m(X).logits
         assert (full - ref(X).logits).abs().max() > 1e-3  # ψ reads a different input
         out = m(X[:, :6], use_cache=True)
-        step = m(X[:, 6:7], past_key_values=out.past_key_values, use_cache=True).logits
+        step = m(X[:, 6:7], use_cache=True, **{cache_name(): getattr(out, cache_name())}).logits
     torch.testing.assert_close(step[:, 0], full[:, 6], atol=1e-4, rtol=1e-4)

@@ -1,0 +1,67 @@
+"""The upstream versions peeval is tested on (the lock itself: ``peeval.lock``).
+
+pyproject.toml accepts ranges (a user's own transformers is fine); ``TESTED`` says which releases
+the suite actually passed on: the lock's version at the low end, the newest ``make upgrade-check``
+passed on at the high end. Importing peeval with a version outside logs one line (never raises):
+transformers and lm-eval change their model protocols between minor releases (transformers 5.24
+renamed ``past_key_values`` to ``cache``), and a silent protocol change gives wrong numbers.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import metadata
+
+from ._log import logger
+
+#: distribution -> (oldest, newest) release the suite passed on, both inclusive. Kept equal to the
+#: lock's low end by tests/models/test_versions.py; move the high end after a green upgrade-check.
+TESTED: dict[str, tuple[str, str]] = {
+    "transformers": ("5.23.0", "5.24.0"),
+    "lm_eval": ("0.4.13", "0.4.13"),
+}
+
+_said = False
+
+
+def release(v: str) -> tuple[int, ...]:
+    """The numeric release of a version string ("5.24.0.dev0" -> (5, 24, 0), "2.13.0+cpu" -> (2, 13, 0))."""
+    m = re.match(r"\d+(?:\.\d+)*", v.strip())
+    return tuple(int(x) for x in m.group(0).split(".")) if m else ()
+
+
+def _pad(t: tuple[int, ...], n: int = 4) -> tuple[int, ...]:
+    return t + (0,) * (n - len(t))
+
+
+def outside_tested(versions: dict[str, str | None] | None = None) -> list[str]:
+    """One message per distribution whose installed version lies outside ``TESTED`` (none missing)."""
+    out = []
+    for dist, (lo, hi) in TESTED.items():
+        v = versions.get(dist) if versions is not None else installed(dist)
+        if v is None:
+            continue
+        if not _pad(release(lo)) <= _pad(release(v)) <= _pad(release(hi)):
+            span = lo if lo == hi else f"{lo} to {hi}"
+            out.append(f"{dist} {v} is outside the versions peeval is tested on ({span})")
+    return out
+
+
+def installed(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def warn_if_untested() -> None:
+    """Log one line (once per process) when transformers or lm-eval is outside the tested range."""
+    global _said
+    if _said:
+        return
+    _said = True
+    problems = outside_tested()
+    if problems:
+        logger.warning(
+            "peeval: %s; results may differ (peeval's constraints.txt pins the tested set)", "; ".join(problems)
+        )

