@@ -32,6 +32,16 @@ def test_tested_range_starts_at_the_lock():
         assert _versions.release(lo) <= _versions.release(hi)
 
 
+def test_accepted_range_starts_where_testing_starts():
+    """pyproject's floor for transformers is the oldest release the suite runs on (the lock's): a
+    wider range would accept releases nobody tested (transformers 5.0 cannot build PeevalConfig)."""
+    text = (REPO / "pyproject.toml").read_text()
+    floor = re.search(r'"transformers>=([\d.]+),<(\d+)"', text)
+    assert floor, "pyproject.toml: no transformers>=X,<Y requirement"
+    assert _versions.release(floor.group(1)) == _versions.release(_versions.TESTED["transformers"][0])
+    assert '"lm-eval==' + _versions.TESTED["lm_eval"][0] + '"' in text
+
+
 def test_every_install_of_the_venv_goes_through_the_lock():
     make = (REPO / "Makefile").read_text()
     recipe = make.split("$(STAMP): pyproject.toml $(LOCK)\n", 1)[1].split("\n\n", 1)[0]
