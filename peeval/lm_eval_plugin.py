@@ -109,6 +109,18 @@ class _PeevalHFLM(HFLM):
             # rank 0 gathers) only when it counts > 1 GPU: the same path, for CPU processes
             self._rank, self._world_size = acc.process_index, acc.num_processes
 
+    def _create_model(self, *args, **kwargs):
+        """HFLM's loading, refusing a checkpoint that lacks a tensor (or has a wrong-shaped or extra
+        one) instead of evaluating a model with random weights (peeval.models.loading)."""
+        from peeval.models.loading import CompleteLoader
+
+        auto = self.AUTO_MODEL_CLASS
+        self.AUTO_MODEL_CLASS = CompleteLoader(auto)
+        try:
+            return super()._create_model(*args, **kwargs)
+        finally:
+            self.AUTO_MODEL_CLASS = auto
+
     # -- exact-window perplexity (peeval_ppl_*) -------------------------------------
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
         ours = [i for i, r in enumerate(requests) if isinstance(r.doc, dict) and "peeval_window" in r.doc]
@@ -226,6 +238,7 @@ class PeevalLlamaLM(_PeevalHFLM):
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
             from peeval.models.llama_adapters import base_config, rope_params_for
+            from peeval.models.loading import load_complete
 
             load = {"gguf_file": kw["gguf_file"]} if kw.get("gguf_file") else {}
             cfg = base_config(pretrained, kw.get("gguf_file"))
@@ -233,7 +246,7 @@ class PeevalLlamaLM(_PeevalHFLM):
             cfg.rope_parameters = rope_params_for(cfg, ROPE_SCALINGS[rope_scaling], factor)
             if not kw.get("tokenizer"):
                 kw["tokenizer"] = AutoTokenizer.from_pretrained(pretrained, **load)
-            pretrained = AutoModelForCausalLM.from_pretrained(pretrained, config=cfg, dtype=torch.float32, **load)
+            pretrained = load_complete(AutoModelForCausalLM, pretrained, config=cfg, dtype=torch.float32, **load)
         if adapter:  # a `peeval adapt` folder (tape / lora / theta / pi / yarn): it sets its own rope scaling
             from transformers import AutoTokenizer
 

@@ -194,11 +194,16 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     import peeval.models  # noqa: F401  (registers model_type "peeval")
+    from peeval.models.loading import load_complete
 
     ckpt = args.checkpoint
     if not (Path(ckpt) / "config.json").is_file():
         ap.error(f"--checkpoint {ckpt}: no config.json (not a checkpoint directory)")
-    model = AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.float32)
+    try:
+        model = load_complete(AutoModelForCausalLM, ckpt, dtype=torch.float32)
+    except ValueError as e:  # an incomplete checkpoint: one line, nothing written
+        print(f"shift stability: error: {e}", file=sys.stderr)
+        return 2
     tok = AutoTokenizer.from_pretrained(ckpt)
     bos = model.config.bos_token_id if model.config.bos_token_id is not None else tok.bos_token_id
     metrics = measure(model, _sequences(tok, args.sequences, args.length, args.seed), bos)

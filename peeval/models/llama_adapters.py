@@ -22,11 +22,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 from pathlib import Path
 
 import torch
 
 from .._io import atomic_write_text
+from .loading import check_weights, load_complete
 
 METHODS = ("tape", "lora", "theta", "pi", "yarn")
 ADAPTER_JSON = "peeval_adapter.json"
@@ -91,7 +93,16 @@ def load_base(base: str, gguf_file: str | None = None, rope_parameters: dict | N
     if max_layers:
         cfg.num_hidden_layers = min(int(max_layers), cfg.num_hidden_layers)
     load = {"gguf_file": gguf_file} if gguf_file else {}
-    model = AutoModelForCausalLM.from_pretrained(base, config=cfg, dtype=torch.float32, **load)
+    kept = cfg.num_hidden_layers
+    cut = re.compile(r"(?:^|\.)layers\.(\d+)\.")  # tensors of the layers max_layers leaves out
+
+    def left_out(name: str) -> bool:
+        m = cut.search(name)
+        return bool(max_layers) and m is not None and int(m.group(1)) >= kept
+
+    model = load_complete(
+        AutoModelForCausalLM, base, config=cfg, dtype=torch.float32, allow_unexpected=left_out, **load
+    )
     return model.eval()
 
 
@@ -210,14 +221,29 @@ def load_adapted(base: str, adapter_dir: str | os.PathLike, gguf_file: str | Non
 
         model = llama_to_tape(llama, meta.get("pe_options"))
         weights = load_file(str(Path(adapter_dir) / TAPE_WEIGHTS))
-        missing = set(weights) - set(model.state_dict())
-        if missing:
-            raise ValueError(f"{adapter_dir}: tensors {sorted(missing)[:5]} do not fit this base model")
+        shapes = {k: v.shape for k, v in model.state_dict().items()}
+        check_weights(
+            f"{adapter_dir} ({TAPE_WEIGHTS})",
+            missing=set(meta.get("trained_tensors") or ()) - set(weights),  # left at the identity init
+            unexpected=set(weights) - set(shapes),
+            mismatched=[(k, tuple(v.shape), tuple(shapes[k])) for k, v in weights.items()
+                        if k in shapes and tuple(v.shape) != tuple(shapes[k])],
+        )  # fmt: skip
         model.load_state_dict(weights, strict=False)
         return model.eval()
     if meta.get("peft"):
         from peft import PeftModel
+        from peft.utils import get_peft_model_state_dict, load_peft_weights
 
         model = PeftModel.from_pretrained(llama, str(adapter_dir))
+        saved = load_peft_weights(str(adapter_dir), device="cpu")
+        wanted = {k: v.shape for k, v in get_peft_model_state_dict(model).items()}
+        check_weights(
+            f"{adapter_dir} (peft adapter)",
+            missing=set(wanted) - set(saved),
+            unexpected=set(saved) - set(wanted),
+            mismatched=[(k, tuple(v.shape), tuple(wanted[k])) for k, v in saved.items()
+                        if k in wanted and tuple(v.shape) != tuple(wanted[k])],
+        )  # fmt: skip
         return (model.merge_and_unload() if merge else model).eval()
     return llama
