@@ -6,7 +6,7 @@ import sys
 from collections.abc import Callable
 
 
-def run_command(prog: str, action: Callable[[], str], errors: type[Exception]) -> int:
+def run_command(prog: str, action: Callable[[], str], errors: type[Exception] | tuple[type[Exception], ...]) -> int:
     """Run ``action`` and print ``<prog>: <its line>`` (exit 0); an expected ``errors`` is one line
     ``<prog>: error: ...`` on stderr and exit 2, without a traceback."""
     try:

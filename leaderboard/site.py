@@ -20,6 +20,7 @@ import io
 import json
 import math
 import os
+import shutil
 import sys
 import tempfile
 from collections import defaultdict
@@ -507,17 +508,53 @@ class Site:
         return _write_tree(self.out, self.files)
 
 
+#: written into every site folder: a folder that carries it is the site's own, to replace whole
+MARKER = ".peeval-site"
+#: what a site built before the marker existed always holds
+_LEGACY = ("index.html", "assets/site.css", "assets/site.js")
+
+
+class SiteOutError(Exception):
+    """``--out`` names a folder the site may not replace (it holds someone else's files)."""
+
+
+def _check_out(out: Path, files: dict[str, str]) -> None:
+    """The site replaces ``out`` whole, so ``out`` must be new, empty, or a site this module wrote:
+    a folder with the user's own files in it is refused, never swapped away."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise SiteOutError(f"--out {out}: exists and is not a folder")
+    if (out / MARKER).is_file() or all((out / f).is_file() for f in _LEGACY):
+        return
+    foreign = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if not p.is_dir())
+    foreign = [f for f in foreign if f not in files]
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise SiteOutError(
+            f"--out {out}: holds files the site did not write ({shown}); the site replaces its "
+            "folder whole, so give a new or empty folder (or remove those files)"
+        )
+
+
 def _write_tree(out: Path, files: dict[str, str]) -> Path:
-    """Write into a temporary sibling folder, then swap it in (no half-built site)."""
+    """Write into a temporary sibling folder, then swap it in (no half-built site); the temporary
+    folder goes on every failure."""
     out = Path(out)
+    files = {**files, MARKER: "A static site written by peeval's leaderboard.site: rebuilt whole on every build.\n"}
+    _check_out(out, files)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    for rel, text in files.items():
-        p = tmp / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text, encoding="utf-8")
-    os.chmod(tmp, 0o755)
-    replace_dir(tmp, out)
+    try:
+        for rel, text in files.items():
+            p = tmp / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text, encoding="utf-8")
+        os.chmod(tmp, 0o755)
+        replace_dir(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return out / "index.html"
 
 
@@ -548,7 +585,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--claims-db", default=None, help="the claims stage's database (default: beside --db)")
     p.add_argument("--out", default=str(DEFAULT_OUT))
     args = p.parse_args(argv)
-    return run_command("site", lambda: str(build_site(args.db, args.out, args.claims_db).resolve()), FileNotFoundError)
+    build = lambda: str(build_site(args.db, args.out, args.claims_db).resolve())
+    return run_command("site", build, (FileNotFoundError, SiteOutError))
 
 
 if __name__ == "__main__":

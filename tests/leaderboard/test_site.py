@@ -155,3 +155,56 @@ def test_claims_page_puts_decided_verdicts_first():
         )
     html = render_claims_page(con)
     assert html.index(">c-third<") < html.index(">b-second<") < html.index(">a-first<")
+
+
+def test_out_with_the_users_files_is_refused_and_kept(tmp_path, capsys):
+    """Issue 30: the site replaces its folder whole, so a folder holding someone else's files is
+    refused (one line, exit 2) and every file stays; no temporary folder is left beside it."""
+    from leaderboard.site import main
+
+    db = make_store(tmp_path / "store")
+    mine = tmp_path / "mine"
+    (mine / "notes").mkdir(parents=True)
+    (mine / "thesis.tex").write_text("my thesis")
+    (mine / "notes" / "a.txt").write_text("a")
+    before = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*"))
+    assert main(["--db", str(db), "--out", str(mine)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--out" in err[0] and "thesis.tex" in err[0], err
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == before
+    assert (mine / "thesis.tex").read_text() == "my thesis"
+
+
+def test_out_that_is_a_site_or_empty_is_rebuilt(tmp_path):
+    from leaderboard.site import MARKER
+
+    db = make_store(tmp_path / "store")
+    (tmp_path / "empty").mkdir()
+    index = build_site(db, tmp_path / "empty")
+    assert (index.parent / MARKER).is_file()
+    (index.parent / "runs" / "stale-run.html").write_text("a page of a run no longer in the store")
+    index = build_site(db, index.parent)  # our own folder (marker): replaced whole, stale page gone
+    assert not (index.parent / "runs" / "stale-run.html").exists()
+    legacy = tmp_path / "legacy"  # a site built before the marker: index.html + assets
+    shutil.copytree(index.parent, legacy)
+    (legacy / MARKER).unlink()
+    (legacy / "runs" / "old.html").write_text("old")
+    assert build_site(db, legacy).is_file() and not (legacy / "runs" / "old.html").exists()
+
+
+def test_failed_site_build_leaves_no_temporary_folder(tmp_path, monkeypatch):
+    from leaderboard import site as mod
+
+    db = make_store(tmp_path / "store")
+    out = tmp_path / "out"
+    build_site(db, out)
+    before = (out / "index.html").read_text()
+
+    def full_disk(tmp, target):
+        raise OSError(28, "No space left on device", str(target))
+
+    monkeypatch.setattr(mod, "replace_dir", full_disk)
+    with pytest.raises(OSError):
+        build_site(db, out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "store"]
+    assert (out / "index.html").read_text() == before
