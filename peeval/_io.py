@@ -54,6 +54,26 @@ def save_dir_atomically(out_dir: str | os.PathLike, write: Callable[[Path], obje
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def replace_files(out_dir: str | os.PathLike, files: dict[str, str], stale=()) -> None:
+    """Write ``files`` (name -> UTF-8 text) into a temporary folder beside ``out_dir``; only once every
+    one is written, delete the ``stale`` paths and move the new files in, in order (renames: they need
+    no disk space). A failure while writing (a full disk, Ctrl-C) leaves ``out_dir`` exactly as it was
+    and no temporary file: a failed ``--overwrite`` keeps the old run."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-new-", dir=out_dir.parent))
+    try:
+        for name, text in files.items():
+            (tmp / name).write_text(text, encoding="utf-8")
+        out_dir.mkdir(exist_ok=True)
+        for p in stale:
+            Path(p).unlink(missing_ok=True)
+        for name in files:
+            os.replace(tmp / name, out_dir / name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def replace_dir(tmp: str | os.PathLike, target: str | os.PathLike) -> None:
     """Swap the finished folder ``tmp`` in for ``target`` (which may not exist yet): the old folder
     is renamed aside first, so ``target`` is never a half-built or half-deleted tree."""

@@ -26,7 +26,7 @@ from pathlib import Path
 from peeval.declarations import adapt_methods
 from peeval.records import PROVENANCE_KEY
 
-from ._io import atomic_write_text as _atomic_write
+from ._io import replace_files
 
 PEEVAL_TASKS = Path(__file__).resolve().parent / "tasks"
 
@@ -223,11 +223,10 @@ def _max_length_for(metadata: dict) -> int | None:
     return max(lengths) + 64
 
 
-def _clear_run(out: Path) -> None:
-    """Remove an earlier run's files (results.json first: the folder is never a finished run
-    whose samples belong to another)."""
-    for f in [out / "results.json", *sorted(out.glob("samples_*.jsonl"))]:
-        f.unlink(missing_ok=True)
+def _earlier_run(out: Path) -> list[Path]:
+    """An earlier run's files, results.json first: the folder is never a finished run whose samples
+    belong to another."""
+    return [out / "results.json", *sorted(out.glob("samples_*.jsonl"))]
 
 
 def _check_output(out: Path, overwrite: bool) -> None:
@@ -307,10 +306,10 @@ def _evaluate(args, metadata: dict, limit, model_args: dict, out: Path) -> int:
     samples = results.pop("samples", {})
     results[PROVENANCE_KEY] = provenance(args, lm, model_args, metadata)
     _check_output(out, args.overwrite)  # a run that finished meanwhile in the same folder is not replaced silently
-    _clear_run(out)
-    for task, rows in samples.items():
-        _atomic_write(out / f"samples_{task}.jsonl", "".join(json.dumps(r, default=str) + "\n" for r in rows))
-    _atomic_write(out / "results.json", json.dumps(results, indent=1, default=str))
+    files = {f"samples_{task}.jsonl": "".join(json.dumps(r, default=str) + "\n" for r in rows)
+             for task, rows in samples.items()}  # fmt: skip
+    files["results.json"] = json.dumps(results, indent=1, default=str)  # last: the run is finished
+    replace_files(out, files, stale=_earlier_run(out))  # the old run stays until the new one is written
     from lm_eval.utils import make_table
 
     print(make_table(results))

@@ -126,6 +126,34 @@ def test_reused_output_folder_is_refused_then_overwritten_without_stale_samples(
     assert "marker" not in json.loads((run / "results.json").read_text())  # written anew
 
 
+@needs_mirror
+def test_failed_overwrite_keeps_the_old_run(ckpts, tmp_path, capsys, monkeypatch):
+    """Issue 30: ``--overwrite`` over a finished run whose new results cannot be written (a full disk):
+    the old results and samples stay as they were, the error names the file, no temporary is left."""
+    import errno
+
+    md = json.dumps({"lengths": [64], "depths": [0.5], "per_cell": 1})
+    argv = ["--model", "peeval", "--model_args", f"pretrained={ckpts['a']}", "--tasks", "peeval_passkey", "--limit",
+            "1", "--device", "cpu", "--metadata", md, "--output_path", tmp_path, "--run_name", "r"]  # fmt: skip
+    rc, err = run_eval(capsys, *argv)
+    assert rc == 0, err[-3000:]
+    run = tmp_path / "r"
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    real = Path.write_text
+
+    def full_disk(self, *a, **k):
+        if "results.json" in self.name:  # the results file, however it is staged
+            raise OSError(errno.ENOSPC, "No space left on device", str(self))
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    rc, err = run_eval(capsys, *argv, "--overwrite")
+    monkeypatch.undo()
+    one_line_error(rc, err, "No space left", "results.json")
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]  # no temporary folder or file left
+
+
 # -- item 4: task metadata, --limit, --metadata ----------------------------------------------
 @pytest.mark.parametrize(
     ("metadata", "needle"),
