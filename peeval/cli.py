@@ -248,6 +248,9 @@ def cmd_eval(args) -> int:
     """Evaluate, then write the run; a bad input is one line (exit 2) and writes nothing."""
     try:
         metadata = parse_metadata(args.metadata)
+        from peeval.tasks.metadata_keys import check_requested
+
+        check_requested(args.tasks, metadata)  # each key is read by a task of this run
         limit = parse_limit(args.limit)
         model_args = parse_model_args(args.model_args)
         auto_len = _max_length_for(metadata)

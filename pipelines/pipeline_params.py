@@ -23,6 +23,7 @@ import yaml
 
 from peeval.declarations import adapt_methods, encoding_names
 from peeval.records import DIAG_TASKS, GEN_PROFILES
+from peeval.tasks.metadata_keys import check_requested
 from peeval.training.profiles import TRAIN_PROFILES
 
 #: lm-eval tasks that cannot run on the offline mirror -> the peeval task that runs the same prompts
@@ -325,6 +326,10 @@ def validate(raw: Any) -> PipelineParams:
         suites[name] = Suite(
             su.names("tasks", nonempty=True), su.mapping("metadata", optional=True), su.int("limit", 1, none=True)
         )
+        try:  # a misspelt key would be ignored and the task's default scored
+            check_requested(suites[name].tasks, suites[name].metadata or {})
+        except ValueError as e:
+            raise ParamsError(f"params.yaml eval.suites.{name}.metadata{str(e).removeprefix('--metadata')}") from None
         for task, instead in MIRROR_TASKS.items():
             if task in suites[name].tasks:
                 raise ParamsError(

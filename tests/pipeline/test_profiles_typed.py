@@ -96,6 +96,7 @@ BAD = [
     ("eval.adapt", ["passkey"], "eval.adapt"),
     ("eval.suites.lm.limit", 0, "eval.suites.lm.limit"),
     ("eval.suites.lm.tasks", [], "eval.suites.lm.tasks"),
+    ("eval.suites.lm.metadata.lenghts", [32], "eval.suites.lm.metadata: unknown key 'lenghts'"),  # issue 30
     ("seed", True, "seed"),
     ("launcher", 8, "launcher"),
     ("data.mirror", "local/gutenberg-train", "data.mirror"),

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import datasets
 
+from peeval.tasks.metadata_keys import check_keys
+
 BLANK = "XXXXX"
 
 
@@ -40,8 +42,10 @@ def build_dataset(config: str, **_metadata) -> datasets.DatasetDict:
 
 
 def cn(**metadata):
+    check_keys("peeval_cbt_cn", metadata)
     return build_dataset("CN", **metadata)
 
 
 def ne(**metadata):
+    check_keys("peeval_cbt_ne", metadata)
     return build_dataset("NE", **metadata)

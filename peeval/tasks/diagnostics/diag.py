@@ -26,6 +26,7 @@ from lm_eval.api.task import ConfigurableTask
 
 from peeval.records import FLIP_FLOP_METRICS, addition_metric
 from peeval.tasks.diagnostics import generators
+from peeval.tasks.metadata_keys import check_keys
 
 EVAL_SEED = 1000
 EVAL_N = 100
@@ -34,6 +35,7 @@ EVAL_N = 100
 def _options(metadata: dict) -> tuple[str, str, dict]:
     task, split = metadata["diag_task"], metadata["diag_split"]
     allowed = generators.params(task)
+    check_keys(f"peeval_diag_{task}", metadata)
     opts = {k: v for k, v in metadata.items() if k in allowed}
     return task, split, opts
 

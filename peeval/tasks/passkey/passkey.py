@@ -23,6 +23,7 @@ import datasets
 from lm_eval.api.task import ConfigurableTask
 
 from peeval.records import passkey_metric
+from peeval.tasks.metadata_keys import check_keys
 
 INTRO = (
     "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "
@@ -81,6 +82,7 @@ def check_metadata(metadata: dict) -> dict:
     """The validated grid: ``lengths`` ints >= 1, ``depths`` numbers in [0, 1] (a depth outside
     builds a prompt longer than the length it is filed under), ``per_cell`` int >= 1, ``seed``
     int. Raised where the task reads its metadata, so ``lm_eval`` and ``peeval eval`` agree."""
+    check_keys("peeval_passkey", metadata)
     md = {**DEFAULTS, **{k: v for k, v in metadata.items() if k in (*DEFAULTS, "tokenizer")}}
     for L in _as_list("lengths", md["lengths"]):
         if isinstance(L, bool) or not isinstance(L, int) or L < 1:

@@ -23,6 +23,7 @@ import datasets
 from lm_eval.api.task import ConfigurableTask
 
 from peeval.records import PPL_LOWER, metric_base, ppl_metric
+from peeval.tasks.metadata_keys import check_keys
 
 DEFAULT_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384)
 _NONE_SCORED = "{}: no token was scored (no evaluated document has that many tokens): use shorter lengths"
@@ -40,6 +41,7 @@ def check_metadata(metadata: dict) -> dict:
     L-1 of them), ``stride`` (None, or 1 <= stride <= min(lengths)), ``max_windows`` and
     ``max_docs`` (None for no limit, else >= 1). Raised here, where the task reads its metadata,
     so plain ``lm_eval`` and ``peeval eval`` fail the same way, before any model work."""
+    check_keys("peeval_ppl", metadata)
     lengths = metadata.get("lengths", DEFAULT_LENGTHS)
     if isinstance(lengths, int) and not isinstance(lengths, bool):
         lengths = [lengths]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import datasets
 from lm_eval.api.task import ConfigurableTask
 
+from peeval.tasks.metadata_keys import check_keys
 from peeval.tasks.scrolls import metrics
 
 #: name -> (metric kind, whether ``input`` starts with a query)
@@ -108,6 +109,7 @@ class ScrollsTask(ConfigurableTask):
 
 def _builder(name: str):
     def build(**metadata):
+        check_keys(f"peeval_scrolls_{name}", metadata)
         metadata.pop("scrolls_task", None)
         return build_dataset(name, **metadata)
 

@@ -1,0 +1,88 @@
+"""Every task metadata key is known: a misspelt key (``lenghts``) is one ``ValueError`` with a
+"did you mean" hint, raised when the task is built, never a default scored in silence.
+
+lm-eval hands every task of a run one merged dict: the YAML's ``metadata``, ``--metadata`` (one
+dict for all tasks: ppl and passkey share it in one run), and, under plain ``lm_eval``, every
+``--model_args`` entry. So a task accepts the keys any peeval task reads (``TASK_KEYS``), lm-eval's
+own, and the model-argument names of the models these tasks run on; everything else is refused.
+``peeval eval``, which knows the tasks it runs, is stricter: each ``--metadata`` key must be read
+by one of them (:func:`check_requested`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+
+#: what lm-eval itself writes into a task's metadata (lm_eval/tasks/_factory.py: the YAML's path,
+#: a non-dict metadata, a python task's placeholder)
+LM_EVAL_KEYS = frozenset({"version", "config_source", "_metadata", "config"})
+
+#: task-name prefix -> the metadata keys that family reads (its YAML's included); diagnostics also
+#: read their generator's parameters (added by :func:`keys_for`)
+TASK_KEYS: dict[str, tuple[str, ...]] = {
+    "peeval_ppl": ("lengths", "stride", "max_windows", "max_docs", "ppl_protocol"),
+    "peeval_passkey": ("lengths", "depths", "per_cell", "seed", "tokenizer"),
+    "peeval_diag": ("diag_task", "diag_split", "n", "seed", "profile"),
+    "peeval_scrolls": ("scrolls_task",),
+    "peeval_cbt": (),
+    "peeval_hellaswag": (),
+}
+
+
+def _generator_keys() -> set[str]:
+    from peeval.tasks.diagnostics.generators import DEFAULTS
+
+    return {k for profiles in DEFAULTS.values() for params in profiles.values() for k in params}
+
+
+def keys_for(task: str) -> set[str] | None:
+    """The keys task ``task`` reads (None: not a peeval task)."""
+    for prefix, keys in TASK_KEYS.items():
+        if task == prefix or task.startswith(prefix + "_"):
+            return set(keys) | (_generator_keys() if prefix == "peeval_diag" else set())
+    return None
+
+
+@functools.cache
+def _any_task_keys() -> frozenset[str]:
+    return frozenset(k for prefix in TASK_KEYS for k in keys_for(prefix))
+
+
+@functools.cache
+def model_arg_names() -> frozenset[str]:
+    """The ``--model_args`` names lm-eval may have merged into the metadata (read only when a key
+    is unknown: it imports the model wrappers)."""
+    from peeval.lm_eval_plugin import PeevalLlamaLM, PeevalLM
+
+    return frozenset(PeevalLM.allowed_args()) | frozenset(PeevalLlamaLM.allowed_args())
+
+
+def _refuse(where: str, key: str, known: set[str], reads: str) -> None:
+    close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ValueError(f"{where}: unknown key {key!r}{hint}; {reads}")
+
+
+def check_keys(task: str, metadata: dict) -> None:
+    """Refuse a metadata key that no peeval task reads and that is neither lm-eval's nor a model
+    argument: one line naming it and the closest key task ``task`` reads."""
+    unknown = sorted(set(metadata) - _any_task_keys() - LM_EVAL_KEYS)
+    if unknown:
+        unknown = [k for k in unknown if k not in model_arg_names()]
+    if unknown:
+        own = keys_for(task) or set()
+        reads = f"{task} reads {', '.join(sorted(own))}" if own else f"{task} reads no metadata key"
+        _refuse(f"{task} metadata", unknown[0], own | _any_task_keys(), reads)
+
+
+def check_requested(tasks: list[str], metadata: dict) -> None:
+    """``peeval eval --metadata``: every key is read by one of the requested peeval tasks (when they
+    are all peeval tasks: a group or another lm-eval task may read keys of its own)."""
+    per_task = [keys_for(t) for t in tasks]
+    if not metadata or not tasks or any(k is None for k in per_task):
+        return
+    read = set().union(*per_task)
+    for key in sorted(metadata):
+        if key not in read and key not in LM_EVAL_KEYS:
+            _refuse("--metadata", key, read, f"the tasks {', '.join(tasks)} read {', '.join(sorted(read)) or 'none'}")
