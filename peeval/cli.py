@@ -287,7 +287,9 @@ def _evaluate(args, metadata: dict, limit, model_args: dict, out: Path) -> int:
 
     # lm-eval's two-line hint on every custom-dataset task (peeval's read --metadata already)
     logging.getLogger("lm_eval.api.task").addFilter(lambda r: "Custom kwargs can be passed" not in r.getMessage())
-    tm = task_manager(args.tasks, metadata or None)
+    # the model's tokenizer reaches the tasks as under plain lm_eval (passkey counts lengths in its tokens)
+    model_source = {k: model_args[k] for k in ("pretrained", "gguf_file", "tokenizer") if model_args.get(k)}
+    tm = task_manager(args.tasks, {**model_source, **metadata} or None)
     _build_tasks_first(tm, args.tasks)
     try:
         model_cls = get_model(args.model)

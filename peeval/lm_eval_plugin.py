@@ -121,6 +121,23 @@ class _PeevalHFLM(HFLM):
         finally:
             self.AUTO_MODEL_CLASS = auto
 
+    def generate_until(self, requests, disable_tqdm: bool = False):
+        """HFLM's generation, after checking that no passkey prompt would be left-truncated (the
+        needle cut off: accuracy 0 with only a warning)."""
+        for r in requests:
+            doc = r.doc if isinstance(getattr(r, "doc", None), dict) else {}
+            if not {"key", "length", "depth", "prompt"} <= set(doc):
+                continue  # SCROLLS and lm-eval's tasks truncate their documents on purpose
+            gen = (r.args[1] or {}).get("max_gen_toks", self.max_gen_toks)
+            n = len(self.tok_encode(r.args[0]))
+            if n + gen > self.max_length:
+                raise ValueError(
+                    f"peeval_passkey: a length-{doc['length']} prompt is {n} tokens of this model, which with "
+                    f"{gen} generated tokens exceeds max_length={self.max_length}: it would be left-truncated and "
+                    f"its pass key cut off; set model_args max_length >= {n + gen}"
+                )
+        return super().generate_until(requests, disable_tqdm)
+
     # -- exact-window perplexity (peeval_ppl_*) -------------------------------------
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
         ours = [i for i, r in enumerate(requests) if isinstance(r.doc, dict) and "peeval_window" in r.doc]

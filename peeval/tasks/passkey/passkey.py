@@ -7,7 +7,10 @@ target length in tokens, and the needle sits at the chosen depth (0 = right afte
 intro, 1 = right before the question). Grid and sizes from ``--metadata``:
 ``lengths`` (default 512…4096), ``depths`` (default 0, .25, .5, .75, 1), ``per_cell``
 (default 5), ``seed`` (0), ``tokenizer`` (a tokenizer dir used to count tokens; default the
-mirror's GPT-2 BPE, else 4 characters a token). Same metadata, same prompts, byte for byte.
+evaluated model's own, which ``peeval eval`` and plain ``lm_eval`` hand over as ``pretrained``;
+a standalone build falls back to the mirror's GPT-2 BPE, else 4 characters a token). Same
+metadata and tokenizer, same prompts, byte for byte. A prompt longer than the model's
+``max_length`` is an error naming both (peeval.lm_eval_plugin), never left-truncated to a zero.
 Greedy generation of a few tokens; exact match of the first integer generated, reported
 per cell (``acc@<length>@<depth>``) and overall (``acc``). Bad metadata (a depth outside
 [0, 1], a length that is not a positive integer) is one ``ValueError`` naming the key.
@@ -36,14 +39,15 @@ DEFAULTS = {"lengths": [512, 1024, 2048, 4096], "depths": [0.0, 0.25, 0.5, 0.75,
 
 
 @lru_cache(maxsize=4)
-def _counter(tokenizer: str | None):
-    """A function counting tokens of a string."""
+def _counter(tokenizer: str | None, gguf_file: str | None = None):
+    """A function counting tokens of a string: the evaluated model's tokenizer when the task knows
+    it, else the mirror's GPT-2 BPE (a standalone build), else 4 characters a token."""
     from transformers import AutoTokenizer, GPT2TokenizerFast
 
     from peeval.data import mirror_root
 
     if tokenizer:
-        tok = AutoTokenizer.from_pretrained(tokenizer)
+        tok = AutoTokenizer.from_pretrained(tokenizer, **({"gguf_file": gguf_file} if gguf_file else {}))
     else:
         root = mirror_root()
         if root is None or not (root / "tokenizers" / "gpt2" / "vocab.json").exists():
@@ -103,9 +107,18 @@ def check_metadata(metadata: dict) -> dict:
     return md
 
 
+def tokenizer_source(metadata: dict) -> tuple[str | None, str | None]:
+    """Whose tokens a length counts: ``tokenizer``, else the evaluated model's ``pretrained`` (plain
+    lm_eval merges --model_args into every task's metadata; ``peeval eval`` passes the same two),
+    with its ``gguf_file``. A 512-token cell is 512 tokens of the model being evaluated."""
+    if metadata.get("tokenizer"):
+        return metadata["tokenizer"], None
+    return metadata.get("pretrained"), metadata.get("gguf_file")
+
+
 def build_dataset(**metadata) -> datasets.DatasetDict:
     md = check_metadata(metadata)
-    count = _counter(md.get("tokenizer"))
+    count = _counter(*tokenizer_source(metadata))
     rows = []
     for length in md["lengths"]:
         for depth in md["depths"]:

@@ -133,6 +133,21 @@ class PerplexityTask(ConfigurableTask):
     def lengths(self) -> list[int]:
         return _lengths(self.config.metadata or {})
 
+    def whole_documents(self, limit, samples=None):
+        """``--limit`` keeps whole documents: rows are (document, length), document-major, so a limit
+        that would end inside a document is rounded up to its end and no length is dropped."""
+        if not limit or samples:
+            return limit
+        n = len(self.lengths())
+        return math.ceil(int(limit) / n) * n
+
+    def build_all_requests(self, *, limit=None, samples=None, **kwargs):  # lm-eval slices by the limit here
+        return super().build_all_requests(limit=self.whole_documents(limit, samples), samples=samples, **kwargs)
+
+    def doc_iterator(self, *, rank: int = 0, limit=None, world_size: int = 1, samples=None):  # and here
+        limit = self.whole_documents(limit, samples)
+        return super().doc_iterator(rank=rank, limit=limit, world_size=world_size, samples=samples)
+
     def process_results(self, doc, results):
         r = results[0]
         if not isinstance(r, dict):

@@ -1,0 +1,33 @@
+"""Issue 30: ``--limit 1`` with two ppl lengths scored only the first length (exit 0), though the
+docstring promised every length is kept. A limit now keeps whole documents, every length scored."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+from helpers.checkpoints import save_tiny_checkpoint
+
+MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
+needs_mirror = pytest.mark.skipif(not (MIRROR / "local" / "gutenberg-eval").is_dir(), reason="no data mirror")
+
+
+@needs_mirror
+@pytest.mark.parametrize("limit", ["1", "3"])
+def test_limit_never_drops_a_length(limit, tmp_path, capsys):
+    from peeval.cli import main
+
+    ck = save_tiny_checkpoint(tmp_path / "rope", ["the cat sat on the mat 0123456789 and the dog ran"], pe="rope",
+                              vocab_size=300, max_positions=64)  # fmt: skip
+    md = {"lengths": [16, 32], "max_windows": 1}
+    argv = ["eval", "--model", "peeval", "--model_args", f"pretrained={ck}", "--tasks", "peeval_ppl_pg19", "--device",
+            "cpu", "--limit", limit, "--metadata", json.dumps(md), "--output_path", str(tmp_path / "o")]  # fmt: skip
+    rc = main(argv)
+    assert rc == 0, capsys.readouterr().err[-2000:]
+    (res,) = (tmp_path / "o").glob("*/results.json")
+    scores = json.loads(res.read_text())["results"]["peeval_ppl_pg19"]
+    assert {"ppl@16,none", "ppl@32,none"} <= set(scores), sorted(scores)
+    windows = {L: scores[f"windows@{L},none"] for L in (16, 32)}
+    docs = 1 if limit == "1" else 2  # 3 rows of (document, length) round up to 2 whole documents
+    assert windows == {16: docs, 32: docs}, windows
