@@ -35,6 +35,7 @@ from peeval.records import (
     DIAG_TASKS,  # noqa: F401  (re-exported: ingest's contract with the diagnostic generators)
     LOCAL_SOURCE,
     PASSKEY_TASK,
+    PPL_BASES,
     PPL_PREFIX,
     PROVENANCE_KEY,
     adapt_label,
@@ -105,8 +106,13 @@ def _num(value: Any, where: str) -> float | None:
     raise ValueError(f"{where}: expected a number, got {value!r}")
 
 
+#: DuckDB's BIGINT: a count beyond it cannot be stored as the number it is
+BIGINT_MAX = 2**63 - 1
+
+
 def _int(value: Any, where: str = "value", minimum: int | None = 0) -> int | None:
-    """A count or id: None/'' stay None; anything else must be a whole number (>= ``minimum``)."""
+    """A count or id: None/'' stay None; anything else must be a whole number (>= ``minimum``,
+    within DuckDB's BIGINT)."""
     if value is None or value == "":
         return None
     try:
@@ -117,6 +123,8 @@ def _int(value: Any, where: str = "value", minimum: int | None = 0) -> int | Non
         raise ValueError(f"{where}: expected a whole number, got {value!r}")
     if minimum is not None and f < minimum:
         raise ValueError(f"{where}: {value!r} is below {minimum}")
+    if abs(f) > BIGINT_MAX:
+        raise ValueError(f"{where}: {value!r} does not fit a 64-bit integer")
     return int(f)
 
 
@@ -168,8 +176,8 @@ def check_metric(
             raise ValueError(f"{where}: {value!r} is not a perplexity (>= 1, as exp of a non-negative NLL)")
         if base in BITS and not value >= 0.0:
             raise ValueError(f"{where}: {value!r} is not a bits-per-byte value (>= 0)")
-        if ppl_task and base in ("tokens", "windows") and not (value >= 0 and value == int(value)):
-            raise ValueError(f"{where}: {value!r} is not a count (a whole number >= 0)")
+        if ppl_task and base in ("tokens", "windows") and not (0 <= value <= BIGINT_MAX and value == int(value)):
+            raise ValueError(f"{where}: {value!r} is not a count (a whole number >= 0 that fits a 64-bit integer)")
         if task.startswith("peeval_scrolls_") and base in SCROLLS_SCORES and not 0.0 <= value <= 100.0:
             raise ValueError(f"{where}: {value!r} is not a SCROLLS score in [0, 100]")
     if stderr is not None and not (math.isfinite(stderr) and stderr >= 0.0):
@@ -407,7 +415,10 @@ def _parse_results_dir(run_dir: Path, path: Path, root: Path) -> dict[str, list[
                                 "stderr": se, "n": n_of(task, metric, filt)})  # fmt: skip
         if not is_cell(metric) or filt != "none":
             continue
-        if (corpus := ppl_corpus(task)) is not None and (pm := parse_ppl_metric(metric)):
+        if (corpus := ppl_corpus(task)) is not None and metric_base(metric) in PPL_BASES:
+            pm = parse_ppl_metric(metric)
+            if pm is None or pm[1] < 2:  # a window of L tokens scores L-1: ppl@0, ppl@1, ppl@-3 are no lengths
+                raise ValueError(f"results[{task!r}][{metric + ',' + filt!r}]: the length must be a whole number >= 2")
             r = ppl.setdefault((corpus, pm[1]), {})
             r[pm[0]] = value
         elif task == PASSKEY_TASK and (pk := parse_passkey_metric(metric)):
@@ -543,6 +554,47 @@ def connect(db: str | Path, read_only: bool = False):
     return con
 
 
+class StoreError(ValueError):
+    """A file a reader was pointed at is not a peeval store it can read (the message names it)."""
+
+
+def open_store(db: str | Path, what: str = "--db", allow_empty: bool = False):
+    """A read-only connection to the peeval store ``db``, after checking that it is one: a missing,
+    truncated, locked or foreign DuckDB file, or a store of another schema (tables or columns this
+    code reads are missing), is one ``StoreError`` naming the file, never a traceback or an empty
+    reading (claims on a foreign file gave 90 'inconclusive' verdicts, exit 0)."""
+    import duckdb
+
+    if not Path(db).is_file():
+        raise StoreError(f"{what} {db}: no such file (run the ingest stage first: python -m leaderboard.ingest)")
+    try:
+        con = duckdb.connect(str(db), read_only=True)
+    except duckdb.Error as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise StoreError(f"{what} {db}: cannot open as a DuckDB database ({first})") from None
+    have: dict[str, set[str]] = {}
+    for table, column in con.execute(
+        "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'main'"
+    ).fetchall():
+        have.setdefault(table, set()).add(column)
+    missing = [t for t in TABLE_COLUMNS if t not in have]
+    if allow_empty and not have:  # a new, empty DuckDB file: the ingest may lay the schema in it
+        return con
+    if len(missing) == len(TABLE_COLUMNS):
+        con.close()
+        raise StoreError(f"{what} {db}: not a peeval store (none of its tables: {', '.join(TABLE_COLUMNS)})")
+    lacking = {t: sorted(set(cols) - have[t]) for t, cols in TABLE_COLUMNS.items() if t in have}
+    lacking = {t: c for t, c in lacking.items() if c}
+    if missing or lacking:
+        con.close()
+        what_is = "; ".join([f"tables {', '.join(missing)} missing"] * bool(missing)
+                            + [f"{t} lacks {', '.join(c)}" for t, c in lacking.items()])  # fmt: skip
+        raise StoreError(
+            f"{what} {db}: a peeval store of another schema ({what_is}): ingest the results again into a new store"
+        )
+    return con
+
+
 def _insert(con, table: str, rows: list[dict]) -> None:
     if not rows:
         return
@@ -624,6 +676,11 @@ def ingest(
     """Ingest every results / checkpoint directory under ``paths`` into ``db``, and every folder of
     ``published`` (see ``PUBLISHED``) beside them; rows written per table."""
     root = Path(root or Path.cwd())
+    if Path(db).is_file():  # never lay peeval's tables into someone else's database, or mix two schemas
+        try:
+            open_store(db, "--db", allow_empty=True).close()
+        except StoreError as e:
+            raise IngestError(str(e)) from None
     result_dirs, ck_dirs = discover([Path(p) for p in paths])
     folders = (
         sorted(p for p in Path(published).iterdir() if p.is_dir()) if published and Path(published).is_dir() else []

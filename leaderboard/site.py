@@ -564,13 +564,19 @@ def build_site(db: str | Path, out: str | Path = DEFAULT_OUT, claims_db: str | P
     that file exists, else from the store itself."""
     import duckdb
 
-    if not Path(db).is_file():
-        raise FileNotFoundError(f"{db}: no such DuckDB store (run the ingest first)")
+    from leaderboard.ingest import StoreError, open_store
+
     if claims_db is not None and not Path(claims_db).is_file():
         raise FileNotFoundError(f"--claims-db {claims_db}: no such DuckDB file (run the claims stage first)")
     claims_db = Path(db).with_name("claims.duckdb") if claims_db is None else Path(claims_db)
-    con = duckdb.connect(str(db), read_only=True)
-    ccon = duckdb.connect(str(claims_db), read_only=True) if claims_db.is_file() else None
+    con = open_store(db)  # a missing, truncated, locked or foreign file: one line
+    try:
+        ccon = duckdb.connect(str(claims_db), read_only=True) if claims_db.is_file() else None
+    except duckdb.Error as e:
+        con.close()
+        raise StoreError(
+            f"--claims-db {claims_db}: cannot open as a DuckDB database ({str(e).splitlines()[0]})"
+        ) from None
     try:
         return Site(con, Path(out), ccon).build()
     finally:
@@ -586,7 +592,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(DEFAULT_OUT))
     args = p.parse_args(argv)
     build = lambda: str(build_site(args.db, args.out, args.claims_db).resolve())
-    return run_command("site", build, (FileNotFoundError, SiteOutError))
+    from leaderboard.ingest import StoreError
+
+    return run_command("site", build, (FileNotFoundError, SiteOutError, StoreError))
 
 
 if __name__ == "__main__":

@@ -50,16 +50,15 @@ def main(argv: list[str] | None = None) -> int:
     if out.resolve() == Path(args.db).resolve():
         print(f"pipelines/claims.py: --out {out}: must not be the store --db (ingest's output)", file=sys.stderr)
         return 2
+    from leaderboard.ingest import StoreError, open_store
+
     if not Path(args.db).is_file():
         print(f"pipelines/claims.py: --db {args.db}: no such database (run the ingest stage first)", file=sys.stderr)
         return 2
-    try:
-        con = duckdb.connect(args.db, read_only=True)
-    except duckdb.Error as e:
-        print(
-            f"pipelines/claims.py: --db {args.db}: cannot open as a DuckDB database ({type(e).__name__}: {e})",
-            file=sys.stderr,
-        )
+    try:  # a foreign or old-schema file is refused, not read as a store with no runs
+        con = open_store(args.db)
+    except StoreError as e:
+        print(f"pipelines/claims.py: {e}", file=sys.stderr)
         return 2
     try:
         rows, values = evaluate_claims(load_claims(args.claims), read_store(con))

@@ -209,6 +209,10 @@ def _set_result(t: Path, run: str, task: str, key: str, value) -> None:
         ("lm", "peeval_ppl_pg19", "bpb@32,none", -1.0, "bits-per-byte"),
         ("lm", "peeval_ppl_pg19", "tokens@32,none", 2.5, "not a count"),
         ("lm", "peeval_passkey", "acc_stderr,none", float("nan"), "stderr"),
+        ("lm", "peeval_ppl_pg19", "ppl@0,none", 12.0, "length must be a whole number >= 2"),  # issue 30
+        ("lm", "peeval_ppl_pg19", "ppl@-3,none", 12.0, "length must be a whole number >= 2"),
+        ("lm", "peeval_ppl_pg19", "bpb@1,none", 1.0, "length must be a whole number >= 2"),
+        ("lm", "peeval_ppl_pg19", "windows@32,none", 2**70, "fits a 64-bit integer"),
     ],
 )  # fmt: skip
 def test_impossible_metric_values_are_rejected_naming_file_and_cell(tree, capsys, run, task, key, value, why):
