@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from leaderboard._cli import run_command
+from peeval._io import remove_database
 from peeval.records import (
     ALL_CELL,
     CURVE_COLUMNS,
@@ -708,9 +709,12 @@ def ingest(
     run_ids = sorted({r["run_id"] for r in rows["runs"]})
     paths_ = sorted({r["results_path"] for r in rows["runs"]})
     cks = sorted({r["checkpoint"] for t in CHECKPOINT_TABLES for r in rows[t]})
+    created = not Path(db).exists()  # a store this ingest creates goes again if the ingest fails
     try:
         con = connect(db)
     except Exception as e:  # duckdb.Error, OSError: not a database, a folder, no permission
+        if created:
+            remove_database(db)
         raise IngestError(f"{db}: cannot open as a DuckDB database ({type(e).__name__}: {e})") from e
     try:
         con.execute("BEGIN TRANSACTION")
@@ -726,11 +730,18 @@ def ingest(
         for t in TABLE_COLUMNS:
             _insert(con, t, rows[t])
         con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
+    except BaseException as e:  # a full disk, Ctrl-C: the old store as it was, no new empty one
+        try:
+            con.execute("ROLLBACK")
+        finally:
+            con.close()
+            if created:
+                remove_database(db)
+        if isinstance(e, Exception) and not isinstance(e, IngestError):
+            why = " ".join(str(e).split())
+            raise IngestError(f"--db {db}: writing the store failed, nothing was changed ({why})") from e
         raise
-    finally:
-        con.close()
+    con.close()
     return {t: len(rs) for t, rs in rows.items()}
 
 

@@ -21,13 +21,28 @@ def tmp_path(path: str | os.PathLike) -> Path:
     return path.with_name(path.name + ".tmp")
 
 
+def named(e: OSError, path: str | os.PathLike) -> OSError:
+    """``e`` naming ``path`` when it names no file (``write()`` on a full disk says only "No space left")."""
+    if e.filename:
+        return e
+    return type(e)(e.errno, e.strerror or str(e), str(path)) if e.errno else e
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> None:
-    """``write(tmp)`` a file beside ``path`` (parents created), then move it over ``path``."""
+    """``write(tmp)`` a file beside ``path`` (parents created), then move it over ``path``; on any
+    failure (a full disk, Ctrl-C) the temporary is removed and ``path`` is as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = tmp_path(path)
-    write(tmp)
-    os.replace(tmp, path)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise named(e, path) from e
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
@@ -44,14 +59,19 @@ def save_dir_atomically(out_dir: str | os.PathLike, write: Callable[[Path], obje
     """``write(tmp_dir)`` into a fresh folder beside ``out_dir``, then move its files in by rename,
     so a reader never sees a half-written model or tokenizer (other files of ``out_dir`` stay)."""
     out_dir = Path(out_dir)
+    created = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".save-", dir=out_dir))
     try:
         write(tmp)
         for f in sorted(tmp.iterdir()):
             os.replace(f, out_dir / f.name)
+    except OSError as e:
+        raise named(e, out_dir) from e
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if created and not any(out_dir.iterdir()):  # a failed first save leaves no empty folder
+            out_dir.rmdir()
 
 
 def replace_files(out_dir: str | os.PathLike, files: dict[str, str], stale=()) -> None:
@@ -64,7 +84,10 @@ def replace_files(out_dir: str | os.PathLike, files: dict[str, str], stale=()) -
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-new-", dir=out_dir.parent))
     try:
         for name, text in files.items():
-            (tmp / name).write_text(text, encoding="utf-8")
+            try:
+                (tmp / name).write_text(text, encoding="utf-8")
+            except OSError as e:
+                raise named(e, out_dir / name) from e
         out_dir.mkdir(exist_ok=True)
         for p in stale:
             Path(p).unlink(missing_ok=True)

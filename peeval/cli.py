@@ -239,29 +239,26 @@ def _check_output(out: Path, overwrite: bool) -> None:
         )
 
 
-#: what a bad input raises on its way through lm-eval / transformers / our wrappers (transformers
-#: reports a missing or unreadable checkpoint file as OSError)
-_INPUT_ERRORS = (ValueError, OSError)
+#: what a bad input or a failing disk raises on its way through lm-eval / transformers / our wrappers
+#: (transformers reports a missing or unreadable checkpoint file as OSError; JSON errors are ValueErrors)
+USER_ERRORS = (ValueError, OSError)
 
 
 def cmd_eval(args) -> int:
     """Evaluate, then write the run; a bad input is one line (exit 2) and writes nothing."""
-    try:
-        metadata = parse_metadata(args.metadata)
-        from peeval.tasks.metadata_keys import check_requested
+    metadata = parse_metadata(args.metadata)
+    from peeval.tasks.metadata_keys import check_requested
 
-        check_requested(args.tasks, metadata)  # each key is read by a task of this run
-        limit = parse_limit(args.limit)
-        model_args = parse_model_args(args.model_args)
-        auto_len = _max_length_for(metadata)
-        if "max_length" not in model_args and auto_len and args.model.startswith("peeval"):
-            # a passkey prompt of length L must not be left-truncated to the training length
-            model_args["max_length"] = auto_len
-        out = Path(args.output_path) / run_name(args, model_args)
-        _check_output(out, args.overwrite)
-        return _evaluate(args, metadata, limit, model_args, out)
-    except _INPUT_ERRORS as e:
-        return _fail("eval", e)
+    check_requested(args.tasks, metadata)  # each key is read by a task of this run
+    limit = parse_limit(args.limit)
+    model_args = parse_model_args(args.model_args)
+    auto_len = _max_length_for(metadata)
+    if "max_length" not in model_args and auto_len and args.model.startswith("peeval"):
+        # a passkey prompt of length L must not be left-truncated to the training length
+        model_args["max_length"] = auto_len
+    out = Path(args.output_path) / run_name(args, model_args)
+    _check_output(out, args.overwrite)
+    return _evaluate(args, metadata, limit, model_args, out)
 
 
 #: lm-eval's four random generators: ``--seed`` seeds them all
@@ -323,8 +320,16 @@ def _evaluate(args, metadata: dict, limit, model_args: dict, out: Path) -> int:
 
 
 def _fail(cmd: str, e: Exception) -> int:
-    print(f"peeval {cmd}: error: {e}", file=sys.stderr)
+    print(f"peeval {cmd}: error: {_one_line(e)}", file=sys.stderr)
     return 2
+
+
+def _one_line(e: Exception) -> str:
+    """The error as one line; a disk error names its file (``write()`` on a full disk names none:
+    peeval._io adds it)."""
+    if isinstance(e, OSError) and e.strerror:
+        return f"{e.strerror}: {e.filename}" if e.filename else e.strerror
+    return " ".join(str(e).split()) or type(e).__name__
 
 
 def _done(cmd: str, summary: dict, keys: tuple[str, ...], where: str) -> int:
@@ -338,23 +343,20 @@ def cmd_train(args) -> int:
     from .training.pretrain import run_train
     from .training.profiles import parse_set
 
-    try:
-        pe_options = json.loads(args.pe_options) if args.pe_options else None
-        if pe_options is not None and not isinstance(pe_options, dict):
-            raise ValueError("--pe_options must be a JSON object")
-        summary = run_train(
-            args.out,
-            args.pe,
-            pe_options=pe_options,
-            task=args.task,
-            profile=args.profile,
-            seed=args.seed,
-            tokenizer=args.tokenizer,
-            overwrite=args.overwrite,
-            settings=parse_set(args.set),
-        )
-    except (ValueError, FileNotFoundError, json.JSONDecodeError) as e:
-        return _fail("train", e)
+    pe_options = json.loads(args.pe_options) if args.pe_options else None
+    if pe_options is not None and not isinstance(pe_options, dict):
+        raise ValueError("--pe_options must be a JSON object")
+    summary = run_train(
+        args.out,
+        args.pe,
+        pe_options=pe_options,
+        task=args.task,
+        profile=args.profile,
+        seed=args.seed,
+        tokenizer=args.tokenizer,
+        overwrite=args.overwrite,
+        settings=parse_set(args.set),
+    )
     keys = ("pe", "task", "params", "steps", "train_time_s", "final_val_ppl")
     return _done("train", summary, keys, f"checkpoint in {args.out}")
 
@@ -363,10 +365,7 @@ def cmd_tokenizer(args) -> int:
     from .training.data import build_tokenizer
     from .training.profiles import parse_set
 
-    try:
-        tok = build_tokenizer(args.out, args.profile, **parse_set(args.set))
-    except (ValueError, FileNotFoundError) as e:
-        return _fail("tokenizer", e)
+    tok = build_tokenizer(args.out, args.profile, **parse_set(args.set))
     print(f"peeval tokenizer: {len(tok)} tokens in {args.out}")
     return 0
 
@@ -375,14 +374,11 @@ def cmd_adapt(args) -> int:
     from .training.adapt import run_adapt
     from .training.profiles import parse_set
 
-    try:
-        over = parse_set(args.set)
-        if args.gguf_file:
-            over["gguf_file"] = args.gguf_file
-        over["overwrite"] = args.overwrite
-        summary = run_adapt(args.out, args.method, base=args.base, profile=args.profile, seed=args.seed, **over)
-    except (ValueError, FileNotFoundError) as e:
-        return _fail("adapt", e)
+    over = parse_set(args.set)
+    if args.gguf_file:
+        over["gguf_file"] = args.gguf_file
+    over["overwrite"] = args.overwrite
+    summary = run_adapt(args.out, args.method, base=args.base, profile=args.profile, seed=args.seed, **over)
     keys = ("method", "trainable_params", "total_params", "steps", "train_time_s", "final_val_ppl")
     return _done("adapt", summary, keys, f"adapter in {args.out}")
 
@@ -460,8 +456,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The one error path of every ``peeval`` command: a bad input or a failing disk is one line and
+    exit 2, Ctrl-C one line and exit 130; the commands write their outputs beside the old ones and
+    swap them in only when complete, so neither leaves anything partial."""
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    cmd = args.func.__name__.removeprefix("cmd_")
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print(f"peeval {cmd}: interrupted; nothing half-written was left behind", file=sys.stderr)
+        return 130
+    except USER_ERRORS as e:
+        return _fail(cmd, e)
 
 
 if __name__ == "__main__":

@@ -60,6 +60,24 @@ def _local_folder(name: str, value) -> str | None:
     return None  # a hub id
 
 
+#: a folder holding any of these carries a tokenizer transformers can load
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt",
+                   "spiece.model", "sentencepiece.bpe.model")  # fmt: skip
+
+
+def _check_tokenizer(model_name: str, pretrained, kwargs: dict) -> None:
+    """A checkpoint folder without tokenizer files (and no ``tokenizer=`` or ``gguf_file=``) is one
+    line naming it; transformers would answer "install sentencepiece or tiktoken"."""
+    folder = _local_folder("pretrained", pretrained)
+    if not folder or not os.path.isdir(folder) or kwargs.get("tokenizer") or kwargs.get("gguf_file"):
+        return
+    if not any(os.path.exists(os.path.join(folder, f)) for f in TOKENIZER_FILES):
+        raise ValueError(
+            f"--model {model_name}: {pretrained} holds no tokenizer ({', '.join(TOKENIZER_FILES[:4])}, ...): "
+            "save the tokenizer beside the weights, or pass model_args tokenizer=<folder>"
+        )
+
+
 def _cpu_launch_world_size() -> int:
     """Processes started by a launcher (torchrun, accelerate launch) on a machine without CUDA."""
     if torch.cuda.is_available():
@@ -95,6 +113,7 @@ class _PeevalHFLM(HFLM):
         ml = kwargs.get("max_length")
         if ml is not None and (isinstance(ml, bool) or not isinstance(ml, int) or ml < 1):
             raise ValueError(f"--model {cls.model_name}: max_length={ml!r} must be a positive integer (tokens)")
+        _check_tokenizer(cls.model_name, pretrained, kwargs)
 
     def __init__(self, pretrained, device: str | None = None, **kwargs):
         cpu_ranks = _cpu_launch_world_size() > 1 and isinstance(pretrained, str)

@@ -122,3 +122,20 @@ def test_shift_stability_refuses_an_incomplete_checkpoint(ckpts, tmp_path, capsy
     err = [li for li in capsys.readouterr().err.splitlines() if li.strip() and "Loading weights" not in li]
     assert len(err) == 1 and err[0].startswith("shift stability: error: "), err  # transformers' report is not shown
     assert "model.pe.wpe.weight" in err[0] and not (tmp_path / "o").exists()
+
+
+def test_checkpoint_without_tokenizer_files_is_one_line(ckpts, tmp_path, capsys):
+    """transformers answered "install sentencepiece or tiktoken" with a traceback."""
+    from peeval.cli import main
+
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for f in ("config.json", "model.safetensors", "generation_config.json"):
+        if (ckpts["good"] / f).exists():
+            shutil.copy(ckpts["good"] / f, bare / f)
+    rc = main(eval_argv(bare, tmp_path / "out"))
+    err = capsys.readouterr().err
+    lines = [li for li in err.splitlines() if li.startswith("peeval eval: error: ")]
+    assert rc == 2 and len(lines) == 1 and "Traceback" not in err, err[-2000:]
+    assert str(bare) in lines[0] and "holds no tokenizer" in lines[0] and "tokenizer=" in lines[0], lines[0]
+    assert not (tmp_path / "out").exists()
