@@ -14,5 +14,8 @@ def run_command(prog: str, action: Callable[[], str], errors: type[Exception] | 
     except errors as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # the commands write beside their outputs and swap: nothing partial is left
+        print(f"{prog}: interrupted; nothing half-written was left behind", file=sys.stderr)
+        return 130
     print(f"{prog}: {line}")
     return 0

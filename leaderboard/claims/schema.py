@@ -256,7 +256,9 @@ def validate(data: Any, source: str = "claims") -> list[Claim]:
                 raise ClaimsError(f"{where}: missing field {f!r}")
         for f in e:
             if f not in allowed:
-                raise ClaimsError(f"{where}: unknown field {f!r} (allowed: {', '.join(sorted(allowed))})")
+                near = difflib.get_close_matches(str(f), sorted(allowed), n=1)
+                hint = f"; did you mean {near[0]!r}?" if near else ""
+                raise ClaimsError(f"{where}: unknown field {f!r}{hint} (allowed: {', '.join(sorted(allowed))})")
         if not isinstance(cid, str) or not re.fullmatch(r"[a-z0-9][a-z0-9-]*", cid):
             raise ClaimsError(f"{where}: field 'id' must match [a-z0-9-]+")
         if cid in seen:
@@ -314,9 +316,12 @@ def _variants(raw, where) -> dict[str, Variant]:
         w = f"{where}: field 'variants.{name}'"
         if not isinstance(v, dict):
             raise ClaimsError(f"{w} must be a mapping")
-        extra = set(v) - {"pe", "pe_options", "method", "paper", "paper_std"}
+        keys = {"pe", "pe_options", "method", "paper", "paper_std"}
+        extra = sorted(set(map(str, v)) - keys)
         if extra:
-            raise ClaimsError(f"{w}: unknown key(s) {', '.join(sorted(extra))}")
+            near = difflib.get_close_matches(extra[0], sorted(keys), n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise ClaimsError(f"{w}: unknown key(s) {', '.join(extra)}{hint}")
         if ("pe" in v) == ("method" in v):
             raise ClaimsError(f"{w} needs exactly one of 'pe' (a peeval encoding) or 'method' (a peeval adapt method)")
         if "pe" in v:

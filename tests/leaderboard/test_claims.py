@@ -147,6 +147,17 @@ def test_schema_error_names_claim_and_field(change, field):
     assert "claims.yaml" in msg and "'x-claim'" in msg and field in msg
 
 
+def test_misspelt_claim_field_names_the_one_meant():
+    """Issue 30: a claims entry with a misspelt key is one line with a "did you mean" hint."""
+    d = _one()
+    d["claims"][0]["toleranse"] = d["claims"][0].pop("tolerance", 0.1)
+    with pytest.raises(C.ClaimsError, match=r"'x-claim'.*unknown field 'toleranse'; did you mean 'tolerance'\?"):
+        C.validate(d)
+    d = _one(variants={"a": {"pe": "pope", "papr": 1.0}, "b": {"pe": "rope", "paper": 1.0}})
+    with pytest.raises(C.ClaimsError, match=r"variants\.a.*unknown key\(s\) papr; did you mean 'paper'\?"):
+        C.validate(d)
+
+
 def test_schema_missing_field_and_duplicate_id():
     d = _one()
     del d["claims"][0]["metric"]

@@ -93,3 +93,14 @@ def test_ingest_never_writes_into_a_foreign_or_old_store(kind, tmp_path, capsys)
     assert ingest_main(["--db", str(db), "--root", str(tmp_path), str(tmp_path / "results")]) == 2
     _one_line(capsys.readouterr().err, needle, db)
     assert db.read_bytes() == before
+
+
+def test_ctrl_c_in_a_leaderboard_command_is_one_line_exit_130(tmp_path, capsys, monkeypatch):
+    from leaderboard import _cli
+
+    def ctrl_c():
+        raise KeyboardInterrupt
+
+    assert _cli.run_command("site", ctrl_c, ValueError) == 130
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("site: interrupted"), lines
