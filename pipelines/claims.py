@@ -77,6 +77,14 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             tcon.close()
         replace_database(tmp, out)  # readers see the old verdicts or the new ones
+    except (duckdb.Error, OSError) as e:  # a full disk: the old verdicts stay, no temporary is left
+        why = " ".join(str(e).split())
+        print(f"pipelines/claims.py: --out {out}: writing the verdicts failed, the old file is kept ({why})",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    except KeyboardInterrupt:
+        print("pipelines/claims.py: interrupted; the old verdicts are kept", file=sys.stderr)
+        return 130
     finally:
         remove_database(tmp)
     print(f"claims: {len(rows)} comparisons ({summary(rows)}) -> {out}")

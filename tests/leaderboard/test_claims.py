@@ -707,3 +707,29 @@ def test_stage_rejects_a_misspelt_claim_and_a_non_database_in_one_line(tmp_path,
     assert stage.main(["--db", str(junk)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot open as a DuckDB database" in err[0], err
+
+
+def test_stage_script_on_a_full_disk_keeps_the_old_verdicts(tmp_path, capsys, monkeypatch):
+    """Issue 30: a write that fails (injected ENOSPC) is one line, exit 2; the old claims file stays
+    byte for byte and no temporary database is left beside it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("claims_stage", ROOT / "pipelines" / "claims.py")
+    stage = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stage)
+    db = tmp_path / "p.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute(SCHEMA.read_text())
+    con.close()
+    assert stage.main(["--db", str(db)]) == 0
+    capsys.readouterr()
+    files = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+    def full_disk(con, rows, values):
+        raise duckdb.IOException("IO Error: No space left on device")
+
+    monkeypatch.setattr(C, "write_claims", full_disk)
+    assert stage.main(["--db", str(db)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "No space left" in err[0] and "claims.duckdb" in err[0], err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == files
