@@ -25,9 +25,9 @@ from ..models import llama_adapters as la
 from .data import Batches, load_corpus, pack
 from .loop import fit, seed_all
 from .profiles import ADAPT_FIXED, get_profile
-from .state import STATE_FILE, check_out_dir, check_seed, clear_for_overwrite, drop_state, jsonable
+from .state import STATE_FILE, check_out_dir, check_seed, drop_state, jsonable, overwriting
 
-#: the files that mark a finished ``peeval adapt`` output, and what ``overwrite=True`` deletes first
+#: the files that mark a finished ``peeval adapt`` output, and what ``overwrite=True`` moves aside while it runs
 FINISHED_FILES = ("adapt_summary.json", la.ADAPTER_JSON)
 OVERWRITTEN_FILES = (
     *FINISHED_FILES,
@@ -138,33 +138,32 @@ def run_adapt(
         save_dir_atomically(out, lambda tmp: la.save_adapter(m, tmp, meta))
 
     identity = {"method": method, "base": str(Path(base).resolve()), "gguf_file": gguf, "profile": profile}
-    if overwrite:
-        clear_for_overwrite(out, state_path, OVERWRITTEN_FILES)
-    out.mkdir(parents=True, exist_ok=True)
-    kw = {"desc": f"adapt {method}", "identity": identity, "state_path": state_path}
-    res = fit(model, batches, fit_prof, out, seed, save_model, **kw)
-    summary = {
-        "method": method,
-        "trainable_params": trainable,
-        "total_params": total,
-        "steps": res["steps"],
-        "tokens": res["tokens"],
-        "train_time_s": res["train_time_s"],
-        "rope_scaling": meta["rope_parameters"],
-        "base": base,
-        "gguf_file": gguf,
-        "seq_len": seq,
-        "final_val_loss": res["final_val_loss"],
-        "final_val_ppl": res["final_val_ppl"],
-        "profile": profile,
-        "seed": seed,
-        "settings": jsonable(prof),
-        "device": "cuda" if torch.cuda.is_available() else "cpu",
-    }
-    if method == "tape":
-        summary["tape_pi_factor"] = meta["tape_pi_factor"]
-        summary["trainable_tensors"] = len(meta["trained_tensors"])
-    if res["is_main_process"]:  # once per launch, not once per process
-        atomic_write_text(out / "adapt_summary.json", json.dumps(summary, indent=1))
-        drop_state(state_path, out)
-    return summary
+    with overwriting(out, state_path, OVERWRITTEN_FILES, overwrite):  # a failed overwrite keeps the old run
+        out.mkdir(parents=True, exist_ok=True)
+        kw = {"desc": f"adapt {method}", "identity": identity, "state_path": state_path}
+        res = fit(model, batches, fit_prof, out, seed, save_model, **kw)
+        summary = {
+            "method": method,
+            "trainable_params": trainable,
+            "total_params": total,
+            "steps": res["steps"],
+            "tokens": res["tokens"],
+            "train_time_s": res["train_time_s"],
+            "rope_scaling": meta["rope_parameters"],
+            "base": base,
+            "gguf_file": gguf,
+            "seq_len": seq,
+            "final_val_loss": res["final_val_loss"],
+            "final_val_ppl": res["final_val_ppl"],
+            "profile": profile,
+            "seed": seed,
+            "settings": jsonable(prof),
+            "device": "cuda" if torch.cuda.is_available() else "cpu",
+        }
+        if method == "tape":
+            summary["tape_pi_factor"] = meta["tape_pi_factor"]
+            summary["trainable_tensors"] = len(meta["trained_tensors"])
+        if res["is_main_process"]:  # once per launch, not once per process
+            atomic_write_text(out / "adapt_summary.json", json.dumps(summary, indent=1))
+            drop_state(state_path, out)
+        return summary

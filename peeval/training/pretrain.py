@@ -22,11 +22,12 @@ from .._io import atomic_write_text, save_dir_atomically
 from .data import Batches, load_corpus, load_tokenizer, pack, profile_tokenizer, tokenizer_fingerprint, unigram_ppl
 from .loop import check_launch, fit, seed_all
 from .profiles import get_profile
-from .state import STATE_FILE, check_out_dir, check_seed, clear_for_overwrite, drop_state, jsonable
+from .state import STATE_FILE, check_out_dir, check_seed, drop_state, jsonable, overwriting
 
 #: the files that mark a finished ``peeval train`` checkpoint
 FINISHED_FILES = ("model.safetensors", "train_summary.json")
-#: what ``overwrite=True`` deletes before training (config and tokenizer files are replaced at the end)
+#: what ``overwrite=True`` moves aside while training (deleted when the new run finishes, moved back if it
+#: fails; config and tokenizer files are replaced at the end)
 OVERWRITTEN_FILES = ("model*.safetensors", "model.safetensors.index.json", "train_summary.json", "train_curve.csv")
 
 
@@ -146,45 +147,44 @@ def run_train(
 
         save_dir_atomically(out, write)
 
-    if overwrite:
-        clear_for_overwrite(out, state_path, OVERWRITTEN_FILES)
-    out.mkdir(parents=True, exist_ok=True)
-    res = fit(
-        model,
-        batches,
-        prof,
-        out,
-        seed,
-        save_model,
-        stop_after=stop_after,
-        desc=f"train {pe}",
-        identity=identity,
-        state_path=state_path,
-    )
-    if "interrupted_at" in res:
-        return res
-    summary = {
-        "pe": pe,
-        "pe_options": cfg.pe_options,
-        "task": task,
-        "profile": profile,
-        "seed": seed,
-        "params": params["total"],
-        "params_non_embedding": params["non_embedding"],
-        **{k: res[k] for k in ("steps", "tokens", "train_time_s", "tokens_per_s")},
-        "flops_per_token": flops_per_token(cfg, params["non_embedding"], max_len),
-        "final_val_loss": res["final_val_loss"],
-        "final_val_ppl": res["final_val_ppl"],
-        "training_length": max_len,
-        "unigram_val_ppl": unigram,
-        "settings": jsonable(prof),
-        "device": "cuda" if torch.cuda.is_available() else "cpu",
-        "world_size": res["world_size"],  # processes that shared each global batch
-        "torch_threads": torch.get_num_threads(),  # per process
-    }
-    if task is not None:
-        summary["final_val_exact_match"] = res["final_val_exact_match"]
-    if res["is_main_process"]:  # written once, not by every process of a launch
-        atomic_write_text(out / "train_summary.json", json.dumps(summary, indent=1))
-        drop_state(state_path, out)
-    return summary
+    with overwriting(out, state_path, OVERWRITTEN_FILES, overwrite):  # a failed overwrite keeps the old run
+        out.mkdir(parents=True, exist_ok=True)
+        res = fit(
+            model,
+            batches,
+            prof,
+            out,
+            seed,
+            save_model,
+            stop_after=stop_after,
+            desc=f"train {pe}",
+            identity=identity,
+            state_path=state_path,
+        )
+        if "interrupted_at" in res:
+            return res
+        summary = {
+            "pe": pe,
+            "pe_options": cfg.pe_options,
+            "task": task,
+            "profile": profile,
+            "seed": seed,
+            "params": params["total"],
+            "params_non_embedding": params["non_embedding"],
+            **{k: res[k] for k in ("steps", "tokens", "train_time_s", "tokens_per_s")},
+            "flops_per_token": flops_per_token(cfg, params["non_embedding"], max_len),
+            "final_val_loss": res["final_val_loss"],
+            "final_val_ppl": res["final_val_ppl"],
+            "training_length": max_len,
+            "unigram_val_ppl": unigram,
+            "settings": jsonable(prof),
+            "device": "cuda" if torch.cuda.is_available() else "cpu",
+            "world_size": res["world_size"],  # processes that shared each global batch
+            "torch_threads": torch.get_num_threads(),  # per process
+        }
+        if task is not None:
+            summary["final_val_exact_match"] = res["final_val_exact_match"]
+        if res["is_main_process"]:  # written once, not by every process of a launch
+            atomic_write_text(out / "train_summary.json", json.dumps(summary, indent=1))
+            drop_state(state_path, out)
+        return summary

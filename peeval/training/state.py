@@ -8,6 +8,9 @@ an ``--out`` holding a finished run is replaced only on request.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -154,10 +157,32 @@ def check_out_dir(out: Path, finished_files: tuple[str, ...], state_path: Path, 
         )
 
 
-def clear_for_overwrite(out: Path, state_path: Path, patterns: tuple[str, ...]) -> None:
-    """``--overwrite``: delete the previous run's resume state and finished outputs before training."""
+@contextmanager
+def overwriting(out: Path, state_path: Path, patterns: tuple[str, ...], overwrite: bool = True):
+    """``--overwrite``: the previous run's resume state is discarded and its finished outputs are moved
+    aside (renames) while the new run trains; they are deleted when the new run finishes and moved back
+    when it fails (a full disk, Ctrl-C), so a failed overwrite keeps the finished checkpoint."""
+    if not overwrite:
+        yield
+        return
     Path(state_path).unlink(missing_ok=True)
+    aside = out / f".overwritten-{os.getpid()}"
+    moved = []
     for pat in patterns:
-        for f in out.glob(pat):
+        for f in sorted(out.glob(pat)) if out.is_dir() else []:
             if f.is_file():
-                f.unlink()
+                aside.mkdir(exist_ok=True)
+                try:
+                    os.replace(f, aside / f.name)
+                except FileNotFoundError:  # another process of a launch moved it first
+                    continue
+                moved.append(f.name)
+    try:
+        yield
+    except BaseException:
+        for name in moved:
+            os.replace(aside / name, out / name)
+        Path(state_path).unlink(missing_ok=True)  # the failed new run's state: the old run is back
+        raise
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)

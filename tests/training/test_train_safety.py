@@ -314,3 +314,26 @@ def test_pipeline_stage_bad_params_is_one_line(tmp_path):
     err = [line for line in r.stderr.splitlines() if line.strip()]
     assert len(err) == 1 and "train@rope" in err[0] and "--set steps=0" in err[0], err
     assert not (tmp_path / "checkpoints").exists() and not (tmp_path / ".resume").exists()
+
+
+def test_overwrite_on_a_full_disk_keeps_the_finished_checkpoint(corpus, tok_dir, tmp_path, capsys, monkeypatch):
+    """Issue 30: ``train --overwrite`` whose save fails (injected ENOSPC, which names no file) is one line
+    naming the folder, exit 2; the finished checkpoint stays as it was and no temporary is left."""
+    import errno
+
+    from peeval.models import PeevalForCausalLM
+
+    out = tmp_path / "ckpt"
+    assert main(cli_args(out, corpus, tok_dir)) == 0
+    before = snapshot(out)
+    capsys.readouterr()
+
+    def full_disk(self, *a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(PeevalForCausalLM, "save_pretrained", full_disk)
+    assert main(cli_args(out, corpus, tok_dir, extra=["lr=0.01"]) + ["--overwrite"]) == 2
+    one_error_line(capsys, "peeval train: error: No space left on device", str(out))
+    after = snapshot(out)
+    assert {k: v for k, v in after.items() if k in before} == before, sorted(after)
+    assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".") or p.name.endswith(".tmp")]
