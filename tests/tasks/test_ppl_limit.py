@@ -31,3 +31,25 @@ def test_limit_never_drops_a_length(limit, tmp_path, capsys):
     windows = {L: scores[f"windows@{L},none"] for L in (16, 32)}
     docs = 1 if limit == "1" else 2  # 3 rows of (document, length) round up to 2 whole documents
     assert windows == {16: docs, 32: docs}, windows
+
+
+@needs_mirror
+def test_a_generic_hf_model_is_refused_before_any_scoring(tmp_path, capsys, monkeypatch):
+    """Issue 30: ``--model hf`` on a ppl task scored every whole document, then died in process_results.
+    Now its first loglikelihood_rolling call refuses the window requests: one line, exit 2, no result."""
+    from lm_eval.models.huggingface import HFLM
+
+    from peeval.cli import main
+
+    scored = []
+    monkeypatch.setattr(HFLM, "_loglikelihood_tokens", lambda self, *a, **k: scored.append(1) or [])
+    ck = save_tiny_checkpoint(tmp_path / "rope", ["the cat sat on the mat 0123456789 and the dog ran"], pe="rope",
+                              vocab_size=300, max_positions=64)  # fmt: skip
+    argv = ["eval", "--model", "hf", "--model_args", f"pretrained={ck}", "--tasks", "peeval_ppl_pg19", "--device",
+            "cpu", "--limit", "1", "--metadata", '{"lengths": [16]}', "--output_path", str(tmp_path / "o")]  # fmt: skip
+    rc = main(argv)
+    err = capsys.readouterr().err
+    lines = [li for li in err.splitlines() if li.startswith("peeval eval: error: ")]
+    assert rc == 2 and len(lines) == 1 and "Traceback" not in err, err[-2000:]
+    assert "peeval_ppl_pg19" in lines[0] and "not a generic lm-eval model" in lines[0], lines[0]
+    assert scored == [] and not (tmp_path / "o").exists()

@@ -122,12 +122,42 @@ def _bpb(items, where: str = "bpb") -> float:
     return -ll / (b * math.log(2))
 
 
+NOT_A_PEEVAL_MODEL = (
+    "{task} cuts exact token windows with the model's tokenizer: run it with a peeval model "
+    "(--model peeval, peeval-<pe> or peeval-llama), not a generic lm-eval model"
+)
+
+
+def refuse_generic_models() -> None:
+    """lm-eval's own ``hf`` model would score every whole document of a ppl task (hours on PG-19)
+    and only then fail in ``process_results``: its ``loglikelihood_rolling`` refuses peeval's window
+    requests at once. peeval's wrappers cut those windows themselves and never pass them on."""
+    try:
+        from lm_eval.models.huggingface import HFLM
+    except ImportError:  # no torch / transformers: no hf model either
+        return
+    original = HFLM.loglikelihood_rolling
+    if getattr(original, "_peeval_refuses_windows", False):
+        return
+
+    @functools.wraps(original)
+    def loglikelihood_rolling(self, requests, *args, **kwargs):
+        for r in requests:
+            if isinstance(getattr(r, "doc", None), dict) and "peeval_window" in r.doc:
+                raise ValueError(NOT_A_PEEVAL_MODEL.format(task=r.task_name or "peeval_ppl"))
+        return original(self, requests, *args, **kwargs)
+
+    loglikelihood_rolling._peeval_refuses_windows = True
+    HFLM.loglikelihood_rolling = loglikelihood_rolling
+
+
 class PerplexityTask(ConfigurableTask):
     """A ``loglikelihood_rolling`` task whose metrics are named by the lengths asked for."""
 
     def __init__(self, config=None, **kwargs):  # the YAML's ``class`` key is not a TaskConfig field
         config = {k: v for k, v in (config or {}).items() if k != "class"}
         check_metadata(config.get("metadata") or {})  # before the corpus is read
+        refuse_generic_models()
         super().__init__(config=config, **kwargs)
 
     def lengths(self) -> list[int]:
@@ -150,11 +180,8 @@ class PerplexityTask(ConfigurableTask):
 
     def process_results(self, doc, results):
         r = results[0]
-        if not isinstance(r, dict):
-            raise TypeError(
-                f"{self.config.task} cuts exact token windows with the model's tokenizer: run it with a peeval "
-                "model (--model peeval, peeval-<pe> or peeval-llama), not a generic lm-eval model"
-            )
+        if not isinstance(r, dict):  # another lm-eval model class that scored the whole documents
+            raise TypeError(NOT_A_PEEVAL_MODEL.format(task=self.config.task))
         L = doc["peeval_window"]
         return {
             ppl_metric("ppl", L): (r["ll"], r["tokens"]),
