@@ -104,3 +104,31 @@ def test_ctrl_c_in_a_leaderboard_command_is_one_line_exit_130(tmp_path, capsys, 
     assert _cli.run_command("site", ctrl_c, ValueError) == 130
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("site: interrupted"), lines
+
+
+def test_site_on_a_locked_store_and_out_dot(tmp_path, capsys, monkeypatch):
+    """A store another process holds open for writing, and ``--out .`` (the user's working folder)."""
+    import time
+
+    from test_site import make_store
+
+    db = make_store(tmp_path / "store")
+    hold = f"import duckdb, time; c = duckdb.connect({str(db)!r}); print('held', flush=True); time.sleep(60)"
+    holder = subprocess.Popen([sys.executable, "-c", hold], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert site_main(["--db", str(db), "--out", str(tmp_path / "site")]) == 2
+        _one_line(capsys.readouterr().err, "cannot open as a DuckDB database", db)
+    finally:
+        holder.kill()
+        holder.wait()
+    time.sleep(0.2)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "analysis.py").write_text("print('mine')")
+    monkeypatch.chdir(work)
+    assert site_main(["--db", str(db), "--out", "."]) == 2
+    err = capsys.readouterr().err
+    assert "analysis.py" in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in work.iterdir()) == ["analysis.py"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store", "work"]  # no temporary folder beside it
