@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -95,6 +96,33 @@ def replace_files(out_dir: str | os.PathLike, files: dict[str, str], stale=()) -
             os.replace(tmp / name, out_dir / name)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextmanager
+def files_aside(folder: str | os.PathLike, patterns: tuple[str, ...]):
+    """Move the files of ``folder`` matching ``patterns`` into a hidden folder beside them for the
+    duration of the block: deleted when it ends, moved back (over anything written meanwhile) when
+    it raises. What ``--overwrite`` replaces survives a failed replacement."""
+    folder = Path(folder)
+    aside = folder / f".overwritten-{os.getpid()}"
+    moved = []
+    for pat in patterns:
+        for f in sorted(folder.glob(pat)) if folder.is_dir() else []:
+            if f.is_file():
+                aside.mkdir(exist_ok=True)
+                try:
+                    os.replace(f, aside / f.name)
+                except FileNotFoundError:  # another process of a launch moved it first
+                    continue
+                moved.append(f.name)
+    try:
+        yield
+    except BaseException:
+        for name in moved:
+            os.replace(aside / name, folder / name)
+        raise
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def replace_dir(tmp: str | os.PathLike, target: str | os.PathLike) -> None:

@@ -8,15 +8,13 @@ an ``--out`` holding a finished run is replaced only on request.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from .._io import atomic_write, tmp_path
+from .._io import atomic_write, files_aside, tmp_path
 
 STATE_FILE = "train_state.pt"
 MAX_SEED = 2**32 - 1  # numpy's seed range (transformers.set_seed seeds numpy too)
@@ -159,30 +157,16 @@ def check_out_dir(out: Path, finished_files: tuple[str, ...], state_path: Path, 
 
 @contextmanager
 def overwriting(out: Path, state_path: Path, patterns: tuple[str, ...], overwrite: bool = True):
-    """``--overwrite``: the previous run's resume state is discarded and its finished outputs are moved
-    aside (renames) while the new run trains; they are deleted when the new run finishes and moved back
-    when it fails (a full disk, Ctrl-C), so a failed overwrite keeps the finished checkpoint."""
+    """``--overwrite``: the previous run's resume state is discarded and its finished outputs are set
+    aside while the new run trains (``_io.files_aside``): deleted when it finishes, moved back when it
+    fails (a full disk, Ctrl-C), so a failed overwrite keeps the finished checkpoint."""
     if not overwrite:
         yield
         return
     Path(state_path).unlink(missing_ok=True)
-    aside = out / f".overwritten-{os.getpid()}"
-    moved = []
-    for pat in patterns:
-        for f in sorted(out.glob(pat)) if out.is_dir() else []:
-            if f.is_file():
-                aside.mkdir(exist_ok=True)
-                try:
-                    os.replace(f, aside / f.name)
-                except FileNotFoundError:  # another process of a launch moved it first
-                    continue
-                moved.append(f.name)
     try:
-        yield
+        with files_aside(out, patterns):
+            yield
     except BaseException:
-        for name in moved:
-            os.replace(aside / name, out / name)
         Path(state_path).unlink(missing_ok=True)  # the failed new run's state: the old run is back
         raise
-    finally:
-        shutil.rmtree(aside, ignore_errors=True)
