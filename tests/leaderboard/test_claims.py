@@ -688,7 +688,8 @@ def test_an_encoding_lookup_failure_is_not_swallowed(tmp_path, monkeypatch):
         declarations._encoding_option_defaults.cache_clear()
 
 
-def test_stage_rejects_a_misspelt_claim_and_a_non_database_in_one_line(tmp_path, capsys):
+def _stage_and_empty_store(tmp_path):
+    """pipelines/claims.py as a module, and an empty store of this schema."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("claims_stage", ROOT / "pipelines" / "claims.py")
@@ -698,6 +699,11 @@ def test_stage_rejects_a_misspelt_claim_and_a_non_database_in_one_line(tmp_path,
     con = duckdb.connect(str(db))
     con.execute(SCHEMA.read_text())
     con.close()
+    return stage, db
+
+
+def test_stage_rejects_a_misspelt_claim_and_a_non_database_in_one_line(tmp_path, capsys):
+    stage, db = _stage_and_empty_store(tmp_path)
     bad = _claims_file(tmp_path, [{"id": "ii", "task": "peeval_diag_indirect_indexing"}])
     assert stage.main(["--db", str(db), "--claims", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -712,15 +718,7 @@ def test_stage_rejects_a_misspelt_claim_and_a_non_database_in_one_line(tmp_path,
 def test_stage_script_on_a_full_disk_keeps_the_old_verdicts(tmp_path, capsys, monkeypatch):
     """Issue 30: a write that fails (injected ENOSPC) is one line, exit 2; the old claims file stays
     byte for byte and no temporary database is left beside it."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("claims_stage", ROOT / "pipelines" / "claims.py")
-    stage = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(stage)
-    db = tmp_path / "p.duckdb"
-    con = duckdb.connect(str(db))
-    con.execute(SCHEMA.read_text())
-    con.close()
+    stage, db = _stage_and_empty_store(tmp_path)
     assert stage.main(["--db", str(db)]) == 0
     capsys.readouterr()
     files = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
