@@ -9,7 +9,6 @@ renamed ``past_key_values`` to ``cache``), and a silent protocol change gives wr
 
 from __future__ import annotations
 
-import re
 from importlib import metadata
 
 from ._log import logger
@@ -25,13 +24,12 @@ _said = False
 
 
 def release(v: str) -> tuple[int, ...]:
-    """The numeric release of a version string ("5.24.0.dev0" -> (5, 24, 0), "2.13.0+cpu" -> (2, 13, 0))."""
-    m = re.match(r"\d+(?:\.\d+)*", v.strip())
-    return tuple(int(x) for x in m.group(0).split(".")) if m else ()
+    """The numeric release of a version ("5.24.0.dev0" -> (5, 24, 0), "2.13.0+cpu" -> (2, 13, 0)),
+    zero-padded as PEP 440 compares releases."""
+    from packaging.version import Version  # transformers' own dependency
 
-
-def _pad(t: tuple[int, ...], n: int = 4) -> tuple[int, ...]:
-    return t + (0,) * (n - len(t))
+    r = Version(v).release
+    return r + (0,) * (4 - len(r))
 
 
 def outside_tested(versions: dict[str, str | None] | None = None) -> list[str]:
@@ -41,7 +39,7 @@ def outside_tested(versions: dict[str, str | None] | None = None) -> list[str]:
         v = versions.get(dist) if versions is not None else installed(dist)
         if v is None:
             continue
-        if not _pad(release(lo)) <= _pad(release(v)) <= _pad(release(hi)):
+        if not release(lo) <= release(v) <= release(hi):
             span = lo if lo == hi else f"{lo} to {hi}"
             out.append(f"{dist} {v} is outside the versions peeval is tested on ({span})")
     return out

@@ -8,7 +8,6 @@ writes the running environment as the new lock (``make lock``).
 
 from __future__ import annotations
 
-import re
 import sys
 
 from ._versions import installed, outside_tested
@@ -24,7 +23,9 @@ KEY_PACKAGES = ["torch", "transformers", "lm-eval", "datasets", "tokenizers", "h
 
 def norm(name: str) -> str:
     """A distribution name as pip compares them (``lm_eval`` == ``lm-eval``)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+    from packaging.utils import canonicalize_name
+
+    return canonicalize_name(name)
 
 
 def read_lock(path: str) -> dict[str, str]:
