@@ -132,12 +132,6 @@ def build_dataset(**metadata) -> datasets.DatasetDict:
     return datasets.DatasetDict({"test": datasets.Dataset.from_list(rows)})
 
 
-def is_passkey_row(doc) -> bool:
-    """A document of this task (its rows are built above): the model wrapper refuses to left-truncate
-    these prompts, while SCROLLS and lm-eval's tasks truncate theirs on purpose."""
-    return isinstance(doc, dict) and {"prompt", "key", "length", "depth", "index"} <= doc.keys()
-
-
 def first_integer(text: str) -> str | None:
     m = re.search(r"\d+", text)
     return m.group(0) if m else None
