@@ -21,7 +21,7 @@ from pathlib import Path
 
 from leaderboard._cli import run_command
 from leaderboard.ingest import PUBLISHED, SOURCE_FILE, IngestError, discover, parse_results_dir
-from peeval._io import replace_dir
+from peeval._io import named, replace_dir
 
 #: what a checkpoint folder contributes: its summaries and curve, nothing that holds weights
 CHECKPOINT_FILES = ("train_summary.json", "adapt_summary.json", "train_curve.csv")
@@ -92,6 +92,8 @@ def publish(
         }
         (tmp / SOURCE_FILE).write_text(json.dumps(source, indent=1) + "\n", encoding="utf-8")
         replace_dir(tmp, target)
+    except OSError as e:  # a full disk: the temporary goes, the folder published before stays
+        raise named(e, target) from e
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
@@ -122,14 +124,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--machine", required=True, help="the machine it ran on, e.g. '1x NVIDIA H100 80GB'")
     p.add_argument("--results", default="results", type=Path)
     p.add_argument("--checkpoints", default="checkpoints", type=Path)
-    p.add_argument("--replace", action="store_true", help="publish over an existing leaderboard/published/<profile>")
+    p.add_argument("--replace", action="store_true", help="publish over an existing <out>/<profile>")
+    p.add_argument("--out", default=PUBLISHED, type=Path, help="where published profiles live (leaderboard/published)")
     a = p.parse_args(argv)
 
     def action() -> str:
-        target = publish(a.profile, a.machine, a.results, a.checkpoints, replace=a.replace)
+        target = publish(a.profile, a.machine, a.results, a.checkpoints, out=a.out, replace=a.replace)
         return f"{target} (commit it; the ingest stage reads it beside the local runs)"
 
-    return run_command("publish", action, PublishError)
+    return run_command("publish", action, (PublishError, OSError))
 
 
 if __name__ == "__main__":

@@ -100,3 +100,43 @@ def test_ingest_on_a_full_disk_keeps_the_store_and_creates_none(existing, tmp_pa
     lines = _lines(capsys.readouterr().err)
     assert len(lines) == 1 and "No space left" in lines[0] and str(db) in lines[0], lines
     assert tree(tmp_path) == before  # the old store byte for byte, or no store at all
+
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_publish_on_a_full_disk_keeps_the_published_folder(existing, tmp_path, capsys, monkeypatch):
+    """``leaderboard.publish --replace`` whose copy fails is one line naming the folder, exit 2; the
+    folder published before is as it was (or there is none) and no temporary is left."""
+    import json
+
+    from leaderboard import publish
+
+    monkeypatch.chdir(tmp_path)
+    d = tmp_path / "results" / "rope"
+    d.mkdir(parents=True)
+    prov = {"peeval_version": "0.1.0", "git_commit": "abc", "model": "peeval", "model_args": {}, "pe": "rope",
+            "max_length": 128, "training_length": 64, "dtype": "torch.float32", "seed": 0, "device": "cpu",
+            "versions": {}, "date": "2026-11-22T10:00:00+00:00", "protocol": {"ppl": "disjoint windows"}}  # fmt: skip
+    res = {"results": {"peeval_ppl_pg19": {"ppl@64,none": 30.0}}, "peeval": prov}
+    (d / "results.json").write_text(json.dumps(res))
+    (tmp_path / "checkpoints").mkdir()  # no checkpoints: the results alone
+    out = tmp_path / "published"
+    argv = ["--profile", "cpu", "--machine", "this laptop", "--out", str(out)]
+    if existing:
+        assert publish.main(argv) == 0
+        argv.append("--replace")
+    before = tree(tmp_path)
+    capsys.readouterr()
+    write_text = Path.write_text
+
+    def full_under_out(self, *a, **k):  # the disk that holds the published folder is full
+        if self.is_relative_to(out):
+            full_disk()
+        return write_text(self, *a, **k)
+
+    monkeypatch.setattr(Path, "write_text", full_under_out)
+    assert publish.main(argv) == 2
+    lines = _lines(capsys.readouterr().err)
+    assert len(lines) == 1 and "No space left on device" in lines[0] and str(out / "cpu") in lines[0], lines
+    assert tree(tmp_path) == before
+    assert not list(tmp_path.rglob(".*")), sorted(tmp_path.rglob(".*"))

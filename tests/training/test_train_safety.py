@@ -337,3 +337,41 @@ def test_overwrite_on_a_full_disk_keeps_the_finished_checkpoint(corpus, tok_dir,
     after = snapshot(out)
     assert {k: v for k, v in after.items() if k in before} == before, sorted(after)
     assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".") or p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("method", ["lora", "tape"])
+def test_adapt_overwrite_on_a_full_disk_keeps_the_finished_adapter(method, tiny_llama, corpus, tmp_path, capsys,
+                                                                   monkeypatch):  # fmt: skip
+    """Issue 30: ``adapt --overwrite`` whose save fails (injected ENOSPC, which names no file) is one line
+    naming the folder, exit 2; the finished adapter stays as it was and no temporary is left. Without a
+    finished adapter, nothing is left at all."""
+    import errno
+
+    import safetensors.torch
+
+
+    out = tmp_path / "ad"
+    args = ["adapt", "--method", method, "--base", str(tiny_llama), "--profile", "smoke", "--out", str(out),
+            "--set", f"corpus={corpus}", "--set", "max_layers=null", "--set", "steps=1"]  # fmt: skip
+    assert main(args) == 0
+    before = snapshot(out)
+    capsys.readouterr()
+
+    def full_disk(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    if method == "tape":
+        monkeypatch.setattr(safetensors.torch, "save_file", full_disk)
+    else:
+        import peft
+
+        monkeypatch.setattr(peft.PeftModel, "save_pretrained", full_disk)
+    assert main(args + ["--set", "lr=0.01", "--overwrite"]) == 2
+    one_error_line(capsys, "peeval adapt: error: No space left on device", str(out))
+    after = snapshot(out)
+    assert {k: v for k, v in after.items() if k in before} == before, sorted(after)
+    assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".") or p.name.endswith(".tmp")]
+    fresh = tmp_path / "fresh"
+    assert main([*args[:8], str(fresh), *args[9:]]) == 2
+    one_error_line(capsys, "No space left on device", str(fresh))
+    assert not fresh.exists() or not any(fresh.iterdir()), sorted(fresh.iterdir())
