@@ -102,7 +102,6 @@ def test_ingest_on_a_full_disk_keeps_the_store_and_creates_none(existing, tmp_pa
     assert tree(tmp_path) == before  # the old store byte for byte, or no store at all
 
 
-
 @pytest.mark.parametrize("existing", [False, True])
 def test_publish_on_a_full_disk_keeps_the_published_folder(existing, tmp_path, capsys, monkeypatch):
     """``leaderboard.publish --replace`` whose copy fails is one line naming the folder, exit 2; the

@@ -349,7 +349,6 @@ def test_adapt_overwrite_on_a_full_disk_keeps_the_finished_adapter(method, tiny_
 
     import safetensors.torch
 
-
     out = tmp_path / "ad"
     args = ["adapt", "--method", method, "--base", str(tiny_llama), "--profile", "smoke", "--out", str(out),
             "--set", f"corpus={corpus}", "--set", "max_layers=null", "--set", "steps=1"]  # fmt: skip
