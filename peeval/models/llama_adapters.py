@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from .._extras import require
 from .._io import atomic_write_text
 from .loading import check_weights, load_complete
 
@@ -59,6 +60,8 @@ def default_base() -> tuple[str, str]:
 def base_config(base: str, gguf_file: str | None = None):
     from transformers import AutoConfig
 
+    if gguf_file:
+        require(f"the GGUF base {gguf_file}", "gguf")
     load = {"gguf_file": gguf_file} if gguf_file else {}
     try:
         return AutoConfig.from_pretrained(base, **load)
@@ -232,6 +235,7 @@ def load_adapted(base: str, adapter_dir: str | os.PathLike, gguf_file: str | Non
         model.load_state_dict(weights, strict=False)
         return model.eval()
     if meta.get("peft"):
+        require(f"the {meta.get('method')} adapter {adapter_dir}", "peft")
         from peft import PeftModel
         from peft.utils import get_peft_model_state_dict, load_peft_weights
 

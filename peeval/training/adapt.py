@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from .._extras import require
 from .._io import atomic_write_text, check_safetensors, save_dir_atomically
 from ..models import llama_adapters as la
 from .data import Batches, load_corpus, pack
@@ -103,6 +104,7 @@ def run_adapt(
     every bad input raises ValueError / FileNotFoundError before anything is written."""
     if method not in la.METHODS:
         raise ValueError(f"unknown adapt method {method!r}: allowed {', '.join(la.METHODS)}")
+    require("peeval adapt", "peft", *(() if base else ("gguf",)))  # the default base is a GGUF file
     check_seed(seed)
     out = Path(out_dir)
     state_path = Path(resume_dir if resume_dir is not None else out) / STATE_FILE

@@ -39,7 +39,29 @@ def test_accepted_range_starts_where_testing_starts():
     floor = re.search(r'"transformers>=([\d.]+),<(\d+)"', text)
     assert floor, "pyproject.toml: no transformers>=X,<Y requirement"
     assert _versions.release(floor.group(1)) == _versions.release(_versions.TESTED["transformers"][0])
-    assert '"lm-eval==' + _versions.TESTED["lm_eval"][0] + '"' in text
+    lm_floor = re.search(r'"lm-eval>=([\d.]+),<([\d.]+)"', text)
+    assert lm_floor and lm_floor.group(1) == _versions.TESTED["lm_eval"][0], lm_floor
+
+
+def _requirements() -> tuple[list[str], dict[str, list[str]]]:
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    return project["dependencies"], project["optional-dependencies"]
+
+
+def test_the_core_install_keeps_the_users_torch_and_needs_no_pipeline():
+    """Issue 32: `pip install peeval` gives the plugin: torch is a range (pip keeps a user's CUDA torch),
+    the pipeline's and adapt's packages are extras, triton only on Linux."""
+    from packaging.requirements import Requirement
+
+    core, extras = _requirements()
+    names = {Requirement(r).name: Requirement(r) for r in core}
+    assert not any(s.operator == "==" for s in names["torch"].specifier), names["torch"]
+    assert {"dvc", "duckdb", "peft", "gguf", "rouge-score", "triton"}.isdisjoint(names), sorted(names)
+    gpu = [Requirement(r) for r in extras["gpu"]]
+    assert [r.name for r in gpu] == ["triton"] and "linux" in str(gpu[0].marker)
+    assert any("pipeline" in r for r in extras["dev"])  # `make test` installs everything
 
 
 def test_every_install_of_the_venv_goes_through_the_lock():

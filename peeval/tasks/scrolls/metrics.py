@@ -18,6 +18,8 @@ import string
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from peeval._extras import require
+
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 _PUNCT = set(string.punctuation)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -58,6 +60,7 @@ def rouge(prediction: str, references: Sequence[str]) -> dict[str, float]:
     """Per ROUGE type, the best F-measure over the references."""
     global _SCORER
     if _SCORER is None:
+        require("SCROLLS' ROUGE metric", "rouge_score")
         from rouge_score import rouge_scorer
 
         _SCORER = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=False)

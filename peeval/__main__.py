@@ -1,0 +1,7 @@
+"""``python -m peeval`` is the ``peeval`` command."""
+
+import sys
+
+from peeval.cli import main
+
+sys.exit(main())
