@@ -22,7 +22,8 @@ finder that waits for those libraries' own modules and then
   through the offline mirror (``peeval.data.patch_lm_eval_tasks``: mirror, else hub, else one
   error naming the dataset).
 
-Safe to run twice (a ``lib64 -> lib`` symlink can execute the .pth twice).
+Safe to run twice (a ``lib64 -> lib`` symlink can execute the .pth twice). ``PEEVAL_LM_EVAL_HOOK=0``
+turns it off.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ import os
 import sys
 
 _FLAG = "_peeval_lm_eval_hook_installed"
+#: ``PEEVAL_LM_EVAL_HOOK=0`` leaves lm-eval and transformers exactly as installed (no peeval models or tasks)
+OFF_SWITCH = "PEEVAL_LM_EVAL_HOOK"
 PLUGIN = "peeval.lm_eval_plugin"
 
 
@@ -197,6 +200,8 @@ class _PostImportFinder:
 def install() -> None:
     if getattr(sys, _FLAG, False):
         return
+    if os.environ.get(OFF_SWITCH, "").strip().lower() in ("0", "false", "no", "off"):
+        return  # the user turned peeval's registration off: lm-eval and transformers as installed
     setattr(sys, _FLAG, True)
     for name, callback in WATCH.items():  # lm_eval already imported (e.g. a late import)
         if name in sys.modules:

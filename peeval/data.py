@@ -19,6 +19,13 @@ LOCAL = {
 }
 
 
+def configured_mirror() -> Path | None:
+    """The mirror the user named (``$PEEVAL_DATA_MIRROR``; the pipeline sets it from params.yaml's
+    data.root): the only one lm-eval's *own* tasks are ever routed through."""
+    env = os.environ.get("PEEVAL_DATA_MIRROR")
+    return Path(env) if env else None
+
+
 def mirror_root() -> Path | None:
     env = os.environ.get("PEEVAL_DATA_MIRROR")
     if env:
@@ -111,8 +118,14 @@ def _not_found(hub_id: str, name: str | None, error: Exception) -> FileNotFoundE
     )
 
 
+def _is_peeval_task(task) -> bool:
+    name = getattr(getattr(task, "config", None), "task", None)
+    return isinstance(name, str) and name.startswith("peeval_")
+
+
 def patch_lm_eval_tasks(task_module=None) -> None:
-    """Route lm-eval's own YAML tasks (``ConfigurableTask.download``) through the mirror.
+    """Route YAML tasks (``ConfigurableTask.download``) through the mirror: peeval's own always,
+    lm-eval's own only when the user configured one (``$PEEVAL_DATA_MIRROR``).
 
     A task whose ``dataset_path`` is a hub id present in the mirror loads ``<mirror>/hf/<id>``
     with the task's own ``dataset_name`` and ``dataset_kwargs`` (same schema, so the task's
@@ -131,6 +144,8 @@ def patch_lm_eval_tasks(task_module=None) -> None:
         hub_id = getattr(self, "DATASET_PATH", None)
         if callable(getattr(self.config, "custom_dataset", None)) or not isinstance(hub_id, str) or not hub_id:
             return original(self, dataset_kwargs, **kwargs)
+        if not _is_peeval_task(self) and configured_mirror() is None:  # a folder that happens to sit nearby
+            return original(self, dataset_kwargs, **kwargs)  # is no reason to change what lm-eval reads
         local = mirror_path(hub_id, getattr(self, "DATASET_NAME", None)) if not Path(hub_id).exists() else None
         if local is not None:
             self.DATASET_PATH = str(local)

@@ -89,3 +89,40 @@ def test_lm_eval_download_keeps_other_errors_and_names_missing_datasets(no_mirro
     data.patch_lm_eval_tasks(mod)
     with pytest.raises(FileNotFoundError, match="'x/y' is neither in the mirror"):
         mod.ConfigurableTask().download()
+
+
+def _recording_task_module(task_name: str):
+    class _Named:
+        custom_dataset = None
+        task = task_name
+
+    class ConfigurableTask:
+        DATASET_PATH = "x/y"
+        DATASET_NAME = None
+        config = _Named()
+        read = []
+
+        def download(self, dataset_kwargs=None, **kwargs):
+            self.read.append(self.DATASET_PATH)
+
+    return type("M", (), {"ConfigurableTask": ConfigurableTask})
+
+
+@pytest.mark.parametrize("configured", [False, True])
+def test_lm_eval_own_tasks_read_a_mirror_only_when_configured(configured, tmp_path, monkeypatch):
+    """Issue 32: a ``shared/data`` folder that happens to sit beside the working directory is no reason to
+    change what lm-eval's own tasks read; peeval's own tasks use it, and everything does once it is named."""
+    (tmp_path / "shared" / "data" / "hf" / "x" / "y").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "shared")  # the default guess: ../shared/data beside the working directory
+    monkeypatch.setattr(data, "__file__", str(tmp_path / "site-packages" / "peeval" / "data.py"))
+    if configured:
+        monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(tmp_path / "shared" / "data"))
+    else:
+        monkeypatch.delenv("PEEVAL_DATA_MIRROR", raising=False)
+    assert data.mirror_root() == tmp_path / "shared" / "data"
+    mirrored = str(tmp_path / "shared" / "data" / "hf" / "x" / "y")
+    for name, routed in (("arc_easy", configured), ("peeval_ppl_pg19", True)):
+        mod = _recording_task_module(name)
+        data.patch_lm_eval_tasks(mod)
+        mod.ConfigurableTask().download()
+        assert mod.ConfigurableTask.read == [mirrored if routed else "x/y"], name

@@ -20,8 +20,8 @@ MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" 
 needs_mirror = pytest.mark.skipif(not (MIRROR / "local" / "gutenberg-eval").is_dir(), reason="no data mirror")
 
 
-def run(args, **kw):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+def run(args, env=None, **kw):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}
     return subprocess.run(args, capture_output=True, text=True, env=env, timeout=600, **kw)
 
 
@@ -160,3 +160,18 @@ def test_peeval_llama_on_smollm2_gguf(tmp_path):
     res = json.loads((tmp_path / "smol" / "results.json").read_text())["results"]
     assert res["peeval_passkey"]["acc,none"] == 1.0
     assert 5 < res["peeval_ppl_pg19"]["ppl@256,none"] < 60
+
+
+def test_the_hook_can_be_turned_off_and_adds_no_lm_eval_warning():
+    """Issue 32: ``PEEVAL_LM_EVAL_HOOK=0`` leaves lm-eval as installed; with the hook on, building
+    lm-eval's task index logs no "overrides existing task" (peeval's YAMLs add no tag of lm-eval's)."""
+    code = (
+        "import logging, sys; logging.basicConfig(level=logging.WARNING);"
+        "from lm_eval.api.registry import model_registry as r; from lm_eval.tasks import TaskManager;"
+        "n = len(TaskManager().all_tasks); print('peeval-tape' in r, hasattr(sys, '_peeval_lm_eval_hook_installed'))"
+    )
+    off = run([PY, "-c", code], env={"PEEVAL_LM_EVAL_HOOK": "0"})
+    on = run([PY, "-c", code])
+    assert off.stdout.split() == ["False", "False"], off.stderr[-2000:]
+    assert on.stdout.split() == ["True", "True"], on.stderr[-2000:]
+    assert "overrides existing task" not in on.stderr, [li for li in on.stderr.splitlines() if "overrides" in li]
