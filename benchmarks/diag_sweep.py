@@ -1,4 +1,4 @@
-"""The sizing sweep behind the diagnostics of the cpu profile (README "Claims": the sweep).
+"""The sizing sweep behind the diagnostics of the cpu profile (docs/statistics.md: the sweep).
 
 The criterion is fixed before any comparison is looked at: for each task, the *baseline* (rope,
 seed 0) is trained on a fixed ladder of budgets, and the profile takes the cheapest rung at which

@@ -3,7 +3,7 @@
 Each side runs in a fresh interpreter from process start until a ``TaskManager`` that
 holds the named tasks exists (the moment either tool can begin building tasks):
 
-- peeval: ``peeval.cli.build_parser().parse_args(["eval", ...])`` + ``cli.task_manager(tasks)``;
+- peeval: ``peeval.cli.build_parser().parse_args(["eval", ...])`` + ``peeval.evaluation.task_manager(tasks)``;
 - lm_eval: ``TaskManager()`` (what ``lm_eval --tasks ...`` builds before anything else).
 
 Runs alternate (round robin) and the median of ``--reps`` is reported, wall and CPU
@@ -23,9 +23,9 @@ import tempfile
 import time
 
 PEEVAL = (
-    "from peeval import cli; "
+    "from peeval import cli, evaluation; "
     "a = cli.build_parser().parse_args(['eval', '--model', 'peeval', '--tasks', {tasks!r}]); "
-    "cli.task_manager(a.tasks, None)"
+    "evaluation.task_manager(a.tasks, None)"
 )
 LM_EVAL = "from lm_eval.tasks import TaskManager; TaskManager()"
 

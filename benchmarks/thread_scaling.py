@@ -1,5 +1,5 @@
 """One process on all threads vs two single-thread processes side by side: the measurement behind
-`make leaderboard JOBS=2` (README "Several stages at once"). Run it alone on the machine:
+`make leaderboard JOBS=2` (docs/design.md "Several stages at once"). Run it alone on the machine:
 
     python benchmarks/thread_scaling.py --tokenizer checkpoints/tokenizer
 

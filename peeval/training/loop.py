@@ -2,7 +2,7 @@
 
 AdamW, linear warmup + cosine decay to ``min_lr_ratio``, gradient clipping and accumulation, bf16
 autocast on GPU (through ``accelerate``; several processes with ``torchrun`` / ``accelerate launch``:
-they split each global batch and train what one process trains, README "Beyond one machine"),
+they split each global batch and train what one process trains, docs/design.md),
 periodic validation loss and exact match, ``train_curve.csv`` and the resume state every
 ``save_every`` steps.
 """

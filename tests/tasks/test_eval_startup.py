@@ -10,9 +10,9 @@ from conftest import REPO
 
 CODE = """
 import sys
-from peeval import cli
+from peeval import cli, evaluation
 a = cli.build_parser().parse_args(["eval", "--model", "peeval", "--tasks", "peeval_ppl_pg19"])
-tm = cli.task_manager(a.tasks, None)
+tm = evaluation.task_manager(a.tasks, None)
 assert "peeval_ppl_pg19" in tm.all_tasks
 heavy = sorted(m for m in ("torch", "transformers") if m in sys.modules)
 print(",".join(heavy) or "none")

@@ -280,7 +280,7 @@ def test_stage_under_a_launcher(tmp_path):
 
 # -- the gpu profile and its smoke-sized twin -------------------------------------------------------
 #: the rate the gpu profile is sized with: ~10% of an H100's dense bf16 peak (989 TFLOP/s), eager
-#: PyTorch at width 512 (README "Beyond one machine")
+#: PyTorch at width 512 (docs/design.md "Sizing the gpu profile")
 H100_FLOPS = 100e12
 
 

@@ -1,0 +1,312 @@
+"""The ``peeval eval`` runner: lm-eval on peeval's tasks, the run written with its provenance.
+
+``peeval eval`` takes lm_eval's arguments for model / tasks / limit / batch size / device /
+output, but indexes only peeval's tasks plus the lm-eval folders the named tasks live in
+(plain lm_eval indexes ~14,700 YAMLs on every run), and writes
+``<output_path>/<run-name>/results.json`` (+ ``samples_<task>.jsonl``) with peeval's
+provenance: version, git commit, checkpoint hash, pe and options, max_length, protocol,
+dtype, seed, library versions. Its arguments are parsed in :mod:`peeval.cli`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+import subprocess
+import sys
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+
+from peeval.records import PROVENANCE_KEY
+
+from ._io import replace_files
+
+PEEVAL_TASKS = Path(__file__).resolve().parent / "tasks"
+
+
+def parse_model_args(s: str | None) -> dict:
+    """``k=v,k2=v2`` with lm-eval's own typing of the values."""
+    from lm_eval.utils import simple_parse_args_string
+
+    return simple_parse_args_string(s or "")
+
+
+def lm_eval_task_dirs(names: list[str]) -> list[Path]:
+    """The built-in lm-eval task folders that can hold ``names`` (matched by name prefix)."""
+    import lm_eval.tasks
+
+    root = Path(lm_eval.tasks.__file__).parent
+    dirs = []
+    for d in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("_")):
+        stem = d.name.replace("-", "_").lower()
+        if any(n.lower().startswith(stem) or stem.startswith(n.lower().split("_")[0]) for n in names):
+            dirs.append(d)
+    return dirs
+
+
+def task_manager(names: list[str], metadata: dict | None):
+    """A TaskManager over peeval's tasks plus only the lm-eval folders the names need."""
+    from lm_eval.tasks import TaskManager
+
+    from peeval.tasks.groups import builtin_dirs  # the lm-eval folders of peeval's suites
+
+    suites = builtin_dirs(names)
+    tm = TaskManager(include_path=[str(PEEVAL_TASKS), *suites], include_defaults=False, metadata=metadata)
+    missing = [n for n in names if n not in tm.all_tasks]
+    if missing:
+        tm = TaskManager(
+            include_path=[str(PEEVAL_TASKS), *suites, *map(str, lm_eval_task_dirs(missing))],
+            include_defaults=False,
+            metadata=metadata,
+        )
+        still = [n for n in names if n not in tm.all_tasks]
+        if still:  # unusual names: index everything, as plain lm_eval would
+            tm = TaskManager(include_path=[str(PEEVAL_TASKS)], metadata=metadata)
+            unknown = [n for n in names if n not in tm.all_tasks]
+            if unknown:
+                raise EvalInputError(f"--tasks: unknown task(s) {', '.join(unknown)}")
+    return tm
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True)
+        return out.stdout.strip() or None
+    except OSError:
+        return None
+
+
+def checkpoint_hash(path: str | None) -> str | None:
+    """sha256 of the checkpoint's weight files (a directory), or of the file itself."""
+    if not path or not os.path.exists(path):
+        return None
+    files = [Path(path)] if os.path.isfile(path) else sorted(Path(path).glob("*.safetensors"))
+    h = hashlib.sha256()
+    for f in files:
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest() if files else None
+
+
+def _ppl_protocol(metadata: dict) -> str:
+    """Called sliding only where some window is longer than the stride (stride == L is disjoint)."""
+    from peeval.tasks.ppl.ppl import check_metadata
+
+    try:
+        md = check_metadata(metadata)
+    except ValueError:  # no perplexity task read this metadata
+        return "disjoint windows"
+    stride = md["stride"]
+    return f"sliding, stride {stride}" if stride and stride < md["lengths"][-1] else "disjoint windows"
+
+
+def library_versions(libs) -> dict[str, str | None]:
+    """Installed version of each library (None when absent)."""
+    versions = {}
+    for lib in libs:
+        try:
+            versions[lib] = importlib_metadata.version(lib.replace("_", "-"))
+        except importlib_metadata.PackageNotFoundError:
+            versions[lib] = None
+    return versions
+
+
+def now_iso() -> str:
+    """The provenance date: UTC, seconds."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def provenance(args, lm, model_args: dict, metadata: dict) -> dict:
+    """The ``results["peeval"]`` record (:class:`peeval.records.Provenance`) of one ``peeval eval``."""
+    import torch
+
+    import peeval
+    from peeval.records import Provenance
+
+    cfg = getattr(getattr(lm, "model", None), "config", None)
+    versions = library_versions(("torch", "transformers", "lm_eval", "datasets", "peft", "accelerate"))
+    pretrained = str(model_args["pretrained"]) if model_args.get("pretrained") else None
+    gguf = model_args.get("gguf_file")
+    return Provenance(
+        peeval_version=peeval.__version__,
+        git_commit=git_commit(),
+        model=args.model,
+        model_args=model_args,
+        checkpoint=pretrained,
+        checkpoint_sha256=checkpoint_hash(os.path.join(pretrained, gguf) if gguf and pretrained else pretrained),
+        pe=getattr(cfg, "pe", "rope" if cfg is not None and cfg.model_type == "llama" else None),
+        pe_options=getattr(cfg, "pe_options", None),
+        rope_parameters=getattr(cfg, "rope_parameters", None),
+        training_length=getattr(cfg, "max_position_embeddings", None),
+        max_length=getattr(lm, "max_length", None),
+        protocol={"ppl": _ppl_protocol(metadata), "metadata": metadata},
+        dtype=str(next(lm.model.parameters()).dtype) if hasattr(lm, "model") else None,
+        seed=args.seed,
+        limit=args.limit,
+        device=str(getattr(lm, "device", args.device)),
+        world_size=getattr(lm, "world_size", 1),  # processes that shared the requests (lm-eval data parallel)
+        torch_threads=torch.get_num_threads(),  # per process
+        versions={**versions, "python": sys.version.split()[0], "cuda": torch.version.cuda},
+        command=sys.argv,
+        date=now_iso(),
+    ).to_json()
+
+
+def _resolved(value) -> str:
+    """A local path made absolute (so ``a/tape`` and ``b/tape`` differ); anything else as given."""
+    v = str(value)
+    return os.path.realpath(os.path.expanduser(v)) if os.path.exists(os.path.expanduser(v)) else v
+
+
+def run_name(args, model_args: dict) -> str:
+    """``--run_name``, else ``<model>__<checkpoint folder>__<tasks>__<hash>``: the hash (8 hex) is of
+    the model name and every model_arg with paths resolved, so two checkpoints with the same last
+    folder name (``a/tape``, ``b/tape``) or the same checkpoint with other model_args never share
+    a results folder."""
+    if args.run_name:
+        return re.sub(r"[^A-Za-z0-9._+-]+", "_", args.run_name)[:150]
+    ckpt = Path(str(model_args.get("pretrained", "model"))).name
+    key = json.dumps([args.model, {k: _resolved(v) for k, v in sorted(model_args.items())}], default=str)
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:8]
+    head = re.sub(r"[^A-Za-z0-9._+-]+", "_", f"{args.model}__{ckpt}__{'+'.join(args.tasks)}")[:140]
+    return f"{head}__{digest}"
+
+
+class EvalInputError(ValueError):
+    """A bad ``peeval eval`` input: reported as one line, exit code 2."""
+
+
+_MD_EXAMPLE = '{"lengths": [512]}'
+
+
+def parse_metadata(text: str | None) -> dict:
+    if not text:
+        return {}
+    try:
+        md = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise EvalInputError(f"--metadata is not valid JSON ({e}): give an object, e.g. '{_MD_EXAMPLE}'") from e
+    if not isinstance(md, dict):
+        raise EvalInputError(f"--metadata must be a JSON object, e.g. '{_MD_EXAMPLE}', not {md!r}")
+    return md
+
+
+def parse_limit(value: float | None) -> int | float | None:
+    """lm-eval's semantics made strict: a fraction in (0, 1) of each task's documents, or a whole
+    count >= 1 (lm-eval would truncate 2.5 to 2 and turn 0 or a negative into a traceback)."""
+    if value is None:
+        return None
+    if math.isfinite(value) and 0 < value < 1:
+        return value
+    if math.isfinite(value) and value >= 1 and value == int(value):
+        return int(value)
+    raise EvalInputError(f"--limit {value:g}: give a fraction in (0, 1) or a whole number of documents >= 1")
+
+
+def _max_length_for(metadata: dict) -> int | None:
+    """Room for the longest prompt/window asked for (None when ``lengths`` is malformed: the
+    task then names the problem)."""
+    lengths = metadata.get("lengths")
+    lengths = [lengths] if isinstance(lengths, int) else lengths
+    if not isinstance(lengths, list) or not lengths:
+        return None
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in lengths):
+        return None
+    return max(lengths) + 64
+
+
+def _earlier_run(out: Path) -> list[Path]:
+    """An earlier run's files, results.json first: the folder is never a finished run whose samples
+    belong to another."""
+    return [out / "results.json", *sorted(out.glob("samples_*.jsonl"))]
+
+
+def _check_output(out: Path, overwrite: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise EvalInputError(f"--output_path/--run_name: {out} exists and is not a folder")
+    if (out / "results.json").exists() and not overwrite:
+        raise EvalInputError(
+            f"{out} already holds a finished run (results.json): pass --overwrite to replace it "
+            "(its samples are deleted first), or another --run_name / --output_path"
+        )
+
+
+def run_eval(args) -> int:
+    """Evaluate, then write the run; a bad input is one line (exit 2) and writes nothing."""
+    metadata = parse_metadata(args.metadata)
+    from peeval.tasks.metadata_keys import check_requested
+
+    check_requested(args.tasks, metadata)  # each key is read by a task of this run
+    limit = parse_limit(args.limit)
+    model_args = parse_model_args(args.model_args)
+    auto_len = _max_length_for(metadata)
+    if "max_length" not in model_args and auto_len and args.model.startswith("peeval"):
+        # a passkey prompt of length L must not be left-truncated to the training length
+        model_args["max_length"] = auto_len
+    out = Path(args.output_path) / run_name(args, model_args)
+    _check_output(out, args.overwrite)
+    return _evaluate(args, metadata, limit, model_args, out)
+
+
+#: lm-eval's four random generators: ``--seed`` seeds them all
+LM_EVAL_SEEDS = ("random_seed", "numpy_random_seed", "torch_random_seed", "fewshot_random_seed")
+
+
+def _build_tasks_first(tm, names: list[str]) -> None:
+    """Build the tasks now, before any weights are read (bad task metadata fails in a second), and
+    hand these same objects to ``simple_evaluate``'s one ``tm.load(names)`` call."""
+    loaded = [tm.load(list(names))]
+
+    def load(task_list):
+        if loaded and list(task_list) == list(names):
+            return loaded.pop()
+        return type(tm).load(tm, task_list)
+
+    tm.load = load
+
+
+def _evaluate(args, metadata: dict, limit, model_args: dict, out: Path) -> int:
+    from lm_eval import evaluator
+    from lm_eval.api.registry import get_model
+
+    # lm-eval's two-line hint on every custom-dataset task (peeval's read --metadata already)
+    logging.getLogger("lm_eval.api.task").addFilter(lambda r: "Custom kwargs can be passed" not in r.getMessage())
+    # the model's tokenizer reaches the tasks as under plain lm_eval (passkey counts lengths in its tokens)
+    model_source = {k: model_args[k] for k in ("pretrained", "gguf_file", "tokenizer") if model_args.get(k)}
+    tm = task_manager(args.tasks, {**model_source, **metadata} or None)
+    _build_tasks_first(tm, args.tasks)
+    try:
+        model_cls = get_model(args.model)
+    except (ValueError, KeyError) as e:
+        raise EvalInputError(f"--model {args.model!r} is not a registered lm-eval model ({e})") from e
+    extra = {"batch_size": args.batch_size, "device": args.device}
+    lm = model_cls.create_from_arg_obj(model_args, {k: v for k, v in extra.items() if v is not None})
+    results = evaluator.simple_evaluate(
+        model=lm,
+        tasks=args.tasks,
+        task_manager=tm,
+        limit=limit,
+        log_samples=True,
+        num_fewshot=args.num_fewshot,
+        **dict.fromkeys(LM_EVAL_SEEDS, args.seed),
+    )
+    if results is None:  # not rank 0
+        return 0
+    samples = results.pop("samples", {})
+    results[PROVENANCE_KEY] = provenance(args, lm, model_args, metadata)
+    _check_output(out, args.overwrite)  # a run that finished meanwhile in the same folder is not replaced silently
+    files = {f"samples_{task}.jsonl": "".join(json.dumps(r, default=str) + "\n" for r in rows)
+             for task, rows in samples.items()}  # fmt: skip
+    files["results.json"] = json.dumps(results, indent=1, default=str)  # last: the run is finished
+    replace_files(out, files, stale=_earlier_run(out))  # the old run stays until the new one is written
+    from lm_eval.utils import make_table
+
+    print(make_table(results))
+    print(f"peeval eval: results in {out / 'results.json'}")
+    return 0
