@@ -133,9 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="peeval", description="Measure positional encodings of language models.")
     sub = p.add_subparsers(dest="command", required=True)
     e = sub.add_parser("eval", help="evaluate a checkpoint on lm-eval tasks (fast start, provenance recorded)")
-    e.add_argument("--model", required=True, help="peeval, peeval-<pe>, peeval-llama, or any lm-eval model name")
+    e.add_argument("--model", default=None, help="peeval, peeval-<pe>, peeval-llama, or any lm-eval model name")
     e.add_argument("--model_args", default="", help="e.g. pretrained=DIR,max_length=4096")
-    e.add_argument("--tasks", required=True, type=lambda s: [t for t in s.split(",") if t])
+    e.add_argument("--tasks", required=True, type=lambda s: [t for t in s.split(",") if t],
+                   help="comma-separated names; 'list' (list_groups, list_tags, list_subtasks) lists them")  # fmt: skip
     e.add_argument("--limit", type=float, default=None)
     e.add_argument("--batch_size", default=None)
     e.add_argument("--device", default=None, help="default: cuda if available, else cpu")
@@ -162,9 +163,16 @@ def main(argv: list[str] | None = None) -> int:
     """The one error path of every ``peeval`` command: a bad input or a failing disk is one line and
     exit 2, Ctrl-C one line and exit 130; the commands write their outputs beside the old ones and
     swap them in only when complete, so neither leaves anything partial."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "eval":
+        parser.parse_args(argv)  # argparse's own "unrecognized arguments" (exit 2)
     cmd = args.func.__name__.removeprefix("cmd_")
     try:
+        if args.command == "eval":  # lm-eval's own flags that peeval eval does not define: passed through
+            from .evaluation import parse_lm_eval_flags
+
+            args.lm_eval_flags = parse_lm_eval_flags(extra)
         return args.func(args)
     except KeyboardInterrupt:
         print(f"peeval {cmd}: interrupted; nothing half-written was left behind", file=sys.stderr)

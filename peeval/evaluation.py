@@ -1,7 +1,8 @@
 """The ``peeval eval`` runner: lm-eval on peeval's tasks, the run written with its provenance.
 
 ``peeval eval`` takes lm_eval's arguments for model / tasks / limit / batch size / device /
-output, but indexes only peeval's tasks plus the lm-eval folders the named tasks live in
+output (lm-eval's other evaluation flags pass through, read by lm-eval's own parser), but indexes
+only peeval's tasks plus the lm-eval folders the named tasks live in
 (plain lm_eval indexes ~14,700 YAMLs on every run), and writes
 ``<output_path>/<run-name>/results.json`` (+ ``samples_<task>.jsonl``) with peeval's
 provenance: version, git commit, checkpoint hash, pe and options, max_length, protocol,
@@ -10,6 +11,7 @@ dtype, seed, library versions. Its arguments are parsed in :mod:`peeval.cli`.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -49,13 +51,14 @@ def lm_eval_task_dirs(names: list[str]) -> list[Path]:
     return dirs
 
 
-def task_manager(names: list[str], metadata: dict | None):
-    """A TaskManager over peeval's tasks plus only the lm-eval folders the names need."""
+def task_manager(names: list[str], metadata: dict | None, include: list[str] = ()):
+    """A TaskManager over peeval's tasks, ``include`` (lm-eval's ``--include_path``) and only the
+    lm-eval folders the names need."""
     from lm_eval.tasks import TaskManager
 
     from peeval.tasks.groups import builtin_dirs  # the lm-eval folders of peeval's suites
 
-    suites = builtin_dirs(names)
+    suites = [*builtin_dirs(names), *include]
     tm = TaskManager(include_path=[str(PEEVAL_TASKS), *suites], include_defaults=False, metadata=metadata)
     missing = [n for n in names if n not in tm.all_tasks]
     if missing:
@@ -66,7 +69,7 @@ def task_manager(names: list[str], metadata: dict | None):
         )
         still = [n for n in names if n not in tm.all_tasks]
         if still:  # unusual names: index everything, as plain lm_eval would
-            tm = TaskManager(include_path=[str(PEEVAL_TASKS)], metadata=metadata)
+            tm = TaskManager(include_path=[str(PEEVAL_TASKS), *include], metadata=metadata)
             unknown = [n for n in names if n not in tm.all_tasks]
             if unknown:
                 raise EvalInputError(f"--tasks: unknown task(s) {', '.join(unknown)}")
@@ -166,13 +169,18 @@ def _resolved(value) -> str:
 
 def run_name(args, model_args: dict) -> str:
     """``--run_name``, else ``<model>__<checkpoint folder>__<tasks>__<hash>``: the hash (8 hex) is of
-    the model name and every model_arg with paths resolved, so two checkpoints with the same last
-    folder name (``a/tape``, ``b/tape``) or the same checkpoint with other model_args never share
-    a results folder."""
+    the model name, every model_arg with paths resolved and every setting that changes the numbers
+    (limit, few-shot, metadata, seed, lm-eval's passed-through flags), so two checkpoints with the
+    same last folder name (``a/tape``, ``b/tape``), or one checkpoint run another way, never share a
+    results folder; the same run asked for again finds its folder (and is refused without --overwrite)."""
     if args.run_name:
         return re.sub(r"[^A-Za-z0-9._+-]+", "_", args.run_name)[:150]
     ckpt = Path(str(model_args.get("pretrained", "model"))).name
-    key = json.dumps([args.model, {k: _resolved(v) for k, v in sorted(model_args.items())}], default=str)
+    settings = {"limit": args.limit, "num_fewshot": args.num_fewshot, "metadata": parse_metadata(args.metadata),
+                "seed": args.seed, **lm_eval_flags(args)}  # fmt: skip
+    settings = {k: v for k, v in sorted(settings.items()) if v not in (None, 0, {}, "")}  # defaults: the old names
+    model = [args.model, {k: _resolved(v) for k, v in sorted(model_args.items())}]
+    key = json.dumps(model + ([settings] if settings else []), default=str)
     digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:8]
     head = re.sub(r"[^A-Za-z0-9._+-]+", "_", f"{args.model}__{ckpt}__{'+'.join(args.tasks)}")[:140]
     return f"{head}__{digest}"
@@ -180,6 +188,60 @@ def run_name(args, model_args: dict) -> str:
 
 class EvalInputError(ValueError):
     """A bad ``peeval eval`` input: reported as one line, exit code 2."""
+
+
+#: lm-eval's ``run`` flags that ``simple_evaluate`` (or the task index) reads: ``peeval eval`` passes them
+#: through, parsed by lm-eval's own parser. Its logging integrations (W&B, Trackio, the Hub) belong to
+#: lm-eval's CLI, which peeval eval does not run.
+PASSED_THROUGH = ("apply_chat_template", "system_instruction", "fewshot_as_multiturn", "gen_kwargs", "max_batch_size",
+                  "use_cache", "cache_requests", "check_integrity", "write_out", "predict_only",
+                  "confirm_run_unsafe_code", "samples", "include_path", "verbosity", "trust_remote_code",
+                  "log_samples", "show_config")  # fmt: skip
+
+
+def _lm_eval_run_parser():
+    import argparse
+
+    from lm_eval._cli.run import Run
+
+    parser = Run(argparse.ArgumentParser(prog="peeval eval", add_help=False).add_subparsers())._parser
+
+    def error(message):
+        raise EvalInputError(f"lm-eval flags: {message}")
+
+    parser.error = error
+    return parser
+
+
+def parse_lm_eval_flags(extra: list[str]) -> dict:
+    """``extra`` (what ``peeval eval`` does not define) read by lm-eval's own ``run`` parser: the flags
+    given, by name. A flag neither knows is one line; one of lm-eval's logging integrations too."""
+    if not extra:
+        return {}
+    parser = _lm_eval_run_parser()
+    defaults, given = vars(parser.parse_args([])), vars(parser.parse_args(extra))
+    flags = {k: v for k, v in given.items() if k != "func" and (k not in defaults or defaults[k] != v)}
+    for k in flags:
+        if k not in PASSED_THROUGH:
+            raise EvalInputError(f"--{k} is lm-eval's own CLI (not an evaluation setting): run lm_eval for it")
+    return flags
+
+
+def lm_eval_flags(args) -> dict:
+    return getattr(args, "lm_eval_flags", None) or {}
+
+
+def simple_evaluate_kwargs(flags: dict) -> dict:
+    """The passed-through flags as ``simple_evaluate`` arguments (``include_path``, ``log_samples``,
+    ``show_config`` and ``trust_remote_code`` are used where they apply; samples are always written)."""
+    from lm_eval._cli.utils import try_parse_json
+
+    skip = ("include_path", "log_samples", "show_config", "trust_remote_code", "cache_requests", "samples")
+    kw = {k: v for k, v in flags.items() if k not in skip}
+    kw.update(flags.get("cache_requests") or {})  # lm-eval's parser gives the three request-cache switches
+    if flags.get("samples"):
+        kw["samples"] = try_parse_json(flags["samples"])
+    return kw
 
 
 _MD_EXAMPLE = '{"lengths": [512]}'
@@ -237,8 +299,22 @@ def _check_output(out: Path, overwrite: bool) -> None:
         )
 
 
+LIST_TASKS = {"list": {}, "list_groups": {"list_tags": False, "list_subtasks": False},
+              "list_tags": {"list_groups": False, "list_subtasks": False},
+              "list_subtasks": {"list_groups": False, "list_tags": False}}  # fmt: skip
+
+
 def run_eval(args) -> int:
     """Evaluate, then write the run; a bad input is one line (exit 2) and writes nothing."""
+    if len(args.tasks) == 1 and args.tasks[0] in LIST_TASKS:  # as lm_eval --tasks list: peeval's tasks
+        from lm_eval.tasks import TaskManager
+
+        paths = [str(PEEVAL_TASKS), *(lm_eval_flags(args).get("include_path") or "").split(",")]
+        tm = TaskManager(include_path=[p for p in paths if p], include_defaults=False)
+        print(tm.list_all_tasks(**LIST_TASKS[args.tasks[0]]))
+        return 0
+    if not args.model:
+        raise EvalInputError("--model: required (peeval, peeval-<pe>, peeval-llama or an lm-eval model name)")
     metadata = parse_metadata(args.metadata)
     from peeval.tasks.metadata_keys import check_requested
 
@@ -271,22 +347,36 @@ def _build_tasks_first(tm, names: list[str]) -> None:
     tm.load = load
 
 
+def task_hashes(samples: dict) -> dict[str, str]:
+    """lm-eval's per-task hash of the documents, prompts and targets scored (as its own results file)."""
+    from lm_eval.utils import hash_string
+
+    return {task: hash_string("".join(s["doc_hash"] + s["prompt_hash"] + s["target_hash"] for s in rows))
+            for task, rows in samples.items()}  # fmt: skip
+
+
 def _evaluate(args, metadata: dict, limit, model_args: dict, out: Path) -> int:
     from lm_eval import evaluator
     from lm_eval.api.registry import get_model
+    from lm_eval.loggers import EvaluationTracker
 
     # lm-eval's two-line hint on every custom-dataset task (peeval's read --metadata already)
     logging.getLogger("lm_eval.api.task").addFilter(lambda r: "Custom kwargs can be passed" not in r.getMessage())
     # the model's tokenizer reaches the tasks as under plain lm_eval (passkey counts lengths in its tokens)
     model_source = {k: model_args[k] for k in ("pretrained", "gguf_file", "tokenizer") if model_args.get(k)}
-    tm = task_manager(args.tasks, {**model_source, **metadata} or None)
+    flags = lm_eval_flags(args)
+    include = [p for p in str(flags.get("include_path") or "").split(",") if p]
+    tm = task_manager(args.tasks, {**model_source, **metadata} or None, include)
     _build_tasks_first(tm, args.tasks)
     try:
         model_cls = get_model(args.model)
     except (ValueError, KeyError) as e:
         raise EvalInputError(f"--model {args.model!r} is not a registered lm-eval model ({e})") from e
     extra = {"batch_size": args.batch_size, "device": args.device}
+    if flags.get("trust_remote_code"):
+        model_args = {**model_args, "trust_remote_code": True}
     lm = model_cls.create_from_arg_obj(model_args, {k: v for k, v in extra.items() if v is not None})
+    tracker = EvaluationTracker()  # lm-eval's record of the run: model name, start / end time
     results = evaluator.simple_evaluate(
         model=lm,
         tasks=args.tasks,
@@ -294,11 +384,18 @@ def _evaluate(args, metadata: dict, limit, model_args: dict, out: Path) -> int:
         limit=limit,
         log_samples=True,
         num_fewshot=args.num_fewshot,
+        evaluation_tracker=tracker,
         **dict.fromkeys(LM_EVAL_SEEDS, args.seed),
+        **simple_evaluate_kwargs(flags),
     )
     if results is None:  # not rank 0
         return 0
     samples = results.pop("samples", {})
+    general = tracker.general_config_tracker  # given a model object, lm-eval names no model: name it as lm_eval would
+    general.model_source, general.model_name = args.model, str(model_args.get("pretrained") or general.model_name)
+    general.log_end_time()
+    results["task_hashes"] = task_hashes(samples)  # what lm_eval's own results file holds beside the numbers
+    results.update(dataclasses.asdict(general))
     results[PROVENANCE_KEY] = provenance(args, lm, model_args, metadata)
     _check_output(out, args.overwrite)  # a run that finished meanwhile in the same folder is not replaced silently
     files = {f"samples_{task}.jsonl": "".join(json.dumps(r, default=str) + "\n" for r in rows)
@@ -307,6 +404,8 @@ def _evaluate(args, metadata: dict, limit, model_args: dict, out: Path) -> int:
     replace_files(out, files, stale=_earlier_run(out))  # the old run stays until the new one is written
     from lm_eval.utils import make_table
 
+    if flags.get("show_config"):
+        print(files["results.json"])
     print(make_table(results))
     print(f"peeval eval: results in {out / 'results.json'}")
     return 0
