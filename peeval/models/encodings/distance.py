@@ -54,8 +54,10 @@ class DistanceBias(Encoding):
         return ctx.state[key]
 
     def reference_bias(self, layer: int, ctx: PEContext) -> torch.Tensor:
-        """(B|1, H, Nq, Nk) the formula on every pair: the eager reference."""
-        raise NotImplementedError
+        """(B|1, H, Nq, Nk) the formula on every pair: the eager reference (by default the table
+        read at every pair; alibi, t5 and kerple evaluate their formulas directly)."""
+        nq, nk = ctx.query_length, ctx.key_length
+        return gather_block(slice(0, nq), slice(0, nk), self.table(layer, ctx), ctx.position_ids, ctx.key_position_ids)
 
     def bias(self, layer, ctx):
         return PositionBias(
