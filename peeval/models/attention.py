@@ -19,13 +19,12 @@ import importlib.util
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from .._log import log_once, logger  # noqa: F401  (re-exported: older callers use attention.log_once)
-from .encodings.base import ContentBias, PositionBias
+from .encodings.base import ContentBias, Encoding, PEContext, PositionBias
 
 
 def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
@@ -316,10 +315,10 @@ class AttentionCall:
     """What a back-end sees of one layer's attention: ``plan`` fills it before q/k are transformed
     (``q`` raw, ``bias`` the encoding's description), ``attend`` after (q, k, v with the cache)."""
 
-    pe: Any  # the Encoding whose hooks run (randpe: its base)
+    pe: Encoding  # the encoding whose hooks run (randpe: its base)
     layer: int
     request: str  # config.attn_backend
-    ctx: Any  # PEContext
+    ctx: PEContext
     q: torch.Tensor
     attention_mask: torch.Tensor | None = None
     output_attentions: bool = False
@@ -458,7 +457,8 @@ def plan(call: AttentionCall) -> str:
     for name in PREFERENCE[call.request]:
         if BACKENDS[name].can_run(call):
             return name
-        if name == call.request and not (name == "triton" and call.pe.fused_kernel(call.q) and not call.whole):
+        decode_step = name == "triton" and call.pe.fused_kernel(call.q) is not None  # the kernel runs whole passes
+        if name == call.request and not decode_step:
             log_once(f"attn_backend={name!r} cannot run for pe={call.pe.name!r} here: falling back")
     raise AssertionError("sdpa always runs")  # pragma: no cover
 

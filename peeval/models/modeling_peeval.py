@@ -59,7 +59,7 @@ class PeevalAttention(nn.Module):
             pe, self.layer_idx, self.config.attn_backend, ctx, q, attention_mask, output_attentions
         )
         how = attn.plan(call)  # before the transform: a fused kernel may take raw q/k
-        ctx.fused = how == "triton"
+        ctx.fused = how == "triton"  # an encoding whose kernel takes raw q/k skips its transform then
         ctx.attn_input = x  # the normalised layer input q/k/v come from (CoPE's separate gate keys)
         q, k = pe.transform_qk(self.layer_idx, q, k, ctx)
         if pe.recorded_states is not None:  # the shift measurement asks for the positional states
