@@ -1,9 +1,11 @@
 """Make peeval's models and tasks visible to lm-evaluation-harness and transformers with no flags.
 
 lm-eval 0.4.13 scans no entry points (newer releases read the ``lm_eval.models`` ones that
-pyproject.toml declares too), and transformers resolves ``model_type: peeval`` only once
-``PeevalConfig`` is registered, so a ``.pth`` file (installed next to this module as the
-top-level ``_peeval_lm_eval_hook``) imports this module at interpreter start. It must stay
+pyproject.toml declares for ``peeval`` and ``peeval-llama``; ``peeval-<pe>`` exist only here,
+one per key of the encoding registry, so a new encoding needs no other line), and
+transformers resolves ``model_type: peeval`` only once ``PeevalConfig`` is registered, so a
+``.pth`` file (installed next to this module as the top-level ``_peeval_lm_eval_hook``)
+imports this module at interpreter start. It must stay
 cheap (stdlib only, no lm_eval / transformers / torch import) and lazy: it only adds a
 finder that waits for those libraries' own modules and then
 

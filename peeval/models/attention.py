@@ -1,9 +1,12 @@
 """Attention back-ends, and the one place (``plan``) that picks one per layer call.
 
-sdpa (default), eager (explicit softmax: the reference), flash, triton (an encoding's own
-fused kernel), and for a bias that depends on positions only (``Encoding.bias_blocks`` /
-``score_mod``): flex (FlexAttention, a compiled ``score_mod``) and blocked (sdpa over query
-blocks, the bias rebuilt per block, so memory stays linear in N in training too).
+``BACKENDS`` maps each back-end to (can run, run), both taking one ``AttentionCall``: sdpa
+(default), eager (explicit softmax: the reference), flash, triton (an encoding's own fused
+kernel), content_blocks (a q/k-dependent bias in query blocks: CoPE), and for a bias that
+depends on positions only (a ``PositionBias``): flex (FlexAttention, a compiled
+``score_mod``) and blocked (sdpa over query blocks, the bias rebuilt per block, so memory
+stays linear in N in training too). The back-ends derive every form of a bias from the
+encoding's one description; the CPU kernels' needs (equal q/k/v widths) are met here too.
 
 All take q (B, H, Nq, d'), k (B, Hk, Nk, d'), v (B, Hk, Nk, dv) — dv may exceed d' when
 an encoding appends extra value channels — an optional additive ``bias`` (B|1, H, Nq, Nk)
@@ -14,11 +17,14 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from .._log import log_once, logger  # noqa: F401  (re-exported: older callers use attention.log_once)
+from .encodings.base import ContentBias, Encoding, PEContext, PositionBias
 
 
 def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
@@ -56,16 +62,35 @@ def _full_mask(allowed, nq, nk, device):
     return allowed if allowed is not None else causal_allowed(nq, nk, device)[None, None]
 
 
+def equal_widths(q, k, v):
+    """q, k, v zero-padded to one width: PyTorch's CPU flash kernel needs equal widths, and
+    without it sdpa falls back to its math kernel, which holds the N×N scores and is ~2× slower
+    (TAPE's [v | E] is wider than q·k, PoPE's 2d-wide q̃·k̃ than v). Zeros add nothing to q·k, and
+    the zero value channels' output is cut off by the caller."""
+    width = max(q.shape[-1], v.shape[-1])
+    if q.shape[-1] < width:
+        q, k = F.pad(q, (0, width - q.shape[-1])), F.pad(k, (0, width - k.shape[-1]))
+    if v.shape[-1] < width:
+        v = F.pad(v, (0, width - v.shape[-1]))
+    return q, k, v
+
+
 def sdpa_attention(q, k, v, *, bias=None, allowed=None, scale=None):
-    nq, nk = q.shape[2], k.shape[2]
+    nq, nk, dv = q.shape[2], k.shape[2], v.shape[-1]
     gqa = q.shape[1] != k.shape[1]
+    scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    if _cpu_kernels(q) and q.shape[-1] != dv:
+        q, k, v = equal_widths(q, k, v)
     if bias is None:
         if allowed is None:
-            return F.scaled_dot_product_attention(q, k, v, is_causal=nq > 1, scale=scale, enable_gqa=gqa)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=scale, enable_gqa=gqa)
-    mask = _full_mask(allowed, nq, nk, q.device)
-    bias = bias.to(q.dtype).masked_fill(~mask, torch.finfo(q.dtype).min)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale, enable_gqa=gqa)
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=nq > 1, scale=scale, enable_gqa=gqa)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=scale, enable_gqa=gqa)
+    else:
+        mask = _full_mask(allowed, nq, nk, q.device)
+        bias = bias.to(q.dtype).masked_fill(~mask, torch.finfo(q.dtype).min)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale, enable_gqa=gqa)
+    return out[..., :dv] if out.shape[-1] != dv else out
 
 
 def eager_scores(q, k, *, bias=None, allowed=None, scale=None) -> torch.Tensor:
@@ -135,21 +160,20 @@ def _block_mask(allowed, rows: slice, kv: int, past: int, device) -> torch.Tenso
     return (torch.arange(kv, device=device)[None, :] <= i)[None, None]
 
 
-def _masked_block(blocks, allowed, rows, kv, past, dtype, device) -> torch.Tensor:
+def _masked_block(block_fn, tensors, allowed, rows, kv, past, dtype, device) -> torch.Tensor:
     mask = _block_mask(allowed, rows, kv, past, device)
-    return blocks.block(rows, slice(0, kv)).to(dtype).masked_fill(~mask, float("-inf"))
+    return block_fn(rows, slice(0, kv), *tensors).to(dtype).masked_fill(~mask, float("-inf"))
 
 
 class _BlockedBiasAttention(torch.autograd.Function):
     """softmax(q·kᵀ·scale + bias)·v over query blocks; keys past a block's last query are skipped.
 
     Saves q, k, v, the output and the log-sum-exp (O(N)); the backward rebuilds each bias
-    block from the small ``BiasBlocks.tensors`` and returns their gradients through autograd.
+    block from the small ``PositionBias.tensors`` and returns their gradients through autograd.
     """
 
     @staticmethod
     def forward(actx, scale, rows, allowed, blocks_fn, q, k, v, *tensors):
-        blocks = _blocks(blocks_fn, tensors)
         nq, nk = q.shape[2], k.shape[2]
         past, rep = nk - nq, q.shape[1] // k.shape[1]
         k, v = repeat_kv(k, rep), repeat_kv(v, rep)
@@ -160,7 +184,7 @@ class _BlockedBiasAttention(torch.autograd.Function):
             kv = past + r.stop
             cpu = _cpu_kernels(q)
             wd = q.dtype if cpu else torch.promote_types(q.dtype, torch.float32)
-            bias = _masked_block(blocks, allowed, r, kv, past, wd, q.device)
+            bias = _masked_block(blocks_fn, tensors, allowed, r, kv, past, wd, q.device)
             if cpu:
                 o, m = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
                     q[:, :, r], k[:, :, :kv], v[:, :, :kv], attn_mask=bias, scale=scale
@@ -194,7 +218,7 @@ class _BlockedBiasAttention(torch.autograd.Function):
             kv = past + r.stop
             with torch.enable_grad():
                 leaves = [t.detach().requires_grad_(w) for t, w in zip(tensors, wants)]
-                bias = _masked_block(_blocks(blocks_fn, leaves), allowed, r, kv, past, q.dtype, q.device)
+                bias = _masked_block(blocks_fn, leaves, allowed, r, kv, past, q.dtype, q.device)
             qb, kb, vb, dob = q[:, :, r], k[:, :, :kv], v[:, :, :kv], dout[:, :, r]
             if fused:
                 gq, gk, gv = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
@@ -226,29 +250,23 @@ def _cpu_kernels(t: torch.Tensor) -> bool:
     return t.device.type == "cpu"
 
 
-def _blocks(fn, tensors):
-    from .encodings.base import BiasBlocks
-
-    return BiasBlocks(fn, tuple(tensors))
-
-
-def blocked_bias_attention(q, k, v, blocks, *, allowed=None, scale=None, rows=None):
-    """Attention with the bias of ``blocks`` (a ``BiasBlocks``), one query block at a time."""
+def blocked_bias_attention(q, k, v, bias, *, allowed=None, scale=None, rows=None):
+    """Attention with ``bias`` (a ``PositionBias``), one query block at a time."""
     scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
     rows = rows or block_rows(q.shape[0], q.shape[1], q.shape[2], k.shape[2])
-    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, *blocks.tensors))
+    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, *bias.tensors))
     if needs_grad:
-        return _BlockedBiasAttention.apply(scale, rows, allowed, blocks.fn, q, k, v, *blocks.tensors)
+        return _BlockedBiasAttention.apply(scale, rows, allowed, bias.block_fn, q, k, v, *bias.tensors)
     nq, nk = q.shape[2], k.shape[2]
     past, gqa = nk - nq, q.shape[1] != k.shape[1]
     out = []
     for s in range(0, nq, rows):
         r = slice(s, min(nq, s + rows))
         kv = past + r.stop
-        bias = _masked_block(blocks, allowed, r, kv, past, q.dtype, q.device)
+        block = _masked_block(bias.block_fn, bias.tensors, allowed, r, kv, past, q.dtype, q.device)
         out.append(
             F.scaled_dot_product_attention(
-                q[:, :, r], k[:, :, :kv], v[:, :, :kv], attn_mask=bias, scale=scale, enable_gqa=gqa
+                q[:, :, r], k[:, :, :kv], v[:, :, :kv], attn_mask=block, scale=scale, enable_gqa=gqa
             )
         )
     return torch.cat(out, dim=2)
@@ -289,82 +307,162 @@ def _causal_mod(b, h, q_idx, kv_idx):
     return kv_idx <= q_idx
 
 
-# -- the one place that decides the back-end ----------------------------------------------------
+# -- the back-ends: a registry of (can run, run), and the one place that picks one ------------------
 
 
-def _offers(pe, hook: str) -> bool:
-    from .encodings.base import Encoding
+@dataclass
+class AttentionCall:
+    """What a back-end sees of one layer's attention: ``plan`` fills it before q/k are transformed
+    (``q`` raw, ``bias`` the encoding's description), ``attend`` after (q, k, v with the cache)."""
 
-    return getattr(type(pe), hook) is not getattr(Encoding, hook)
+    pe: Encoding  # the encoding whose hooks run (randpe: its base)
+    layer: int
+    request: str  # config.attn_backend
+    ctx: PEContext
+    q: torch.Tensor
+    attention_mask: torch.Tensor | None = None
+    output_attentions: bool = False
+    bias: PositionBias | ContentBias | None = None
+    k: torch.Tensor | None = None
+    v: torch.Tensor | None = None
+    allowed: torch.Tensor | None = None
+
+    @property
+    def padded(self) -> bool:
+        state = self.ctx.state
+        if "attn_padded" not in state:  # one host sync per forward, not per layer
+            mask = self.attention_mask
+            state["attn_padded"] = mask is not None and not bool(mask.all())
+        return state["attn_padded"]
+
+    @property
+    def whole(self) -> bool:
+        """One causal pass over whole sequences: no cache history, no padding."""
+        return self.ctx.past_length == 0 and not self.padded
+
+    @property
+    def scale(self) -> float:
+        return self.pe.scale()
+
+    def dense_bias(self) -> torch.Tensor | None:
+        """The bias as one (B|1, H, Nq, Nk) tensor (eager, sdpa): derived from the description."""
+        b = self.bias
+        if b is None:
+            return None
+        if isinstance(b, PositionBias):
+            return b.dense(self.q.shape[2], self.k.shape[2])
+        return b.dense_fn(self.q, self.k)
 
 
-def plan(backend: str, pe, q, ctx, attention_mask, output_attentions: bool = False) -> str:
-    """How this layer's attention runs: fused | eager | flash | own | flex | blocked | sdpa.
+def _is_position_bias(c: AttentionCall) -> bool:
+    return isinstance(c.bias, PositionBias)
 
-    ``backend`` is ``config.attn_backend``; a requested back-end that cannot run here falls
-    back (once logged) to the default choice. Default for a position-only bias: FlexAttention
-    on CUDA for a causal pass without padding or cache history, else the blocked path
-    (measured faster than the N×N bias on the CPU, forward and training; issue 17).
+
+def _has_blocked_content(c: AttentionCall) -> bool:
+    return isinstance(c.bias, ContentBias) and c.bias.attend_fn is not None
+
+
+def _can_fuse(c: AttentionCall) -> bool:
+    return c.pe.fused_kernel(c.q) is not None and triton_available(c.q) and c.whole
+
+
+def _can_flash(c: AttentionCall) -> bool:
+    plain = c.ctx.past_length == 0 or c.ctx.query_length == 1
+    half = c.q.dtype in (torch.float16, torch.bfloat16)  # flash-attn's only dtypes (xpos lifts q/k to float32)
+    # flash-attn's ALiBi derives distances from indices: never for remapped (randpe) positions
+    slopes = _is_position_bias(c) and c.bias.alibi_slopes is not None and not c.ctx.remapped
+    return flash_available(c.q) and half and not c.padded and plain and (c.bias is None or slopes)
+
+
+def _can_flex(c: AttentionCall) -> bool:
+    """FlexAttention: by default only on CUDA; asked for (``flex``) also on the CPU without autograd."""
+    offered = _is_position_bias(c) and c.bias.element_fn is not None
+    return offered and flex_available(c.q) and c.whole and (c.request == "flex" or c.q.is_cuda)
+
+
+def _eager(c):
+    return eager_attention(c.q, c.k, c.v, bias=c.dense_bias(), allowed=c.allowed, scale=c.scale)
+
+
+def _sdpa(c):
+    return sdpa_attention(c.q, c.k, c.v, bias=c.dense_bias(), allowed=c.allowed, scale=c.scale), None
+
+
+def _fused(c):
+    return c.pe.fused_kernel(c.q)(c.layer, c.q, c.k, c.v, c.ctx), None
+
+
+def _content_blocks(c):
+    return c.bias.attend_fn(c.q, c.k, c.v, c.allowed, c.scale), None
+
+
+def _flash(c):
+    slopes = c.bias.alibi_slopes if c.bias is not None else None
+    return flash_attention(c.q, c.k, c.v, alibi_slopes=slopes, scale=c.scale), None
+
+
+def _flex(c):
+    return flex_bias_attention(c.q, c.k, c.v, c.bias.score_mod(), scale=c.scale, state=c.ctx.state), None
+
+
+def _blocked(c):
+    return blocked_bias_attention(c.q, c.k, c.v, c.bias, allowed=c.allowed, scale=c.scale), None
+
+
+@dataclass(frozen=True)
+class Backend:
+    """``can_run(call)``: whether it can run this call (judged before q/k are transformed);
+    ``run(call)``: (out (B, H, Nq, dv), probs or None)."""
+
+    can_run: Callable[[AttentionCall], bool]
+    run: Callable[[AttentionCall], tuple]
+
+
+def _always(c: AttentionCall) -> bool:
+    return True
+
+
+BACKENDS: dict[str, Backend] = {
+    "eager": Backend(_always, _eager),  # explicit softmax: the reference, and attention maps
+    "triton": Backend(_can_fuse, _fused),  # the encoding's own fused kernel (raw q/k allowed)
+    "content_blocks": Backend(_has_blocked_content, _content_blocks),  # CoPE's bias in query blocks, never N×N
+    "flash": Backend(_can_flash, _flash),  # flash-attn 2: no bias, or exactly its ALiBi
+    "flex": Backend(_can_flex, _flex),  # FlexAttention with the position bias's score_mod
+    "blocked": Backend(_is_position_bias, _blocked),  # sdpa over query blocks, bias rebuilt per block
+    "sdpa": Backend(_always, _sdpa),
+}
+
+#: per ``attn_backend``: the back-ends tried in order; the first that can run does. A position-only
+#: bias defaults to FlexAttention on CUDA for a whole causal pass, else the blocked path (measured
+#: faster than the N×N bias on the CPU, forward and training; issue 17).
+PREFERENCE: dict[str, tuple[str, ...]] = {
+    "eager": ("eager",),
+    "triton": ("triton", "content_blocks", "flex", "blocked", "sdpa"),
+    "flash": ("content_blocks", "flash", "flex", "blocked", "sdpa"),
+    "sdpa": ("content_blocks", "flex", "blocked", "sdpa"),
+    "flex": ("content_blocks", "flex", "blocked", "sdpa"),
+    "blocked": ("content_blocks", "blocked", "sdpa"),
+}
+
+
+def plan(call: AttentionCall) -> str:
+    """The back-end of this layer call (a key of ``BACKENDS``), before q/k are transformed.
+
+    Sets ``call.bias`` from the encoding. A requested back-end that cannot run here falls back
+    (once logged) to the next of its ``PREFERENCE``; attention maps always come from eager.
     """
-    if "attn_padded" not in ctx.state:  # one host sync per forward, not per layer
-        ctx.state["attn_padded"] = attention_mask is not None and not bool(attention_mask.all())
-    padded = ctx.state["attn_padded"]
-    whole = ctx.past_length == 0 and not padded  # one causal pass over a whole sequence
-    if output_attentions or backend == "eager" or (pe.needs_scores and backend != "sdpa"):
+    call.bias = call.pe.bias(call.layer, call.ctx)
+    if call.output_attentions:
         return "eager"
-    if backend == "triton":
-        if pe.supports_fused(q) and triton_available(q) and whole:
-            return "fused"
-        if not (pe.supports_fused(q) and triton_available(q)):
-            log_once(f"attn_backend='triton': no fused kernel for pe={pe.name!r} on {q.device.type}: using sdpa")
-    if _offers(pe, "attention"):  # the encoding computes its own attention (CoPE in query blocks)
-        return "own"
-    if backend == "flash":
-        plain = ctx.past_length == 0 or ctx.query_length == 1
-        fits = pe.flash_alibi_slopes() is not None or not _offers(pe, "bias_blocks")  # else: flex / blocked
-        half = q.dtype in (torch.float16, torch.bfloat16)  # flash-attn's only dtypes (xpos lifts q/k to float32)
-        if flash_available(q) and half and not padded and plain and fits:
-            return "flash"
-        log_once(f"attn_backend='flash' unavailable for pe={pe.name!r} here: using sdpa")
-    if _offers(pe, "bias_blocks"):
-        can_flex = _offers(pe, "score_mod") and flex_available(q) and whole
-        if backend == "flex" and not can_flex:
-            log_once(
-                f"attn_backend='flex' cannot run for pe={pe.name!r} here (CPU training, padding or cache): blocked"
-            )
-        if can_flex and (backend == "flex" or (backend in ("sdpa", "triton", "flash") and q.is_cuda)):
-            return "flex"
-        return "blocked"
-    if backend in ("flex", "blocked"):
-        log_once(f"attn_backend={backend!r}: pe={pe.name!r} has no position-only bias: using sdpa")
-    return "sdpa"
+    for name in PREFERENCE[call.request]:
+        if BACKENDS[name].can_run(call):
+            return name
+        decode_step = name == "triton" and call.pe.fused_kernel(call.q) is not None  # the kernel runs whole passes
+        if name == call.request and not decode_step:
+            log_once(f"attn_backend={name!r} cannot run for pe={call.pe.name!r} here: falling back")
+    raise AssertionError("sdpa always runs")  # pragma: no cover
 
 
-def attend(how: str, pe, layer: int, q, k, v, ctx, allowed):
-    """Run the attention as ``plan`` decided: returns (out (B, H, Nq, dv), probs or None)."""
-    scale = pe.scale()
-    if how == "fused":
-        out = pe.fused_attention(layer, q, k, v, ctx, allowed)
-        if out is not None:
-            return out, None
-        how = "sdpa"
-    if how == "own":
-        out = pe.attention(layer, q, k, v, ctx, allowed)
-        if out is not None:
-            return out, None
-        how = "sdpa"
-    if how == "flash":  # flash-attn expresses no bias but ALiBi's (an encoding may return none)
-        slopes = pe.flash_alibi_slopes()
-        bias = None if slopes is not None else pe.bias(layer, q, k, ctx)
-        if bias is None:
-            return flash_attention(q, k, v, alibi_slopes=slopes, scale=scale), None
-        log_once(f"attn_backend='flash' cannot express pe={pe.name!r}'s bias: using sdpa")
-        how = "sdpa"
-    if how == "flex":
-        return flex_bias_attention(q, k, v, pe.score_mod(layer, ctx), scale=scale, state=ctx.state), None
-    if how == "blocked":
-        return blocked_bias_attention(q, k, v, pe.bias_blocks(layer, ctx), allowed=allowed, scale=scale), None
-    bias = pe.bias(layer, q, k, ctx)
-    if how == "eager":
-        return eager_attention(q, k, v, bias=bias, allowed=allowed, scale=scale)
-    return sdpa_attention(q, k, v, bias=bias, allowed=allowed, scale=scale), None
+def attend(how: str, call: AttentionCall):
+    """Run the back-end ``plan`` chose: (out (B, H, Nq, dv), probs or None)."""
+    return BACKENDS[how].run(call)

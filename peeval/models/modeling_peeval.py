@@ -55,8 +55,11 @@ class PeevalAttention(nn.Module):
             rep = self.num_heads // self.num_kv_heads
             k, v = attn.repeat_kv(k, rep), attn.repeat_kv(v, rep)
 
-        how = attn.plan(self.config.attn_backend, pe, q, ctx, attention_mask, output_attentions)
-        ctx.fused = how == "fused"  # an encoding whose kernel takes raw q/k skips its transform then
+        call = attn.AttentionCall(
+            pe, self.layer_idx, self.config.attn_backend, ctx, q, attention_mask, output_attentions
+        )
+        how = attn.plan(call)  # before the transform: a fused kernel may take raw q/k
+        ctx.fused = how == "triton"  # an encoding whose kernel takes raw q/k skips its transform then
         ctx.attn_input = x  # the normalised layer input q/k/v come from (CoPE's separate gate keys)
         q, k = pe.transform_qk(self.layer_idx, q, k, ctx)
         if pe.recorded_states is not None:  # the shift measurement asks for the positional states
@@ -70,9 +73,10 @@ class PeevalAttention(nn.Module):
             k, v = cache.update(k, v, self.layer_idx)
         if v.dtype != q.dtype:  # an encoding lifted q/k (xpos in float16): attend in their dtype
             v = v.to(q.dtype)
-        allowed = attn.build_allowed(attention_mask, q.shape[2], k.shape[2], q.device)
         ctx.values = v
-        out, probs = attn.attend(how, pe, self.layer_idx, q, k, v, ctx, allowed)
+        call.q, call.k, call.v = q, k, v
+        call.allowed = attn.build_allowed(attention_mask, q.shape[2], k.shape[2], q.device)
+        out, probs = attn.attend(how, call)
         if extra is not None:
             out, extra_out = out.split([d, out.shape[-1] - d], dim=-1)
             pe.after_attention(self.layer_idx, extra_out, ctx)
@@ -171,13 +175,14 @@ class PeevalModel(PeevalPreTrainedModel):
             offset = position_ids[:, -1:] - (nk - 1)
             key_position_ids = torch.arange(nk, device=position_ids.device)[None] + offset
         ctx = PEContext(position_ids=position_ids, key_position_ids=key_position_ids, past_length=past, cache=cache)
+        pe, ctx = self.pe.remap(ctx)  # the encoding whose hooks run, on the positions it sees (randpe)
 
-        h = self.pe.embed(inputs_embeds, ctx)
+        h = pe.embed(inputs_embeds, ctx)
         all_hidden, all_attn = [], []
         for layer in self.layers:
             if output_hidden_states:
                 all_hidden.append(h)
-            h, probs = layer(h, self.pe, ctx, attention_mask, cache, bool(output_attentions))
+            h, probs = layer(h, pe, ctx, attention_mask, cache, bool(output_attentions))
             if output_attentions:
                 all_attn.append(probs)
         h = self.norm(h)

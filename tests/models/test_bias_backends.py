@@ -119,10 +119,10 @@ def test_blocked_function_gradients_of_q_k_v_and_parameters(pe, opts, nq, nk, pa
     params = [p for p in enc.parameters()]
     ins = [q, k, v, *params]
 
-    ref = attn.eager_attention(q, k, v, bias=enc.bias(1, q, k, ctx), allowed=allowed, scale=0.3)[0]
+    ref = attn.eager_attention(q, k, v, bias=enc.reference_bias(1, ctx), allowed=allowed, scale=0.3)[0]
     ref_grads = torch.autograd.grad(ref, ins, g, allow_unused=True)
     ctx = ctx_for(2, nq, nk, start=3)
-    out = attn.blocked_bias_attention(q, k, v, enc.bias_blocks(1, ctx), allowed=allowed, scale=0.3, rows=4)
+    out = attn.blocked_bias_attention(q, k, v, enc.bias(1, ctx), allowed=allowed, scale=0.3, rows=4)
     grads = torch.autograd.grad(out, ins, g, allow_unused=True)
     torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
     for name, a, b in zip(["q", "k", "v", *[n for n, _ in enc.named_parameters()]], grads, ref_grads):
@@ -143,9 +143,9 @@ def test_flex_score_mod_equals_reference(pe, opts):
     q, k, v = (torch.randn(2, 4, 24, 8, dtype=torch.float64) for _ in range(3))
     ctx = ctx_for(2, 24, 24, start=5)
     with torch.no_grad():
-        ref = attn.eager_attention(q, k, v, bias=enc.bias(0, q, k, ctx), scale=0.3)[0]
+        ref = attn.eager_attention(q, k, v, bias=enc.reference_bias(0, ctx), scale=0.3)[0]
         bm = create_block_mask(attn._causal_mod, None, None, 24, 24, device="cpu")
-        out = flex_attention(q, k, v, score_mod=enc.score_mod(0, ctx), block_mask=bm, scale=0.3)
+        out = flex_attention(q, k, v, score_mod=enc.bias(0, ctx).score_mod(), block_mask=bm, scale=0.3)
     torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
 
 
@@ -180,8 +180,8 @@ def fire_reference_and_fast(dtype, n=64, hidden=32, seed=0):
         enc.c.add_(0.05 * torch.randn_like(enc.c))
         enc.L_mult.add_(0.2 * torch.randn_like(enc.L_mult))
     ctx = ctx_for(1, n, n, start=0)
-    ref = enc.bias(1, None, None, ctx)
-    fast = enc.bias_blocks(1, ctx).block(slice(0, n), slice(0, n))
+    ref = enc.reference_bias(1, ctx)
+    fast = enc.bias(1, ctx).block(slice(0, n), slice(0, n))
     return enc, ref, fast
 
 
@@ -261,6 +261,10 @@ def test_blocked_training_saves_nothing_quadratic(monkeypatch):
     assert largest_saved("eager") >= 4 * n * n  # the reference holds the scores (the check can fail)
 
 
+def plan(request, pe, q, ctx, mask, output_attentions=False):
+    return attn.plan(attn.AttentionCall(pe, 0, request, ctx, q, mask, output_attentions))
+
+
 def test_plan_is_the_one_decision():
     import inspect
 
@@ -272,28 +276,52 @@ def test_plan_is_the_one_decision():
     m = tiny_model("t5")
     pe, ctx = m.model.pe, ctx_for(1, 8, 8)
     q = torch.zeros(1, 4, 8, 8, requires_grad=True)
-    assert attn.plan("sdpa", pe, q, ctx, None) == "blocked"
-    assert attn.plan("eager", pe, q, ctx, None) == "eager"
-    assert attn.plan("sdpa", pe, q, ctx, None, output_attentions=True) == "eager"
-    assert attn.plan("flex", pe, q, ctx, None) == "blocked"  # no FlexAttention backward on the CPU
+    assert plan("sdpa", pe, q, ctx, None) == "blocked"
+    assert plan("eager", pe, q, ctx, None) == "eager"
+    assert plan("sdpa", pe, q, ctx, None, output_attentions=True) == "eager"
+    assert plan("flex", pe, q, ctx, None) == "blocked"  # no FlexAttention backward on the CPU
     with torch.no_grad():
-        assert attn.plan("flex", pe, q, ctx_for(1, 8, 8), None) == "flex"
-        assert attn.plan("flex", pe, q, ctx_for(1, 1, 8), None) == "blocked"  # cache history
+        assert plan("flex", pe, q, ctx_for(1, 8, 8), None) == "flex"
+        assert plan("flex", pe, q, ctx_for(1, 1, 8), None) == "blocked"  # cache history
         padded = torch.tensor([[0, 1, 1, 1, 1, 1, 1, 1]])
-        assert attn.plan("flex", pe, q, ctx_for(1, 8, 8), padded) == "blocked"
+        assert plan("flex", pe, q, ctx_for(1, 8, 8), padded) == "blocked"
     rope = tiny_model("rope").model.pe
-    assert attn.plan("blocked", rope, q, ctx, None) == "sdpa"
-    assert attn.plan("flash", tiny_model("alibi").model.pe, q, ctx, None) != "flash"  # no flash-attn on the CPU
+    assert plan("blocked", rope, q, ctx, None) == "sdpa"
+    assert plan("flash", tiny_model("alibi").model.pe, q, ctx, None) != "flash"  # no flash-attn on the CPU
+    assert plan("sdpa", tiny_model("cope").model.pe, q, ctx, None) == "content_blocks"
+
+
+def test_every_back_end_has_one_signature():
+    """Each back-end is (can run, run), both of one ``AttentionCall``; every request names a list
+    of them that ends in one that always runs."""
+    import inspect
+
+    for name, b in attn.BACKENDS.items():
+        for fn in (b.can_run, b.run):
+            assert len(inspect.signature(fn).parameters) == 1, name
+    for request, order in attn.PREFERENCE.items():
+        assert set(order) <= set(attn.BACKENDS) and order[-1] in ("sdpa", "eager"), request
+    assert set(attn.PREFERENCE) == set(modeling_backends())
+
+
+def modeling_backends():
+    from peeval.models.configuration_peeval import ATTN_BACKENDS
+
+    return ATTN_BACKENDS
 
 
 def test_alibi_offers_flash_slopes_others_do_not():
-    assert tiny_model("alibi").model.pe.flash_alibi_slopes().tolist() == [0.25, 0.0625, 2**-6, 2**-8]
-    for pe in ("t5", "kerple", "fire", "rope", "nope"):
-        assert tiny_model(pe).model.pe.flash_alibi_slopes() is None
+    ctx = ctx_for(1, 4, 4)
+    assert tiny_model("alibi").model.pe.bias(0, ctx).alibi_slopes.tolist() == [0.25, 0.0625, 2**-6, 2**-8]
+    for pe in ("t5", "kerple", "fire"):
+        assert tiny_model(pe).model.pe.bias(0, ctx).alibi_slopes is None
+    for pe in ("rope", "nope"):
+        assert tiny_model(pe).model.pe.bias(0, ctx) is None
 
 
 def test_flash_plan_runs_only_biases_flash_can_express(monkeypatch):
-    """A 'flash' plan: ALiBi passes its slopes, a bias-free encoding none, any other bias goes to sdpa."""
+    """A 'flash' request: ALiBi passes its slopes, a bias-free encoding none, any other bias goes
+    elsewhere, and so does ALiBi on remapped (randpe) positions."""
     calls = []
 
     def fake_flash(q, k, v, *, alibi_slopes=None, scale=None):
@@ -301,16 +329,23 @@ def test_flash_plan_runs_only_biases_flash_can_express(monkeypatch):
         return attn.sdpa_attention(q, k, v, scale=scale)
 
     monkeypatch.setattr(attn, "flash_attention", fake_flash)
+    monkeypatch.setattr(attn, "flash_available", lambda t: True)
     torch.manual_seed(3)
-    q, k, v = (torch.randn(1, 4, 6, 8, dtype=torch.float64) for _ in range(3))
-    ctx = ctx_for(1, 6, 6)
-    alibi = tiny_model("alibi").model.pe
-    attn.attend("flash", alibi, 0, q, k, v, ctx, None)
+    q, k, v = (torch.randn(1, 4, 6, 8, dtype=torch.bfloat16) for _ in range(3))
+
+    def run(pe):
+        call = attn.AttentionCall(pe, 0, "flash", ctx_for(1, 6, 6), q)
+        how = attn.plan(call)
+        call.k, call.v = k, v
+        return how, attn.attend(how, call)[0]
+
+    assert run(tiny_model("alibi").model.pe)[0] == "flash"
     assert calls[-1].tolist() == [0.25, 0.0625, 2**-6, 2**-8]
-    attn.attend("flash", tiny_model("rope").model.pe, 0, q, k, v, ctx, None)
+    assert run(tiny_model("rope").model.pe)[0] == "flash"
     assert calls[-1] is None and len(calls) == 2
+    assert run(tiny_model("t5").model.pe)[0] == "blocked"
     randpe = tiny_model("randpe", pe_options={"base": "alibi", "max_positions": 64}).model.pe
-    out, _ = attn.attend("flash", randpe, 0, q, k, v, ctx, None)
-    assert len(calls) == 2  # flash-attn's ALiBi would read indices, not randpe's positions
-    ref = attn.eager_attention(q, k, v, bias=randpe.bias(0, q, k, ctx), scale=randpe.scale())[0]
-    torch.testing.assert_close(out, ref)
+    base, ctx = randpe.remap(ctx_for(1, 6, 6))
+    call = attn.AttentionCall(base, 0, "flash", ctx, q)
+    assert attn.plan(call) == "blocked"  # flash-attn's ALiBi would read indices, not randpe's positions
+    assert len(calls) == 2

@@ -24,7 +24,7 @@ def test_alibi_slopes_8_and_12_heads():
 
 def test_alibi_bias_is_minus_slope_times_distance():
     m = tiny_model("alibi")  # 4 heads: slopes 2^-2, 2^-4, 2^-6, 2^-8
-    b = m.model.pe.bias(0, None, None, ctx_for(6))
+    b = m.model.pe.reference_bias(0, ctx_for(6))
     assert b.shape == (1, 4, 6, 6)
     assert b[0, 0, 5, 2].item() == pytest.approx(-3 * 0.25)
     assert b[0, 3, 4, 0].item() == pytest.approx(-4 * 2**-8)
@@ -48,11 +48,11 @@ def test_t5_bias_reads_the_shared_table():
     with torch.no_grad():
         pe.relative_attention_bias.weight.copy_(torch.arange(32.0).view(8, 4))
     ctx = ctx_for(20)
-    b = pe.bias(0, None, None, ctx)
+    b = pe.reference_bias(0, ctx)
     # distance 2 -> bucket 2 (exact below 4); distance 12 -> 4 + ⌊ln 3 / ln 4 · 4⌋ = 7
     assert b[0, 1, 9, 7].item() == 2 * 4 + 1
     assert b[0, 3, 15, 3].item() == 7 * 4 + 3
-    assert pe.bias(1, None, None, ctx) is b  # one bias for the whole model
+    assert pe.reference_bias(1, ctx) is b  # one bias for the whole model
 
 
 @pytest.mark.parametrize("share", [True, False])
@@ -64,7 +64,7 @@ def test_kerple_by_hand(variant, share):
     with torch.no_grad():
         pe.r1[row] = torch.tensor([0.5, 1.5, -3.0, 2.0])
         pe.r2[row] = torch.tensor([0.3, 0.9, 0.5, 3.0])
-    b = pe.bias(1, None, None, ctx_for(8))
+    b = pe.reference_bias(1, ctx_for(8))
     r1 = [0.5, 1.5, 0.01, 2.0]  # used clamped to >= 0.01
     r2 = [0.3, 0.9, 0.5, 3.0 if variant == "log" else 2.0]  # power exponent <= 2
     for h in range(4):
@@ -73,7 +73,7 @@ def test_kerple_by_hand(variant, share):
             want = -r1[h] * (math.log(1 + r2[h] * d) if variant == "log" else d ** r2[h])
             assert b[0, h, i, j].item() == pytest.approx(want, rel=1e-5, abs=1e-7)
     # shared: layer 0 reads the same kernel; per layer: layer 0 keeps its own
-    assert torch.equal(pe.bias(0, None, None, ctx_for(8)), b) == share
+    assert torch.equal(pe.reference_bias(0, ctx_for(8)), b) == share
 
 
 @pytest.mark.parametrize("variant", ["log", "power"])
@@ -117,7 +117,7 @@ def test_fire_bias_by_hand():
         w2 = [[1.0, 2.0, 0.0, -1.0], [0.5, 0.0, 1.0, 1.0]]
         return hid[0] * w2[0][h] + hid[1] * w2[1][h] + [0.0, 0.1, 0.2, 0.3][h]
 
-    b = pe.bias(0, None, None, ctx_for(12))
+    b = pe.reference_bias(0, ctx_for(12))
     for i, j in [(2, 0), (10, 3), (11, 11), (3, 1)]:
         x = psi(i - j) / (psi(max(i, 4)) + 1e-6)  # below L the normaliser is ψ(L)
         for h in range(4):
@@ -130,9 +130,9 @@ def test_fire_chunked_eval_equals_direct(monkeypatch):
     m = tiny_model("fire")
     ctx = ctx_for(40, start=500)
     with torch.no_grad():
-        direct = m.model.pe.bias(1, None, None, ctx)
+        direct = m.model.pe.reference_bias(1, ctx)
         monkeypatch.setattr(fire, "CHUNK", 40 * 32 * 3)  # 3 rows a chunk
-        chunked = m.model.pe.bias(1, None, None, ctx)
+        chunked = m.model.pe.reference_bias(1, ctx)
     torch.testing.assert_close(chunked, direct)
 
 

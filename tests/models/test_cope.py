@@ -86,14 +86,14 @@ def test_matches_paper_listing(npos_max):
         pe.pos_emb.normal_()
     want = _listing_out(q.double(), k.double(), v.double(), pe.pos_emb[0].double(), npos_max).float()
     # full causal forward, through both back-ends
-    bias = pe.bias(0, q, k, _ctx(b, n, n))
+    bias = pe.reference_bias(0, q, k, _ctx(b, n, n))
     out, _ = attn.eager_attention(q, k, v, bias=bias, scale=pe.scale())
     torch.testing.assert_close(out, want, atol=1e-5, rtol=1e-5)
     out = attn.sdpa_attention(q, k, v, bias=bias, scale=pe.scale())
     torch.testing.assert_close(out, want, atol=1e-5, rtol=1e-5)
     # the last 3 queries against all 11 (cached) keys: the listing's last 3 rows
     nq = 3
-    bias = pe.bias(0, q[:, :, -nq:], k, _ctx(b, nq, n))
+    bias = pe.reference_bias(0, q[:, :, -nq:], k, _ctx(b, nq, n))
     allowed = attn.build_allowed(None, nq, n, q.device)
     out, _ = attn.eager_attention(q[:, :, -nq:], k, v, bias=bias, allowed=allowed, scale=pe.scale())
     torch.testing.assert_close(out, want[:, :, -nq:], atol=1e-5, rtol=1e-5)
@@ -165,7 +165,7 @@ def test_interpolation_between_integer_positions():
     q[..., 0] = 3.0  # unscaled: a 1/√d factor would show
     k = torch.zeros(1, 2, 3, d)
     k[..., 1] = 1.0  # q·k = 0: gates 1/2, p = [1.5, 1, 0.5] on the last row
-    b = pe.bias(0, q, k, _ctx(1, 3, 3))
+    b = pe.reference_bias(0, q, k, _ctx(1, 3, 3))
     torch.testing.assert_close(b[0, 0, 2], 30.0 * torch.tensor([1.5, 1.0, 0.5]))
 
 
@@ -241,7 +241,7 @@ def test_option_shapes_and_effects():
     with torch.no_grad():
         per_layer.pos_emb.normal_()
     ctx = _ctx(1, 5, 5)
-    assert not torch.allclose(per_layer.bias(0, q, k, ctx), per_layer.bias(1, q, k, ctx))
+    assert not torch.allclose(per_layer.reference_bias(0, q, k, ctx), per_layer.reference_bias(1, q, k, ctx))
     # with_rope rotates q/k, the plain encoding leaves them
     rot = _encoding(with_rope=True)
     q2, k2 = rot.transform_qk(0, q, k[:, :, :5], ctx)
@@ -289,8 +289,8 @@ def test_sep_keys_gates_by_hand_from_the_layer_input():
     pe, att = m.model.pe, m.model.layers[0].self_attn
     seen = {}
     att.register_forward_pre_hook(lambda mod, args: seen.update(h=args[0]))
-    orig = pe.bias
-    pe.bias = lambda layer, q, k, ctx: seen.setdefault("bias", orig(layer, q, k, ctx))
+    orig = pe.reference_bias
+    pe.reference_bias = lambda layer, q, k, ctx: seen.setdefault("bias", orig(layer, q, k, ctx))
     x = torch.randint(0, 61, (1, 9))
     with torch.no_grad():
         m(x)
@@ -324,7 +324,7 @@ def test_val_gates_use_values():
     ctx = _ctx(1, 5, 5)
     if "values" not in PEContext.__dataclass_fields__:
         with pytest.raises(NotImplementedError, match="val_gates"):
-            pe.bias(0, q, k, ctx)
+            pe.reference_bias(0, q, k, ctx)
         pytest.skip("val_gates needs ctx.values from the attention (shared change pending)")
     ctx.values = v
     torch.testing.assert_close(pe.gates(q, pe.gate_keys(0, k, ctx)), pe.gates(q, v))

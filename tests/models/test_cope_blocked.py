@@ -1,6 +1,8 @@
-"""CoPE in query blocks (issue 17 item 2) against the full N×N reference (``CoPE.bias`` +
+"""CoPE in query blocks (issue 17 item 2) against the full N×N reference (``CoPE.reference_bias`` +
 attention): values and every gradient in float64, over several blocks, GQA, a KV cache,
 left padding and every option; and no N×N tensor is kept for the backward."""
+
+import dataclasses
 
 import pytest
 import torch
@@ -19,7 +21,7 @@ def _reference(pe, q, k, v, allowed, layer=0):
     pos = torch.arange(nk - nq, nk)[None].expand(q.shape[0], nq)
     ctx = PEContext(position_ids=pos, key_position_ids=torch.arange(nk)[None].expand(q.shape[0], nk), past_length=0)
     ctx.values = v
-    bias = pe.bias(layer, q, k, ctx)
+    bias = pe.reference_bias(layer, q, k, ctx)
     return attn.sdpa_attention(q, k, v, bias=bias, allowed=allowed, scale=pe.scale())
 
 
@@ -91,12 +93,18 @@ def test_model_blocked_equals_reference_every_gradient(opts, padded, monkeypatch
         mask = torch.ones_like(x)
         mask[0, :4] = 0
     a, ga = _logits_and_grads(m, x, mask)
-    m.model.pe.attention = lambda *a: None  # the reference: the full N×N bias into sdpa
+    full_bias_into_sdpa(m.model.pe)
     r, gr = _logits_and_grads(m, x, mask)
     torch.testing.assert_close(a, r, atol=1e-10, rtol=1e-10)
     assert ga.keys() == gr.keys() and "model.pe.pos_emb" in ga
     for n in ga:
         torch.testing.assert_close(ga[n], gr[n], atol=1e-10, rtol=1e-10, msg=n)
+
+
+def full_bias_into_sdpa(pe):
+    """The reference: CoPE's bias description without its blocked form, so sdpa gets the N×N bias."""
+    bias = pe.bias
+    pe.bias = lambda layer, ctx: dataclasses.replace(bias(layer, ctx), attend_fn=None)
 
 
 def test_model_kv_cache_decoding_equals_reference(monkeypatch):
@@ -106,7 +114,7 @@ def test_model_kv_cache_decoding_equals_reference(monkeypatch):
     x = torch.randint(0, 61, (2, 12), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         steps = decode_logits(m, x, 7, 12)
-        m.model.pe.attention = lambda *a: None  # the reference: the full N×N bias into sdpa
+        full_bias_into_sdpa(m.model.pe)
         torch.testing.assert_close(steps, m(x, use_cache=False).logits, atol=1e-10, rtol=1e-10)
 
 
@@ -116,7 +124,7 @@ def test_sdpa_model_never_builds_the_full_bias(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("the N×N bias was built")
 
-    monkeypatch.setattr(m.model.pe, "bias", boom)
+    monkeypatch.setattr(m.model.pe, "reference_bias", boom)
     x = torch.randint(0, 61, (1, 10))
     m(x, labels=x).loss.backward()
 

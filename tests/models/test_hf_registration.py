@@ -3,7 +3,8 @@
 - ``config.json`` records the effective ``pe_options`` and old files without them still load;
 - ``AutoConfig`` / ``AutoModelForCausalLM`` resolve ``model_type: peeval`` in a fresh
   interpreter that never imported peeval (the ``.pth`` hook registers it lazily);
-- pyproject declares one ``lm_eval.models`` entry point per model name the hook registers;
+- pyproject's ``lm_eval.models`` entry points are ones the hook registers, which adds
+  ``peeval-<pe>`` for every key of the encoding registry;
 - ``peeval/kernels`` imports nothing from ``peeval/models``, and no import cycle exists.
 """
 
@@ -224,15 +225,16 @@ def test_lm_eval_entry_points_match_the_hook():
     from importlib.metadata import EntryPoint
 
     from peeval import _lm_eval_hook as hook
+    from peeval.models.encodings import ENCODINGS
 
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]["lm_eval.models"]
     targets = hook.model_targets()
-    assert {"peeval", "peeval-llama", "peeval-tape", "peeval-nope"} <= set(targets)
-    assert declared == targets
+    assert set(targets) == {"peeval", "peeval-llama"} | {f"peeval-{pe}" for pe in ENCODINGS}
+    assert declared == {name: targets[name] for name in ("peeval", "peeval-llama")}
     from lm_eval.api.model import LM
 
     for name in ("peeval", "peeval-llama", "peeval-tape"):
-        cls = EntryPoint(name, declared[name], "lm_eval.models").load()
+        cls = EntryPoint(name, targets[name], "lm_eval.models").load()
         assert issubclass(cls, LM), name
 
 

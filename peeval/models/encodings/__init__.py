@@ -1,17 +1,20 @@
 """Registry of positional encodings, keyed by ``config.pe``.
 
-Adding an encoding = one new module here + one line in ``ENCODINGS``.
-Modules are imported lazily so that importing peeval stays cheap.
+Adding an encoding = one new module here + one line in ``ENCODINGS``: the model, the
+back-ends, randpe's bases (``Encoding.reads_positions``), ``peeval train --pe`` and the
+lm-eval model ``peeval-<name>`` all read this table. Modules are imported lazily so that
+importing peeval stays cheap; the table itself is read without importing torch too
+(``peeval/_lm_eval_hook.py``), so it stays a literal.
 """
 
 from __future__ import annotations
 
 import importlib
 
-from .base import Encoding, Option, PEContext
+from .base import ContentBias, Encoding, Option, PEContext, PositionBias
 
 ENCODINGS: dict[str, str] = {
-    "nope": "base:Encoding",
+    "nope": "base:NoPE",
     "learned": "absolute:LearnedPE",
     "sinusoidal": "absolute:SinusoidalPE",
     "rope": "rope:RoPE",
@@ -38,4 +41,13 @@ def build_encoding(config) -> Encoding:
     return get_encoding_class(config.pe)(config)
 
 
-__all__ = ["ENCODINGS", "Encoding", "Option", "PEContext", "build_encoding", "get_encoding_class"]
+__all__ = [
+    "ENCODINGS",
+    "ContentBias",
+    "Encoding",
+    "Option",
+    "PEContext",
+    "PositionBias",
+    "build_encoding",
+    "get_encoding_class",
+]

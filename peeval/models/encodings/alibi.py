@@ -7,6 +7,7 @@ paper's recipe, as in its reference code). The slopes are flash-attn's ``alibi_s
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -35,13 +36,13 @@ class ALiBi(DistanceBias):
     def init_weights(self) -> None:
         init.copy_(self.alibi_slopes, alibi_slopes(self.num_heads))
 
-    def flash_alibi_slopes(self):
-        return self.alibi_slopes.float()
+    def bias(self, layer, ctx):
+        return dataclasses.replace(super().bias(layer, ctx), alibi_slopes=self.alibi_slopes.float())
 
     def distance_table(self, layer, dist):
         return -self.alibi_slopes[:, None] * dist
 
-    def bias(self, layer, q, k, ctx):
+    def reference_bias(self, layer, ctx):
         key = ("alibi_bias", id(self))  # the same for every layer: built once per forward
         if key not in ctx.state:
             dist = ctx.relative_positions().clamp(min=0).float()  # (B, Nq, Nk)

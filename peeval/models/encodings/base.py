@@ -1,19 +1,24 @@
-"""The one interface every positional encoding implements.
+"""The one interface every positional encoding implements: position maths only.
 
 An encoding is an ``nn.Module`` owned by the model (``model.model.pe``); it holds all of
-its parameters (per-layer ones in a ``ModuleList``) and is called by the generic
-attention and decoder layer through five hooks. Each hook has a no-op default, so an
-encoding overrides only what it contributes (SPEC 2.2):
+its parameters (per-layer ones in a ``ModuleList`` or stacked) and is called by the generic
+attention and decoder layer. Every hook has a no-op default, so an encoding overrides only
+what it contributes (SPEC 2.2):
 
 (a) ``embed``           add an absolute embedding to the token embeddings;
 (b) ``transform_qk``    rotate / scale / re-parametrise q and k before attention
                         (and ``scale`` to set the softmax temperature);
-(c) ``bias``            an additive (B|1, H, Nq, Nk) attention bias (the reference),
-                        with optional fast forms of the same bias: ``bias_blocks``
-                        (any block of it, recomputable), ``score_mod`` (FlexAttention)
-                        and ``flash_alibi_slopes`` (flash-attn's ALiBi);
+(c) ``bias``            one description of an additive attention bias: a ``PositionBias``
+                        (positions only: any block of it, and optionally one entry for
+                        FlexAttention) or a ``ContentBias`` (depends on q and k); the
+                        back-ends (``peeval.models.attention``) derive the dense, blocked,
+                        flex and flash forms from it;
 (d) ``extra_values`` / ``after_attention`` / ``after_mlp``
-                        state carried between layers (TAPE's position streams).
+                        position streams carried between layers (TAPE's E);
+(e) ``remap``           the positions the maths sees (randpe: a random subset).
+
+How the attention runs (widths, kernels, padding) is the back-ends' business; an encoding
+with its own fused kernel offers it through ``fused_kernel`` (the ``triton`` back-end).
 
 Parameters are initialised in ``init_weights`` with ``transformers.initialization``
 functions, which skip tensors loaded from a checkpoint. Constant buffers are registered
@@ -32,38 +37,77 @@ from torch import nn
 
 
 @dataclass(frozen=True)
-class BiasBlocks:
-    """A position-only bias that can be built one block at a time.
+class PositionBias:
+    """A bias that depends on positions only, described once for every back-end.
 
-    ``fn(rows, keys, *tensors)`` returns the (B|1, H, len(rows), len(keys)) block of the
+    ``block_fn(rows, keys, *tensors)`` returns the (B|1, H, len(rows), len(keys)) block of the
     bias for query rows ``rows`` and key columns ``keys`` (slices). ``tensors`` are small
-    (O(N·H)) tables that carry every learned parameter's gradient; the attention rebuilds
+    (O(N·H)) tables that carry every learned parameter's gradient; the blocked back-end rebuilds
     blocks from them in the backward pass, so no N×N bias is ever held (SPEC 2.2, issue 17).
+    ``element_fn(b, h, q_idx, kv_idx, *tensors)`` is one entry (FlexAttention; None: not offered),
+    ``dense_fn()`` the encoding's own N×N formula (the eager reference; None: the whole block),
+    ``alibi_slopes`` (H,) float32 when the bias is exactly flash-attn's ALiBi.
     """
 
-    fn: Callable[..., torch.Tensor]
+    block_fn: Callable[..., torch.Tensor]
     tensors: tuple[torch.Tensor, ...]
+    element_fn: Callable[..., torch.Tensor] | None = None
+    dense_fn: Callable[[], torch.Tensor] | None = None
+    alibi_slopes: torch.Tensor | None = None
 
     def block(self, rows: slice, keys: slice) -> torch.Tensor:
-        return self.fn(rows, keys, *self.tensors)
+        return self.block_fn(rows, keys, *self.tensors)
+
+    def dense(self, nq: int, nk: int) -> torch.Tensor:
+        """(B|1, H, Nq, Nk): the reference formula, else every block at once."""
+        return self.dense_fn() if self.dense_fn is not None else self.block(slice(0, nq), slice(0, nk))
+
+    def score_mod(self) -> Callable | None:
+        """FlexAttention's ``score_mod(score, b, h, q_idx, kv_idx)``, or None."""
+        if self.element_fn is None:
+            return None
+        fn, tensors = self.element_fn, self.tensors
+
+        def add_bias(score, b, h, q_idx, kv_idx):
+            return score + fn(b, h, q_idx, kv_idx, *tensors)
+
+        return add_bias
+
+
+@dataclass(frozen=True)
+class ContentBias:
+    """A bias that depends on the (transformed) q and the keys (CoPE), described before they exist.
+
+    ``dense_fn(q, k)`` returns the (B, H, Nq, Nk) bias (the reference); ``attend_fn(q, k, v,
+    allowed, scale)``, when offered, the attention output computed with it in query blocks
+    (no N×N tensor per head).
+    """
+
+    dense_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    attend_fn: Callable[..., torch.Tensor] | None = None
 
 
 @dataclass(frozen=True)
 class Option:
-    """A declared ``pe_options`` entry: default, and either allowed choices or a check."""
+    """A declared ``pe_options`` entry: default, and either allowed choices or a check.
+
+    ``choices`` may be a function returning them, for choices read from the registry."""
 
     default: Any
-    choices: tuple | None = None
+    choices: tuple | Callable[[], tuple] | None = None
     check: Callable[[Any], bool] | None = None
     help: str = ""
 
+    def allowed_choices(self) -> tuple | None:
+        return self.choices() if callable(self.choices) else self.choices
+
     def allowed(self) -> str:
         if self.choices is not None:
-            return "one of " + ", ".join(repr(c) for c in self.choices)
+            return "one of " + ", ".join(repr(c) for c in self.allowed_choices())
         return self.help or "see the encoding's documentation"
 
     def validate(self, name: str, pe: str, value: Any) -> None:
-        ok = value in self.choices if self.choices is not None else True
+        ok = value in self.allowed_choices() if self.choices is not None else True
         if ok and self.check is not None:
             try:
                 ok = bool(self.check(value))
@@ -94,7 +138,8 @@ class PEContext:
     ``position_ids`` (B, Nq) are the positions of the tokens of this call;
     ``key_position_ids`` (B, Nk) those of every key the attention sees (cached + new):
     keys are contiguous (the key index plus each row's offset), except that positions derived
-    from an attention mask give every pad token a repeated one (pads are masked keys).
+    from an attention mask give every pad token a repeated one (pads are masked keys), and
+    that a ``remap`` (randpe) replaces them all (``remapped``).
     ``state`` is per-forward scratch space shared by all layers (TAPE's E, memoised biases).
     """
 
@@ -103,10 +148,12 @@ class PEContext:
     past_length: int
     cache: Any = None
     state: dict = field(default_factory=dict)
-    #: (B, Hk, Nk, dv) every value the attention sees (cached + new), set before ``bias``
+    #: (B, Hk, Nk, dv) every value the attention sees (cached + new), set before the bias is used
     values: torch.Tensor | None = None
-    #: True while the ``triton`` back-end runs this encoding's ``fused_attention``
+    #: True while the ``triton`` back-end runs this encoding's ``fused_kernel`` (q/k may stay raw)
     fused: bool = False
+    #: positions are not the key index plus an offset (randpe): no kernel may derive them from indices
+    remapped: bool = False
     #: (B, Nq, C) the current layer's attention input (normalised h), set before ``transform_qk``
     attn_input: torch.Tensor | None = None
 
@@ -124,14 +171,14 @@ class PEContext:
 
 
 class Encoding(nn.Module):
-    """Base strategy: no positional information at all (``nope`` is this class)."""
+    """Base strategy: every hook a no-op (``NoPE`` adds nothing else)."""
 
     name: ClassVar[str] = "nope"
     options: ClassVar[dict[str, Option]] = {}
     #: k (and v) are transformed per *query* head: the attention repeats KV heads first.
     kv_per_query_head: ClassVar[bool] = False
-    #: the encoding needs the explicit score matrix (no fused / flash kernel can express it)
-    needs_scores: ClassVar[bool] = False
+    #: the maths reads the position ids, so a remap of them (randpe's ``base``) changes it
+    reads_positions: ClassVar[bool] = True
 
     def __init__(self, config) -> None:
         super().__init__()
@@ -156,28 +203,11 @@ class Encoding(nn.Module):
         return self.head_dim**-0.5
 
     # -- (c) additive bias ----------------------------------------------------------
-    def bias(self, layer: int, q: torch.Tensor, k: torch.Tensor, ctx: PEContext) -> torch.Tensor | None:
-        """q: (B, H, Nq, d') transformed, k: (B, Hk, Nk, d') all keys. Return (B|1, H, Nq, Nk)."""
+    def bias(self, layer: int, ctx: PEContext) -> PositionBias | ContentBias | None:
+        """This layer's bias, described before q/k are transformed (None: no bias)."""
         return None
 
-    def bias_blocks(self, layer: int, ctx: PEContext) -> BiasBlocks | None:
-        """``bias`` in blocks, for a bias that depends on positions only (None: not offered)."""
-        return None
-
-    def score_mod(self, layer: int, ctx: PEContext) -> Callable | None:
-        """``bias`` as a FlexAttention ``score_mod(score, b, h, q_idx, kv_idx)`` (None: not offered)."""
-        return None
-
-    def flash_alibi_slopes(self) -> torch.Tensor | None:
-        """(H,) float32 slopes when ``bias`` is exactly flash-attn's ALiBi (None otherwise)."""
-        return None
-
-    def attention(self, layer: int, q, k, v, ctx: PEContext, allowed) -> torch.Tensor | None:
-        """The attention output (B, H, Nq, dv) for an encoding that computes it itself on the
-        sdpa back-end (CoPE: its bias in query blocks, never N×N); None: the generic path."""
-        return None
-
-    # -- (d) state carried between layers --------------------------------------------
+    # -- (d) position streams carried between layers ------------------------------------
     def extra_values(self, layer: int, ctx: PEContext) -> torch.Tensor | None:
         """(B, H, Nq, X) channels appended to v (attended with the same weights, and cached)."""
         return None
@@ -189,6 +219,19 @@ class Encoding(nn.Module):
         self, layer: int, mlp_out: torch.Tensor, ctx: PEContext, attn_out: torch.Tensor | None = None
     ) -> None:
         """Receives the token MLP output (B, Nq, C) of ``layer`` (and its attention output)."""
+
+    # -- (e) positions ------------------------------------------------------------------
+    def remap(self, ctx: PEContext) -> tuple[Encoding, PEContext]:
+        """(the encoding whose hooks run, the context they see), once per forward: itself and
+        ``ctx``, except for a position remap (randpe: its base, on the drawn positions)."""
+        return self, ctx
+
+    # -- an encoding's own kernel (the ``triton`` back-end) -------------------------------
+    def fused_kernel(self, q: torch.Tensor) -> Callable | None:
+        """``kernel(layer, q, k, v, ctx) -> out`` that computes the attention from these raw
+        queries' shape (B, H, N, d), or None. Called for a causal pass with no cache history
+        and no padding; ``transform_qk`` then sees ``ctx.fused`` and may leave q/k raw."""
+        return None
 
     # -- positional state (TAPE table 8's measurement) ----------------------------------
     #: while a list, the attention appends every layer's ``positional_state`` to it
@@ -213,26 +256,19 @@ class Encoding(nn.Module):
         """Told the final length before ``generate()`` decodes (None after it): encodings
         whose positions depend on the whole sequence length (randpe) fix them once."""
 
-    # -- fused kernels (the ``triton`` back-end) ---------------------------------------
-    def supports_fused(self, q: torch.Tensor) -> bool:
-        """Whether ``fused_attention`` can run for these (raw) queries (B, H, N, d)."""
-        return False
-
-    def fused_attention(self, layer, q, k, v, ctx, mask) -> torch.Tensor | None:
-        """The attention output computed by an encoding-specific kernel from *raw* q/k.
-
-        Called only when ``supports_fused``, for a causal pass with no cache history and no
-        padding, after ``transform_qk`` (which sees
-        ``ctx.fused`` and may leave q/k raw for a kernel that transforms them itself).
-        """
-        raise NotImplementedError
-
     # -- weights ------------------------------------------------------------------
     def init_weights(self) -> None:
         """(Re)initialise own parameters and constant buffers; see the module docstring."""
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v!r}" for k, v in self.opts.items())
+
+
+class NoPE(Encoding):
+    """No positional information at all: causal masking alone orders the tokens."""
+
+    name = "nope"
+    reads_positions = False
 
 
 def resolve_options(cls: type[Encoding], given: dict, pe: str) -> dict:

@@ -24,9 +24,9 @@ Choices where the paper is silent or the hooks constrain:
 - GQA: keys (and values) are repeated to the query heads; every head counts on its own.
 - Only causal masking enters the gates (the listing's mask): left padding is harmless,
   since p_ij sums gates of keys j..i only, all of them after the padding.
-- Speed: ``bias`` builds the full (B, H, Nq, Nk) bias (the reference, for the eager back-end
-  and attention maps); the default path (``attention``) computes the same attention in query
-  blocks (``cope_attention``), so no N×N tensor per head is ever held.
+- Speed: ``reference_bias`` builds the full (B, H, Nq, Nk) bias (the reference, for the eager
+  back-end and attention maps); the default path (the ``ContentBias``'s ``attend_fn``) computes
+  the same attention in query blocks (``cope_attention``), so no N×N tensor per head is ever held.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from torch.utils.checkpoint import checkpoint
 from transformers import initialization as init
 
 from ..attention import causal_allowed, repeat_kv
-from .base import BOOL, Encoding, Option, PEContext, is_int
+from .base import BOOL, ContentBias, Encoding, Option, PEContext, is_int
 from .rope import RoPE
 
 
@@ -52,6 +52,7 @@ def _acc(t: torch.Tensor) -> torch.Tensor:
 
 class CoPE(Encoding):
     name = "cope"
+    reads_positions = False  # contextual counts (``with_rope`` aside): nothing for randpe to remap
     options = {
         "npos_max": Option(64, check=is_int(1), help="an int >= 1: number of integer positions (p <= npos_max-1)"),
         "sep_keys": Option(False, BOOL, help="gates from separate (learned d×d map of the) keys"),
@@ -136,7 +137,14 @@ class CoPE(Encoding):
         e = self.pos_emb[0 if self.opts["share_layers"] else layer].to(q.dtype)
         return q_gate, self.gate_keys(layer, k, ctx), q_raw, e
 
-    def bias(self, layer, q, k, ctx):
+    def bias(self, layer, ctx):
+        """q·e at the gated counts: the dense reference, and attention in query blocks."""
+        return ContentBias(
+            dense_fn=lambda q, k: self.reference_bias(layer, q, k, ctx),
+            attend_fn=lambda q, k, v, allowed, scale: self.blocked_attention(layer, q, k, v, ctx, allowed, scale),
+        )
+
+    def reference_bias(self, layer, q, k, ctx):
         """The full (B, H, Nq, Nk) bias: the reference (eager back-end, attention maps)."""
         q_gate, gk, q_raw, e = self._inputs(layer, q, k, ctx)
         pos = self.positions(self.gates(q_gate, gk))
@@ -147,10 +155,10 @@ class CoPE(Encoding):
         z_hi = z.gather(-1, pos.ceil().long())
         return z_hi * w + z_lo * (1 - w)
 
-    def attention(self, layer, q, k, v, ctx, allowed):
+    def blocked_attention(self, layer, q, k, v, ctx, allowed, scale):
         """softmax(q·kᵀ/√d + CoPE bias)·v in query blocks: no N×N tensor per head (``cope_attention``)."""
         q_gate, gk, q_raw, e = self._inputs(layer, q, k, ctx)
-        return cope_attention(q, k, v, gk, e, self.npos_max, self.scale(), allowed, q_gate=q_gate, q_pos=q_raw)
+        return cope_attention(q, k, v, gk, e, self.npos_max, scale, allowed, q_gate=q_gate, q_pos=q_raw)
 
 
 #: query rows per block hold at most this many (B·H·rows·keys) elements per temporary

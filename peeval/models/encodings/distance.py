@@ -3,7 +3,7 @@
 Such a bias is fully described by a table over the distances that occur, (H, D): the
 encoding's formula runs O(N·H) times instead of O(N²·H), and the same table serves the
 blocked back-end (a gather per query block, rebuilt in the backward pass) and
-FlexAttention (an index in ``score_mod``). ``bias`` stays the plain N×N reference.
+FlexAttention (an index per entry). ``reference_bias`` stays the plain N×N formula (eager).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import torch
 
-from .base import BiasBlocks, Encoding, PEContext
+from .base import Encoding, PEContext, PositionBias
 
 
 def distance_count(ctx: PEContext) -> int:
@@ -53,13 +53,21 @@ class DistanceBias(Encoding):
             ctx.state[key] = self.distance_table(layer, dist)
         return ctx.state[key]
 
-    def bias_blocks(self, layer, ctx):
-        return BiasBlocks(gather_block, (self.table(layer, ctx), ctx.position_ids, ctx.key_position_ids))
+    def reference_bias(self, layer: int, ctx: PEContext) -> torch.Tensor:
+        """(B|1, H, Nq, Nk) the formula on every pair: the eager reference (by default the table
+        read at every pair; alibi, t5 and kerple evaluate their formulas directly)."""
+        nq, nk = ctx.query_length, ctx.key_length
+        return gather_block(slice(0, nq), slice(0, nk), self.table(layer, ctx), ctx.position_ids, ctx.key_position_ids)
 
-    def score_mod(self, layer, ctx):
-        table, qpos, kpos = self.table(layer, ctx), ctx.position_ids, ctx.key_position_ids
+    def bias(self, layer, ctx):
+        return PositionBias(
+            gather_block,
+            (self.table(layer, ctx), ctx.position_ids, ctx.key_position_ids),
+            element_fn=table_entry,
+            dense_fn=lambda: self.reference_bias(layer, ctx),
+        )
 
-        def add_bias(score, b, h, q_idx, kv_idx):
-            return score + table[h, (qpos[b, q_idx] - kpos[b, kv_idx]).clamp(min=0)]
 
-        return add_bias
+def table_entry(b, h, q_idx, kv_idx, table, qpos, kpos):
+    """table[h, i − j] of one entry (FlexAttention's indices)."""
+    return table[h, (qpos[b, q_idx] - kpos[b, kv_idx]).clamp(min=0)]

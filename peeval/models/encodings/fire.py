@@ -3,7 +3,7 @@
 b(i, j) = f_θ(ψ(i − j) / (ψ(max(i, L)) + 1e−6)),  ψ(x) = log(|c·x| + 1),
 c learnable (init 0.1), L = |L_mult·init_L| with L_mult learnable (init 1), f a ReLU MLP
 1 → hidden → H; one of each per layer. i is the query *position*, so extrapolation and
-KV-cache decoding see the same normaliser. ``bias`` (the reference) runs f on every pair;
+KV-cache decoding see the same normaliser. ``reference_bias`` runs f on every pair;
 rows are processed in chunks when no gradient is needed, so evaluation at long lengths
 holds at most ~``CHUNK`` elements of f's hidden layer.
 
@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from transformers import initialization as init
 
-from .base import BiasBlocks, Encoding, Option, is_int, is_number
+from .base import Encoding, Option, PositionBias, is_int, is_number
 from .distance import block_distances, distance_count
 
 CHUNK = 1 << 24
@@ -82,26 +82,18 @@ class FIRE(Encoding):
             active = ((lo + hi)[:, None] / 2 * w1 + b1 > 0).to(w1.dtype)  # (K+1, K)
         return t, active @ (w1[:, None] * w2), active @ (b1[:, None] * w2) + b2
 
-    def bias_blocks(self, layer, ctx):
+    def bias(self, layer, ctx):
         c = _f32(self.c[layer])
         threshold = (_f32(self.L_mult[layer]) * self.opts["init_L"]).abs()
         psi_table = torch.log(torch.abs(c * torch.arange(distance_count(ctx), device=c.device, dtype=c.dtype)) + 1)
         norm = torch.log(torch.abs(c * torch.maximum(ctx.position_ids.to(c.dtype), threshold)) + 1) + 1e-6
-        return BiasBlocks(_fire_block, (psi_table, norm, *self.pieces(layer), ctx.position_ids, ctx.key_position_ids))
+        tensors = (psi_table, norm, *self.pieces(layer), ctx.position_ids, ctx.key_position_ids)
+        return PositionBias(
+            _fire_block, tensors, element_fn=_fire_entry, dense_fn=lambda: self.reference_bias(layer, ctx)
+        )
 
-    def score_mod(self, layer, ctx):
-        psi_table, norm, t, slopes, icpt, qpos, kpos = self.bias_blocks(layer, ctx).tensors
-
-        def add_bias(score, b, h, q_idx, kv_idx):
-            x = psi_table[(qpos[b, q_idx] - kpos[b, kv_idx]).clamp(min=0)] / norm[b, q_idx]
-            seg = (x > t[0]).to(torch.int64)
-            for i in range(1, t.shape[0]):
-                seg = seg + (x > t[i]).to(torch.int64)
-            return score + slopes[seg, h] * x + icpt[seg, h]
-
-        return add_bias
-
-    def bias(self, layer, q, k, ctx):
+    def reference_bias(self, layer: int, ctx) -> torch.Tensor:
+        """(B, H, Nq, Nk): the MLP on every pair (the paper's formula; the eager reference)."""
         rel = ctx.relative_positions()
         b, nq, nk = rel.shape
         rows = nq if torch.is_grad_enabled() else max(1, CHUNK // (b * nk * self.opts["hidden"]))
@@ -115,6 +107,15 @@ class FIRE(Encoding):
 def _f32(t: torch.Tensor) -> torch.Tensor:
     """At least float32 (a float64 model stays float64, for exact checks)."""
     return t if t.dtype == torch.float64 else t.float()
+
+
+def _fire_entry(b, h, q_idx, kv_idx, psi_table, norm, t, slopes, icpt, qpos, kpos):
+    """One entry (FlexAttention's indices); the segment is counted, not bucketized, for the compiler."""
+    x = psi_table[(qpos[b, q_idx] - kpos[b, kv_idx]).clamp(min=0)] / norm[b, q_idx]
+    seg = (x > t[0]).to(torch.int64)
+    for i in range(1, t.shape[0]):
+        seg = seg + (x > t[i]).to(torch.int64)
+    return slopes[seg, h] * x + icpt[seg, h]
 
 
 def _fire_block(rows, keys, psi_table, norm, t, slopes, icpt, qpos, kpos):

@@ -58,7 +58,7 @@ class Kerple(DistanceBias):
             return -r1 * torch.log1p(r2 * dist)
         return -r1 * dist.pow(r2)
 
-    def bias(self, layer, q, k, ctx):
+    def reference_bias(self, layer, ctx):
         dist = ctx.relative_positions().clamp(min=0).float()[:, None]  # (B, 1, Nq, Nk)
         r1, r2 = (p[None, :, None, None] for p in self.kernel_params(layer))
         if self.opts["variant"] == "log":

@@ -117,21 +117,11 @@ class PoPE(Encoding):
         k2 = torch.cat([mk * kcos, mk * ksin], dim=-1)
         return q2.to(q.dtype), k2.to(k.dtype)
 
-    def extra_values(self, layer, ctx):
-        """d zero channels after v on the CPU, so [v | 0] is as wide as q̃/k̃ (2d): PyTorch's
-        CPU flash kernel needs equal widths, and without it sdpa falls back to its math
-        kernel, which holds the N×N scores and is ~2× slower. The zeros' output is dropped
-        (``after_attention`` is a no-op); the KV cache then holds them too."""
-        if ctx.fused or ctx.position_ids.device.type != "cpu" or self.config.attn_backend == "eager":
-            return None
-        b, n = ctx.position_ids.shape
-        return ctx.position_ids.new_zeros((b, self.num_kv_heads, n, self.head_dim), dtype=torch.float32)
-
     # -- the ``triton`` back-end: raw q/k, magnitudes and phases inside the kernel ------
-    def supports_fused(self, q):
-        return 32 <= self.head_dim <= 128
+    def fused_kernel(self, q):
+        return self.fused_attention if 32 <= self.head_dim <= 128 else None
 
-    def fused_attention(self, layer, q, k, v, ctx, allowed):
+    def fused_attention(self, layer, q, k, v, ctx):
         from ...kernels.pope_attention import pope_attention
 
         delta = self.delta_for(layer)

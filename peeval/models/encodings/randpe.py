@@ -2,9 +2,12 @@
 a sorted random subset of [0, L), L = ``max_positions``, so that in training it meets
 every position up to L and at test time a longer input still uses known positions.
 
-Only the positions change: ``ctx.position_ids`` / ``ctx.key_position_ids`` are remapped
-(position p -> table[p]) and every hook is delegated to the base encoding, a submodule
-(``self.base``; the model's init reaches its ``init_weights`` directly).
+Only the positions change: ``remap`` hands the model the base encoding (a submodule,
+``self.base``; the model's init reaches its ``init_weights`` directly) and a context whose
+``position_ids`` / ``key_position_ids`` are remapped (position p -> table[p]), once per
+forward; every hook then runs on the base itself, so each of its forms (a blocked or flex
+bias, a fused kernel that takes explicit positions) sees the drawn positions. Kernels that
+derive positions from indices (flash-attn's ALiBi) refuse a remapped context.
 
 - training: a fresh draw per forward (torch's global RNG) of a sorted n-subset of [0, L),
   one subset shared by the rows of the batch (as the reference; keeps bias encodings at
@@ -27,14 +30,17 @@ silent fallback).
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import torch
 
-from . import get_encoding_class
+from . import ENCODINGS, get_encoding_class
 from .base import Encoding, Option, PEContext, is_int
 
-#: encodings whose contribution depends on the position ids (``nope``/``cope`` do not)
-BASES = ("rope", "xpos", "sinusoidal", "learned", "alibi", "fire", "t5", "kerple", "pope", "tape")
+
+def bases() -> tuple[str, ...]:
+    """Registered encodings whose maths reads the position ids (``Encoding.reads_positions``)."""
+    return tuple(pe for pe in ENCODINGS if get_encoding_class(pe).reads_positions)
 
 
 def draw_positions(n: int, max_positions: int, generator=None, device=None) -> torch.Tensor:
@@ -46,8 +52,9 @@ def draw_positions(n: int, max_positions: int, generator=None, device=None) -> t
 
 class RandPE(Encoding):
     name = "randpe"
+    reads_positions = False  # it replaces them: no randpe over randpe
     options = {
-        "base": Option("rope", choices=BASES),
+        "base": Option("rope", choices=bases),
         "max_positions": Option(32768, check=is_int(1), help="an int >= 1 (L)"),
         "seed": Option(0, check=is_int(0), help="an int >= 0"),
         "eval_length": Option(
@@ -69,9 +76,6 @@ class RandPE(Encoding):
         # original length of dynamic rope scalings are sized for L, not the training length
         base_cfg.max_position_embeddings = L
         self.base = get_encoding_class(self.opts["base"])(base_cfg)
-        self.kv_per_query_head = self.base.kv_per_query_head
-        self.needs_scores = self.base.needs_scores
-        # fused kernels (and flash's ALiBi) may derive positions from indices: never used
         self._eval_tables: dict[str, torch.Tensor] = {}
 
     # -- positions ------------------------------------------------------------------
@@ -108,54 +112,23 @@ class RandPE(Encoding):
             table = self._eval_tables[key] = table.to(device)
         return table
 
-    def remap(self, ctx: PEContext) -> PEContext:
-        """The context the base sees, built once per forward (memoised in ``ctx.state``)."""
-        key = ("randpe_ctx", id(self))
-        inner = ctx.state.get(key)
-        if inner is None:
-            need = int(torch.maximum(ctx.position_ids.max(), ctx.key_position_ids.max())) + 1
-            self.check_length(need)
-            if self.training:
-                if ctx.past_length > 0:
-                    raise ValueError(
-                        "pe='randpe' draws new positions at every training forward: decoding with a "
-                        "KV cache needs model.eval() (fixed positions)"
-                    )
-                table = draw_positions(need, self.opts["max_positions"], device=ctx.position_ids.device)
-            else:
-                table = self.eval_table(ctx.position_ids.device)
-            inner = PEContext(  # < 0: pads of explicit left-padded positions, masked keys
-                position_ids=table[ctx.position_ids.clamp(min=0)],
-                key_position_ids=table[ctx.key_position_ids.clamp(min=0)],
-                past_length=ctx.past_length,
-                cache=ctx.cache,
-                state=ctx.state,
-                attn_input=ctx.attn_input,
-            )
-            ctx.state[key] = inner
-        inner.fused = ctx.fused
-        inner.values = ctx.values
-        inner.attn_input = ctx.attn_input
-        return inner
-
-    # -- hooks: the base's, on remapped positions ---------------------------------------
-    def embed(self, hidden, ctx):
-        return self.base.embed(hidden, self.remap(ctx))
-
-    def transform_qk(self, layer, q, k, ctx):
-        return self.base.transform_qk(layer, q, k, self.remap(ctx))
-
-    def scale(self) -> float:
-        return self.base.scale()
-
-    def bias(self, layer, q, k, ctx):
-        return self.base.bias(layer, q, k, self.remap(ctx))
-
-    def extra_values(self, layer, ctx):
-        return self.base.extra_values(layer, self.remap(ctx))
-
-    def after_attention(self, layer, extra_out, ctx):
-        self.base.after_attention(layer, extra_out, self.remap(ctx))
-
-    def after_mlp(self, layer, mlp_out, ctx, attn_out=None):
-        self.base.after_mlp(layer, mlp_out, self.remap(ctx), attn_out=attn_out)
+    def remap(self, ctx: PEContext) -> tuple[Encoding, PEContext]:
+        """The base, and the context it sees: a fresh draw (training) or the fixed table."""
+        need = int(torch.maximum(ctx.position_ids.max(), ctx.key_position_ids.max())) + 1
+        self.check_length(need)
+        if self.training:
+            if ctx.past_length > 0:
+                raise ValueError(
+                    "pe='randpe' draws new positions at every training forward: decoding with a "
+                    "KV cache needs model.eval() (fixed positions)"
+                )
+            table = draw_positions(need, self.opts["max_positions"], device=ctx.position_ids.device)
+        else:
+            table = self.eval_table(ctx.position_ids.device)
+        inner = dataclasses.replace(  # < 0: pads of explicit left-padded positions, masked keys
+            ctx,
+            position_ids=table[ctx.position_ids.clamp(min=0)],
+            key_position_ids=table[ctx.key_position_ids.clamp(min=0)],
+            remapped=True,
+        )
+        return self.base, inner

@@ -54,7 +54,7 @@ class T5Bias(DistanceBias):
         buckets = causal_buckets(dist.long(), self.opts["num_buckets"], self.opts["max_distance"])
         return self.relative_attention_bias(buckets).t()  # (H, D)
 
-    def bias(self, layer, q, k, ctx):
+    def reference_bias(self, layer, ctx):
         key = ("t5_bias", id(self))  # one table for the whole model: built once per forward
         if key not in ctx.state:
             buckets = causal_buckets(ctx.relative_positions(), self.opts["num_buckets"], self.opts["max_distance"])

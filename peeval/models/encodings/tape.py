@@ -158,22 +158,7 @@ class TAPE(Encoding):
         if layer == 0 or STATE not in ctx.state:
             ctx.state[STATE] = self.initial_state(q, ctx.position_ids)
         e = self._state(ctx)
-        q, k = self.apply_state(q, e), self.apply_state(k, e)
-        width = self.value_width(layer)
-        if width > q.shape[-1] and self._pad_for_cpu_flash(q, ctx):
-            q, k = F.pad(q, (0, width - q.shape[-1])), F.pad(k, (0, width - k.shape[-1]))
-        return q, k
-
-    def value_width(self, layer: int) -> int:
-        """Width of [v | E] in ``layer``: d, plus L·R·M state channels where the streams run."""
-        return self.head_dim + (self.L * self.R * self.M if self.opts["attn_update"] and self._streams(layer) else 0)
-
-    def _pad_for_cpu_flash(self, q: torch.Tensor, ctx: PEContext) -> bool:
-        """Zero-pad q'/k' to the width of [v | E] on the CPU: PyTorch's CPU flash kernel needs
-        equal q/k/v widths and otherwise sdpa falls back to its math kernel, which holds the
-        full N×N scores and costs ~2× more (the zeros add nothing to q'·k'; the KV cache then
-        holds padded keys)."""
-        return q.device.type == "cpu" and not ctx.fused and self.config.attn_backend != "eager"
+        return self.apply_state(q, e), self.apply_state(k, e)
 
     def apply_state(self, x: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
         """x (B, H, N, d) → (B, H, N, R·M): x'_{r,m} = Σ_l e_{l,r,m} x_{l,m} (Eq. 6)."""
@@ -187,10 +172,10 @@ class TAPE(Encoding):
         return self._state(ctx).flatten(3)
 
     # -- the ``triton`` back-end: softmax(QKᵀ/√d)·[V | E] in one fused pass ---------------
-    def supports_fused(self, q):
-        return (self.L, self.R) == (2, 2) and 32 <= self.head_dim <= 128
+    def fused_kernel(self, q):
+        return self.fused_attention if (self.L, self.R) == (2, 2) and 32 <= self.head_dim <= 128 else None
 
-    def fused_attention(self, layer, q, k, v, ctx, allowed):
+    def fused_attention(self, layer, q, k, v, ctx):
         from ...kernels.tape_attention import tape_attention
 
         d = self.head_dim

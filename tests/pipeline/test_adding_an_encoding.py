@@ -1,0 +1,106 @@
+"""Adding an encoding is one module and one registry line: in a copy of the repository with a
+throwaway 14th encoding written that way and nothing else edited, it trains (`peeval train`),
+evaluates through lm-eval under its own model name (`peeval eval --model peeval-<name>`), is a
+randpe base, and its run reaches the site (`leaderboard.ingest` + `leaderboard.site`)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+from helpers.training import TEXT
+
+BIN = Path(sys.executable).parent
+MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
+needs_mirror = pytest.mark.skipif(not (MIRROR / "local" / "gutenberg-eval").is_dir(), reason="no data mirror")
+
+NAME = "slope"
+MODULE = '''"""A learned per-head linear penalty on distance (a throwaway 14th encoding)."""
+
+import torch
+from torch import nn
+from transformers import initialization as init
+
+from .distance import DistanceBias
+
+
+class Slope(DistanceBias):
+    name = "slope"
+
+    def __init__(self, config) -> None:
+        super().__init__(config)
+        self.slope = nn.Parameter(torch.empty(self.num_heads))
+
+    def init_weights(self) -> None:
+        init.constant_(self.slope, 0.1)
+
+    def distance_table(self, layer, dist):
+        return -self.slope.abs()[:, None] * dist
+'''
+LINE = '    "slope": "slope:Slope",\n'
+
+
+def copy_with_new_encoding(work: Path) -> Path:
+    """The working tree's files (what a fresh clone has), plus the module and the registry line."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True,
+                           check=True).stdout.decode().split("\0")  # fmt: skip
+    for rel in filter(None, files):
+        src = Path(REPO) / rel
+        if src.is_file():
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, work / rel)
+    encodings = work / "peeval" / "models" / "encodings"
+    (encodings / f"{NAME}.py").write_text(MODULE)
+    registry = (encodings / "__init__.py").read_text()
+    head, sep, tail = registry.partition("\n}\n")  # the end of the ENCODINGS literal
+    assert sep and "ENCODINGS" in head
+    (encodings / "__init__.py").write_text(head + "\n" + LINE.rstrip("\n") + sep + tail)
+    return work
+
+
+def sh(args, cwd, work):
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": str(work), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "PEEVAL_DATA_MIRROR": str(MIRROR)}  # fmt: skip
+    r = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"{args}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    return r.stdout + r.stderr
+
+
+@needs_mirror
+def test_a_new_encoding_trains_evaluates_and_reaches_the_site(tmp_path):
+    work = copy_with_new_encoding(tmp_path / "repo")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(4):
+        (corpus / f"{i:02d}.txt").write_text(TEXT)
+    py, peeval = sys.executable, str(BIN / "peeval")
+    text = ["--profile", "smoke", "--set", f"corpus={corpus}"]
+    sh([peeval, "tokenizer", "--out", str(tmp_path / "tok"), *text, "--set", "vocab_size=200"], tmp_path, work)
+    sh([peeval, "train", "--pe", NAME, "--tokenizer", str(tmp_path / "tok"), "--out", str(tmp_path / "ck"), *text,
+        "--set", "steps=3", "--set", "seq_len=32", "--set", "train_chars=null", "--set", "val_chars=null"],
+       tmp_path, work)  # fmt: skip
+    summary = json.loads((tmp_path / "ck" / "train_summary.json").read_text())
+    assert summary["pe"] == NAME and summary["steps"] == 3
+    assert json.loads((tmp_path / "ck" / "config.json").read_text())["pe"] == NAME
+
+    sh([peeval, "eval", "--model", f"peeval-{NAME}", "--model_args", f"pretrained={tmp_path / 'ck'}",
+        "--tasks", "peeval_ppl_pg19", "--limit", "1", "--output_path", str(tmp_path / "results"),
+        "--run_name", NAME, "--metadata", '{"lengths": [32], "max_windows": 1}'], tmp_path, work)  # fmt: skip
+    res = json.loads((tmp_path / "results" / NAME / "results.json").read_text())
+    assert res["peeval"]["pe"] == NAME and res["results"]["peeval_ppl_pg19"]["windows@32,none"] == 1
+
+    # randpe takes it as a base (its bases are the registry's encodings that read positions)
+    code = "from peeval.models import PeevalConfig; print(PeevalConfig(pe='randpe', pe_options={'base': 'slope'}).pe)"
+    assert sh([py, "-c", code], tmp_path, work).strip().endswith("randpe")
+
+    db, site = tmp_path / "peeval.duckdb", tmp_path / "site"
+    sh([py, "-m", "leaderboard.ingest", str(tmp_path / "results"), str(tmp_path / "ck"), "--db", str(db),
+        "--root", str(tmp_path)], work, work)  # fmt: skip
+    sh([py, "-m", "leaderboard.site", "--db", str(db), "--out", str(site)], work, work)
+    index = (site / "index.html").read_text()
+    assert NAME in index and "ppl" in (site / "ppl.html").read_text()
