@@ -1,21 +1,23 @@
 """The statistics of a verdict: peeval's raw metric in the paper's unit, and one number per encoding
 (mean over seeds with its standard error).
 
-Uncertainty per encoding: the standard error across seeds when there are >= 2 seeds, else the run's
-own stderr (lm-eval's), else for accuracies the binomial (plus-four) stderr from n. ``Estimate.method``
-names which ('seeds', 'lm-eval stderr', 'binomial'): the claims table says which test a verdict used.
+Uncertainty per encoding: the leaderboard's mean ± stderr over seeds (``peeval.records.seed_estimate``:
+across seeds when there are >= 2, else the run's own stderr, else for accuracies the binomial one from n).
+``Estimate.method`` names which ('seeds', 'lm-eval stderr', 'binomial'): the claims table says which test a
+verdict used.
 These are the unpaired fallback; ``paired`` compares two encodings example by example when it can.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from peeval import records
 
 #: a difference counts when it exceeds Z combined standard errors
 Z = 2.0
+#: the plus-four stderr of a proportion (peeval.records owns it: the leaderboard uses it too)
+binomial_stderr = records.binomial_stderr
 
 
 @dataclass
@@ -42,42 +44,10 @@ def to_unit(unit: str, value: float, stderr: float | None) -> tuple[float, float
     return value, stderr
 
 
-def binomial_stderr(p: float, n: int) -> float:
-    """Plus-four stderr of a proportion: never 0, so 0/n or n/n is not 'certain'."""
-    pt = (p * n + 2.0) / (n + 4.0)
-    return math.sqrt(pt * (1.0 - pt) / (n + 4.0))
-
-
 def combine_seeds(
     per_seed: list[tuple[float, float | None, int | None]], acc_like: bool, kinds: list[str | None] | None = None
 ) -> Estimate | None:
-    """Mean over seeds; stderr across seeds (>= 2 seeds) else the run's stderr, else binomial.
-    ``kinds[i]`` names where ``per_seed[i]``'s stderr came from (default: 'lm-eval stderr')."""
-    if not per_seed:
-        return None
-    vals = [v for v, _, _ in per_seed]
-    ns = [n for _, _, n in per_seed]
-    n_tot = sum(ns) if all(n is not None for n in ns) else None
-    k = len(vals)
-    mean, across = records.mean_stderr(vals)  # across seeds: None for one seed
-
-    kinds = list(kinds) if kinds is not None else ["lm-eval stderr"] * k
-
-    def own(v, se, n, kind):
-        """(stderr, its method) of one run."""
-        if se is not None and se > 0:
-            return se, kind or "lm-eval stderr"
-        if acc_like and n:
-            return binomial_stderr(min(max(v, 0.0), 1.0), int(n)), "binomial"
-        return se, None if se is None else kind or "lm-eval stderr"
-
-    if k >= 2:
-        se, method = across, "seeds"
-        if se == 0.0:  # identical seeds: fall back to the pooled within-run uncertainty
-            owns = [own(*x, kd) for x, kd in zip(per_seed, kinds, strict=True)]
-            ok = all(s is not None for s, _ in owns)
-            se = math.sqrt(sum(s * s for s, _ in owns)) / k if ok else None
-            method = "+".join(sorted({m for _, m in owns if m})) if ok else None
-    else:
-        se, method = own(*per_seed[0], kinds[0])
-    return Estimate(mean, se, n_tot, k, [], method)
+    """Mean ± stderr over seeds (the leaderboard's own: :func:`peeval.records.seed_estimate`) as an
+    :class:`Estimate`; ``acc_like``: the number is a proportion of examples."""
+    est = records.seed_estimate(per_seed, acc_like, kinds)
+    return None if est is None else Estimate(est.value, est.stderr, est.n, est.seeds, [], est.method)
