@@ -49,7 +49,8 @@ CREATE TABLE IF NOT EXISTS metrics (
     n       INTEGER             -- documents behind the value (per cell for '@' metrics when samples exist)
 );
 
--- The per-length and per-cell views: the rows of `metrics` (filter 'none') in the shape the charts read.
+-- The per-length and per-cell views: the rows of `metrics` (filter 'none') in the shape the charts read,
+-- in the order ingest writes `metrics` (runs as ingested; a run's cells by length, then as lm-eval lists them).
 -- peeval_ppl_<corpus>: one row per evaluated context length (the cells ppl@L, bpb@L, tokens@L, windows@L).
 CREATE VIEW IF NOT EXISTS ppl_by_length AS
 SELECT m.run_id,
@@ -62,7 +63,8 @@ SELECT m.run_id,
        any_value(r.protocol)                                                       AS protocol
 FROM metrics m LEFT JOIN runs r USING (run_id)
 WHERE m.filter = 'none' AND starts_with(m.task, '{PPL_PREFIX}') AND regexp_matches(m.metric, '^({PPL_BASES})@[0-9]+$')
-GROUP BY m.run_id, corpus, length;
+GROUP BY m.run_id, corpus, length
+ORDER BY min(min(m.rowid)) OVER (PARTITION BY m.run_id), corpus, length;
 
 -- peeval_passkey: exact-match accuracy per (length, depth) cell (acc@<length>@<depth>); depth 0 = needle right
 -- after the intro, 1 = right before the question.
@@ -73,7 +75,8 @@ SELECT run_id,
        value                                                       AS acc,
        n
 FROM metrics
-WHERE filter = 'none' AND task = '{PASSKEY_TASK}' AND regexp_matches(metric, '^acc@[^@]*@[^@]*$');
+WHERE filter = 'none' AND task = '{PASSKEY_TASK}' AND regexp_matches(metric, '^acc@[^@]*@[^@]*$')
+ORDER BY rowid;
 
 -- peeval_diag_<task>_<split>: overall accuracy (cell '{ALL_CELL}'), other accuracies under their metric name
 -- (flip-flop 'read_acc', 'seq_acc') and per-cell accuracies (acc@<cell>; addition cells 'AxB' also fill
@@ -81,7 +84,8 @@ WHERE filter = 'none' AND task = '{PASSKEY_TASK}' AND regexp_matches(metric, '^a
 -- its last underscore; none: the split is 'test').
 CREATE VIEW IF NOT EXISTS diagnostic_cells AS
 WITH d AS (
-    SELECT run_id, metric, value, n, substr(task, length('{DIAG_PREFIX}') + 1) AS rest
+    SELECT run_id, metric, value, n, substr(task, length('{DIAG_PREFIX}') + 1) AS rest, rowid AS metric_row,
+           min(rowid) OVER (PARTITION BY run_id) AS run_row
     FROM metrics
     WHERE filter = 'none' AND starts_with(task, '{DIAG_PREFIX}')
       AND (regexp_matches(metric, '^acc@.') OR (NOT contains(metric, '@') AND ends_with(metric, 'acc')))
@@ -102,7 +106,8 @@ SELECT run_id,
        CASE WHEN regexp_matches(cell, '^[0-9]+x[0-9]+$') THEN CAST(split_part(cell, 'x', 2) AS INTEGER) END AS len_b,
        value                                                                 AS acc,
        n
-FROM g;
+FROM g
+ORDER BY run_row, NOT contains(metric, '@'), metric_row;  -- per run: the cells, then the task's accuracies
 
 -- train_curve.csv of each checkpoint.
 CREATE TABLE IF NOT EXISTS training_curves (
