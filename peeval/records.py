@@ -400,8 +400,8 @@ OUTCOME_KEYS: tuple[str, ...] = tuple(m for m, spec in METRICS.items() if spec.o
 
 def headline_metrics(metrics: Iterable[str]) -> list[str]:
     """The plain (non-cell) headline metrics among ``metrics``, best-ranked first."""
-    ranked = [(METRICS[m].headline, m) for m in set(metrics) if not is_cell(m) and m in METRICS]
-    return [m for rank, m in sorted(ranked) if rank is not None]
+    ranked = [(METRICS[m].headline, m) for m in set(metrics) if m in METRICS and METRICS[m].headline is not None]
+    return [m for _, m in sorted(ranked)]
 
 
 # ----------------------------------------------------------------------------- statistics
