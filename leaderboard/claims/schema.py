@@ -73,6 +73,29 @@ class Claim:
     def task_label(self) -> str:
         return _task_label(self.task)
 
+    @property
+    def leaves(self) -> list[str]:
+        """The tasks whose numbers the claim reads (a nested list of tasks is their mean)."""
+        return _leaf_tasks(self.task)
+
+    @property
+    def others(self) -> list[str]:
+        """The variants the focus is compared with, in the file's order."""
+        return [name for name in self.variants if name != self.focus]
+
+    def against(self, other: str) -> tuple[float | None, int, str]:
+        """What the paper says of focus vs ``other``: (its difference focus − other, +1 if that favours the
+        focus else −1, the comparison 'better' or 'equal': a claim: equal, or a tie in the paper's numbers)."""
+        focus, them = self.variants[self.focus], self.variants[other]
+        paper_diff = None
+        if focus.paper is not None and them.paper is not None:
+            paper_diff = round(focus.paper - them.paper, 9)  # 94.82 - 11.16 is 83.66, not 83.66000000000001
+        sign = 1
+        if self.claim == "better" and paper_diff not in (None, 0.0):
+            sign = 1 if (paper_diff > 0) == self.higher_is_better else -1
+        kind = "equal" if self.claim == "equal" or paper_diff == 0.0 else "better"
+        return paper_diff, sign, kind
+
 
 def _task_label(task) -> str:
     return task if isinstance(task, str) else "mean(" + ", ".join(_task_label(t) for t in task) + ")"
