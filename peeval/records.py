@@ -14,6 +14,7 @@ API (all pure functions of strings and numbers; ``decode`` returns None for "not
   ``addition_cell(a, b)`` ``"3x5"``, ``addition_metric(a, b)`` ``"acc@3x5"`` / ``parse_addition_cell(c) -> (a, b)``;
   ``diag_cell_metric(cell)`` ``"acc@<cell>"`` / ``parse_diag_cell_metric(m) -> cell``; flip-flop ``FLIP_FLOP_METRICS``;
   ``shift_metric(base, shift, layer)`` ``"attn_diff@shift_ids@3"`` / ``parse_shift_metric(m) -> (base, shift, layer)``;
+  what a task of these families reports: ``family_metric(task, m) -> (description, ok)``;
   ``metric_base(m)`` (the part before the first ``@``), ``is_cell(m)`` (has an ``@`` part);
 - results keys of lm-eval: ``result_key(metric, filter)`` ``"acc,none"``, ``stderr_key`` ``"acc_stderr,none"``;
 - the provenance record of ``peeval eval`` / the shift measurement: :class:`Provenance`
@@ -167,6 +168,29 @@ def parse_shift_metric(metric: str) -> tuple[str, str, int] | None:
     """``attn_diff@shift_ids@3`` -> (``attn_diff``, ``shift_ids``, 3); None otherwise."""
     m = re.fullmatch(rf"({'|'.join(SHIFT_BASES)})@({'|'.join(SHIFTS)})@(\d+)", metric)
     return (m[1], m[2], int(m[3])) if m else None
+
+
+def family_metric(task: str, metric: str) -> tuple[str, bool] | None:
+    """(what ``task`` reports, whether ``metric`` is one of those) for a task of one of the families whose
+    metric names this module formats (shift stability, perplexity, passkey, diagnostics); None otherwise."""
+    if task == SHIFT_TASK:
+        bases = " or ".join(f"{b}@<shift>@<layer>" for b in SHIFT_BASES)
+        return f"{bases}, shift in {', '.join(SHIFTS)}", parse_shift_metric(metric) is not None
+    if ppl_corpus(task) is not None:
+        *first, last = (f"{b}@L" for b in PPL_BASES)
+        return f"{', '.join(first)} or {last} (L a length, {{max}} or {{train}})", parse_ppl_metric(metric) is not None
+    if task == PASSKEY_TASK:
+        pk = parse_passkey_metric(metric)
+        cell = pk is not None and pk[0].isdigit() and re.fullmatch(r"(0|1)(\.\d+)?", pk[1]) is not None
+        return "acc or acc@<length>@<depth>", metric == "acc" or cell
+    if (diag := split_diag_task(task)) is not None:
+        extra = list(FLIP_FLOP_METRICS) if diag[0] == "flip_flop" else []
+        cells = [ALL_CELL, *extra, *(["<a>x<b>"] if diag[0] == "addition" else [])]
+        cell = parse_diag_cell_metric(metric)
+        ok = metric in ("acc", *extra) or cell in (ALL_CELL, *extra)
+        ok = ok or (diag[0] == "addition" and cell is not None and parse_addition_cell(cell) is not None)
+        return ", ".join(["acc", *extra, *(diag_cell_metric(c) for c in cells)]), ok
+    return None
 
 
 def result_key(metric: str, filt: str = "none") -> str:

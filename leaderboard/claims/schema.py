@@ -175,26 +175,9 @@ def _metric_problem(task: str, metric: str) -> str | None:
     if task == "train_val":
         allowed = "ppl (exp of the last validation loss)"
         ok = m == "ppl"
-    elif task == records.SHIFT_TASK:
-        bases = " or ".join(f"{b}@<shift>@<layer>" for b in records.SHIFT_BASES)
-        allowed = f"{bases}, shift in {', '.join(records.SHIFTS)}"
-        ok = records.parse_shift_metric(m) is not None
-    elif records.ppl_corpus(task) is not None:
-        *first, last = (f"{b}@L" for b in records.PPL_BASES)
-        allowed = f"{', '.join(first)} or {last} (L a length, {{max}} or {{train}})"
-        ok = re.fullmatch(rf"({'|'.join(records.PPL_BASES)})@\d+", m) is not None
-    elif task == records.PASSKEY_TASK:
-        allowed = "acc or acc@<length>@<depth>"
-        ok = re.fullmatch(r"acc(@\d+@(0|1)(\.\d+)?)?", m) is not None
-    elif task.startswith(records.DIAG_PREFIX):
-        diag = own.get(task, {}).get("metadata", {}).get("diag_task")
-        extra = list(records.FLIP_FLOP_METRICS) if diag == "flip_flop" else []
-        cells = [records.ALL_CELL, *extra, *(["<a>x<b>"] if diag == "addition" else [])]
-        allowed = ", ".join(["acc", *extra, *(records.diag_cell_metric(c) for c in cells)])
-        cell = records.parse_diag_cell_metric(m)
-        ok = m in ("acc", *extra) or cell in (records.ALL_CELL, *extra)
-        ok = ok or (diag == "addition" and cell is not None and records.parse_addition_cell(cell) is not None)
-    elif task.startswith("peeval_scrolls_") and task in own and "scrolls_task" in (own[task].get("metadata") or {}):
+    elif (family := records.family_metric(task, m)) is not None:  # the metric names peeval.records formats
+        allowed, ok = family
+    elif task.startswith(records.SCROLLS_PREFIX) and "scrolls_task" in (own.get(task, {}).get("metadata") or {}):
         kind = declarations.scrolls_metric_kinds()[own[task]["metadata"]["scrolls_task"]]
         names = ["rouge1", "rouge2", "rougeL", "rouge_gm"] if kind == "rouge" else [kind]
         allowed = ", ".join(["scrolls_score", *names])

@@ -146,3 +146,18 @@ def test_the_leaderboard_and_the_claims_show_one_stderr(tmp_path):
     assert pope["stderr"] == pytest.approx(2.77128, rel=1e-5)
     html = (build_site(db, tmp_path / "site").parent / "index.html").read_text()
     assert '1 <span class="se">± 0.02771</span>' in html.replace("</td>", "").replace('data-sort="1.0">', "")
+
+
+def test_family_metrics_hand_checked():
+    """What a task of the families peeval.records formats reports (claims.yaml's metric check reads it)."""
+    assert R.family_metric("peeval_ppl_pg19", "bpb@512") == (
+        "ppl@L, bpb@L, tokens@L or windows@L (L a length, {max} or {train})", True)  # fmt: skip
+    assert R.family_metric("peeval_ppl_pg19", "ppl@max")[1] is False
+    assert R.family_metric("peeval_passkey", "acc@512@0.25")[1] and R.family_metric("peeval_passkey", "acc")[1]
+    assert not R.family_metric("peeval_passkey", "acc@512@2.0")[1]  # a depth is in [0, 1]
+    assert R.family_metric("peeval_diag_flip_flop_test", "acc@seq_acc") == (
+        "acc, read_acc, seq_acc, acc@all, acc@read_acc, acc@seq_acc", True)  # fmt: skip
+    assert R.family_metric("peeval_diag_addition_test", "acc@3x12")[1]
+    assert not R.family_metric("peeval_diag_counting_test", "acc@3x12")[1]
+    assert R.family_metric("peeval_shift_stability", "attn_diff@shift_ids@3")[1]
+    assert R.family_metric("hellaswag", "acc") is None
