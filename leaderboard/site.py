@@ -29,7 +29,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from leaderboard import claims_page
+from leaderboard import claims_page, pages
 from leaderboard._cli import run_command
 from leaderboard.charts import heatmap, line_chart
 from leaderboard.ingest import CLAIM_TABLES, TABLE_COLUMNS, StoreError, open_store
@@ -207,21 +207,9 @@ class Site:
                 f'<tbody>{"".join(body)}</tbody></table>')  # fmt: skip
 
     def page(self, path: str, title: str, body: str) -> None:
-        prefix = "../" * path.count("/")
-        links = [("index.html", "Leaderboard"), ("ppl.html", "Perplexity"), ("passkey.html", "Passkey"),
-                 ("diagnostics.html", "Diagnostics"), ("training.html", "Training"),
-                 ("efficiency.html", "Efficiency")]  # fmt: skip
-        if self.claims_html:
-            links.append(("claims.html", "Claims"))
-        links.append(("data.html", "Data"))
-        nav = "".join(f'<a href="{prefix}{h}">{escape(t)}</a>' for h, t in links)
-        self.files[path] = (
-            f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)} · peeval</title>'
-            f'<link rel="icon" href="data:,"><link rel="stylesheet" href="{prefix}assets/site.css">'
-            f'<meta name="viewport" content="width=device-width,initial-scale=1"></head><body>'
-            f"<header><h1>peeval · {escape(title)}</h1><nav>{nav}</nav></header><main>{body}</main>"
-            f'<script src="{prefix}assets/site.js"></script></body></html>'
-        )
+        """A page of the site: ``body`` (HTML built here, its texts escaped) in the base template."""
+        self.files[path] = pages.render("base.html", title=title, prefix="../" * path.count("/"),
+                                        links=pages.nav(bool(self.claims_html)), body=pages.Markup(body))  # fmt: skip
 
     # -- leaderboard
     def columns(self, kinds: tuple[str, ...]) -> tuple[list[str], dict[str, dict[str, list[tuple]]], list[bool]]:
