@@ -2,7 +2,7 @@
 
 ``leaderboard/claims.yaml`` lists each claim (paper, table, task, metric, compared encodings,
 the paper's numbers and setting). The package reads peeval's numbers from the DuckDB store
-(runs, metrics, ppl_by_length, passkey_cells, diagnostic_cells, training_curves) and writes the
+(runs, metrics, the diagnostic_cells view, training_curves, efficiency, samples) and writes the
 ``claims`` and ``claim_values`` tables (DDL in ``leaderboard/schema.sql``); the DVC stage
 ``claims`` (pipelines/claims.py) runs it after ``ingest``. A claim goes down one line, a module per step:
 

@@ -161,3 +161,18 @@ def test_family_metrics_hand_checked():
     assert not R.family_metric("peeval_diag_counting_test", "acc@3x12")[1]
     assert R.family_metric("peeval_shift_stability", "attn_diff@shift_ids@3")[1]
     assert R.family_metric("hellaswag", "acc") is None
+
+
+def test_a_store_with_copied_cell_tables_is_refused(tmp_path):
+    """A store of the code before the views (ppl_by_length etc. as tables of copied rows): one line naming
+    them, re-ingest; never read as if current."""
+    from leaderboard.ingest import TABLE_COLUMNS, VIEWS, StoreError, open_store
+
+    db = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(db))
+    for t, cols in TABLE_COLUMNS.items():
+        con.execute(f"CREATE TABLE {t} ({', '.join(f'{c} VARCHAR' for c in cols)})")
+    con.close()
+    assert VIEWS == ("ppl_by_length", "passkey_cells", "diagnostic_cells")
+    with pytest.raises(StoreError, match="ppl_by_length, passkey_cells, diagnostic_cells tables, not views"):
+        open_store(db)
