@@ -11,8 +11,9 @@ These are the unpaired fallback; ``paired`` compares two encodings example by ex
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from peeval import records
 
@@ -26,16 +27,11 @@ binomial_stderr = records.binomial_stderr
 
 
 @dataclass
-class Estimate:
-    """One encoding's number in the paper's unit: mean over seeds, its stderr, total n."""
+class Estimate(records.SeedEstimate):
+    """One encoding's number in the paper's unit: the leaderboard's mean ± stderr over seeds
+    (:class:`peeval.records.SeedEstimate`), and the runs it rests on."""
 
-    value: float
-    stderr: float | None
-    n: int | None
-    seeds: int
-    run_ids: list[str]
-    #: where ``stderr`` came from: 'seeds' | 'lm-eval stderr' | 'binomial' (None: no stderr)
-    method: str | None = None
+    run_ids: list[str] = field(default_factory=list)
 
 
 def to_unit(unit: str, value: float, stderr: float | None) -> tuple[float, float | None]:
@@ -55,7 +51,7 @@ def combine_seeds(
     """Mean ± stderr over seeds (the leaderboard's own: :func:`peeval.records.seed_estimate`) as an
     :class:`Estimate`; ``acc_like``: the number is a proportion of examples."""
     est = records.seed_estimate(per_seed, acc_like, kinds)
-    return None if est is None else Estimate(est.value, est.stderr, est.n, est.seeds, [], est.method)
+    return None if est is None else Estimate(**dataclasses.asdict(est))
 
 
 def run_value(store: Store, unit: list[str], task, metric: str) -> tuple[float, float | None, int | None] | None:
