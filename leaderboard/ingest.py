@@ -21,9 +21,11 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as dt
+import functools
 import hashlib
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,8 +35,11 @@ from peeval._io import remove_database
 from peeval.records import (
     ALL_CELL,
     CURVE_COLUMNS,
-    DIAG_TASKS,  # noqa: F401  (re-exported: ingest's contract with the diagnostic generators)
+    DIAG_PREFIX,
+    DIAG_TASKS,
     LOCAL_SOURCE,
+    METRICS,
+    OUTCOME_KEYS,
     PASSKEY_TASK,
     PPL_BASES,
     PPL_PREFIX,
@@ -46,8 +51,8 @@ from peeval.records import (
     external_name,
     is_cell,
     metric_base,
-    parse_addition_cell,
-    parse_diag_cell_metric,
+    metric_kind,
+    metric_spec,
     parse_passkey_metric,
     parse_ppl_metric,
     parse_result_key,
@@ -55,7 +60,6 @@ from peeval.records import (
     published_name,
     published_source,
     shipped_name,
-    split_diag_task,
     stderr_key,
 )
 
@@ -63,21 +67,61 @@ SCHEMA = Path(__file__).with_name("schema.sql")
 DEFAULT_DB = Path(__file__).with_name("peeval.duckdb")
 TEXT_LIMIT = 3000  # samples: longer texts keep their head and tail
 
-TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
-    "runs": ("run_id", "name", "kind", "checkpoint", "pe", "pe_options", "params", "seed", "git_commit",
-             "peeval_version", "lm_eval_version", "torch_version", "transformers_version", "date", "max_length",
-             "training_length", "protocol", "dtype", "results_path", "diag_task", "source", "machine"),
-    "metrics": ("run_id", "task", "metric", "filter", "value", "stderr", "n"),
-    "ppl_by_length": ("run_id", "corpus", "length", "ppl", "bpb", "tokens", "windows", "protocol"),
-    "passkey_cells": ("run_id", "length", "depth", "acc", "n"),
-    "diagnostic_cells": ("run_id", "task", "split", "cell", "len_a", "len_b", "acc", "n"),
-    "samples": ("run_id", "task", "doc_id", "prompt", "target", "response", "correct"),
-    "training_curves": ("checkpoint", *CURVE_COLUMNS),
-    "efficiency": ("checkpoint", "pe", "params", "flops_per_token", "tokens_per_s", "train_time_s", "task", "steps",
-                   "tokens", "final_val_loss", "final_val_ppl", "total_params", "summary"),
-}  # fmt: skip
-RUN_TABLES = ("metrics", "ppl_by_length", "passkey_cells", "diagnostic_cells", "samples", "runs")
+
+def schema_sql(schema: Path = SCHEMA) -> str:
+    """schema.sql with peeval.records' names filled in (its ``{NAME}``s): the statements ingest runs."""
+    names = {
+        "LOCAL_SOURCE": LOCAL_SOURCE,
+        "PPL_PREFIX": PPL_PREFIX,
+        "PPL_BASES": "|".join(map(re.escape, PPL_BASES)),
+        "PASSKEY_TASK": PASSKEY_TASK,
+        "DIAG_PREFIX": DIAG_PREFIX,
+        "DIAG_TASKS": "|".join(re.escape(t) for t in sorted(DIAG_TASKS, key=len, reverse=True)),  # longest first
+        "ALL_CELL": ALL_CELL,
+    }
+    return re.sub(r"\{([A-Z_]+)\}", lambda m: names[m[1]], schema.read_text(encoding="utf-8"))
+
+
+def table_ddl(table: str, schema: Path = SCHEMA) -> str:
+    """The ``CREATE TABLE IF NOT EXISTS <table>`` statement of ``schema.sql``."""
+    text = re.sub(r"--[^\n]*", "", schema_sql(schema))
+    for stmt in text.split(";"):
+        if re.match(rf"\s*CREATE TABLE IF NOT EXISTS {table}\s*\(", stmt, flags=re.IGNORECASE):
+            return stmt.strip()
+    raise LookupError(f"{schema}: no CREATE TABLE IF NOT EXISTS {table}")
+
+
+@functools.cache
+def schema_columns() -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
+    """({table or view: its columns}, the views), both in schema.sql's order, as DuckDB reads schema.sql."""
+    import duckdb
+
+    sql = schema_sql()
+    names = re.findall(r"^CREATE (?:TABLE|VIEW) IF NOT EXISTS (\w+)", sql, flags=re.MULTILINE)
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute(sql)
+        q = "SELECT table_name, column_name FROM information_schema.columns ORDER BY table_name, ordinal_position"
+        cols: dict[str, list[str]] = {}
+        for table, column in con.execute(q).fetchall():
+            cols.setdefault(table, []).append(column)
+        views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+    finally:
+        con.close()
+    return {t: tuple(cols[t]) for t in names}, tuple(t for t in names if t in views)
+
+
+#: the tables the claims stage writes (its own file, leaderboard/claims.duckdb; in the store they stay empty)
+CLAIM_TABLES = ("claims", "claim_values")
+#: the store's tables and views that ingest lays down and readers check (schema.sql's; the claims tables aside)
+TABLE_COLUMNS: dict[str, tuple[str, ...]] = {t: c for t, c in schema_columns()[0].items() if t not in CLAIM_TABLES}
+#: views over ``metrics``: never written, always the rows ``metrics`` holds
+VIEWS = schema_columns()[1]
+#: the tables a run's rows go into, and a checkpoint's
+RUN_TABLES = ("metrics", "samples", "runs")
 CHECKPOINT_TABLES = ("training_curves", "efficiency")
+#: the tables ingest writes
+WRITTEN = tuple(t for t in TABLE_COLUMNS if t not in VIEWS)
 
 
 class IngestError(ValueError):
@@ -144,43 +188,37 @@ def _real(value: Any, where: str, lo: float = 0.0, hi: float = math.inf) -> floa
     return v
 
 
-#: metrics that are fractions of examples: accuracy, exact match (peeval's and lm-eval's)
-FRACTIONS = {"acc", "acc_norm", "acc_mutual_info", "acc_all", "exact_match", "read_acc", "seq_acc"}
-#: perplexities are exp(mean NLL) with NLL >= 0, so >= 1; bits per byte are >= 0
-PERPLEXITIES = {"ppl", "perplexity", "word_perplexity", "byte_perplexity"}
-BITS = {"bpb", "bits_per_byte"}
-#: SCROLLS' official scores are percentages
-SCROLLS_SCORES = {"em", "f1", "rouge1", "rouge2", "rougeL", "rouge_gm", "scrolls_score"}
+#: what each kind of metric (peeval.records.METRICS) can be, and the words an error says it is not
+_RANGES = {
+    "fraction": (0.0, 1.0, "an accuracy in [0, 1]"),
+    "percent": (0.0, 100.0, "a score in [0, 100]"),
+    "perplexity": (1.0, math.inf, "a perplexity (>= 1, as exp of a non-negative NLL)"),
+    "bits": (0.0, math.inf, "a bits-per-byte value (>= 0)"),
+}
 
 
 def check_metric(
     task: str, metric: str, value: float | None, stderr: float | None, where: str, stderr_where: str = "stderr"
 ) -> None:
-    """ValueError naming ``where`` when a metric value cannot be a result of its task.
+    """ValueError naming ``where`` when a metric value cannot be a result of its task (its kind:
+    ``peeval.records.metric_kind``).
 
     NaN never is (a broken run or bad task metadata, not a measurement). +inf is allowed only for
     peeval's ``ppl@L`` / ``bpb@L``: the perplexity task reports it when a model explodes (its
     documented contract, and a real outcome beyond the training length). Perplexity must be >= 1:
     ppl = exp(NLL / tokens) and a log-probability is <= 0, so anything below 1 is a sign error."""
-    base = metric_base(metric)
-    ppl_task = task.startswith(PPL_PREFIX) and is_cell(metric)
+    kind = metric_kind(task, metric)
+    ppl_cell = task.startswith(PPL_PREFIX) and is_cell(metric)
     if value is not None:
-        if (
-            math.isnan(value)
-            or value == -math.inf
-            or (value == math.inf and not (ppl_task and base in PERPLEXITIES | BITS))
-        ):
+        explodes = ppl_cell and kind in ("perplexity", "bits")  # +inf: a model that explodes
+        if math.isnan(value) or value == -math.inf or (value == math.inf and not explodes):
             raise ValueError(f"{where}: {value!r} is not a finite number")
-        if base in FRACTIONS and not 0.0 <= value <= 1.0:
-            raise ValueError(f"{where}: {value!r} is not an accuracy in [0, 1]")
-        if base in PERPLEXITIES and not value >= 1.0:
-            raise ValueError(f"{where}: {value!r} is not a perplexity (>= 1, as exp of a non-negative NLL)")
-        if base in BITS and not value >= 0.0:
-            raise ValueError(f"{where}: {value!r} is not a bits-per-byte value (>= 0)")
-        if ppl_task and base in ("tokens", "windows") and not (0 <= value <= BIGINT_MAX and value == int(value)):
+        if kind in _RANGES:
+            lo, hi, what = _RANGES[kind]
+            if not lo <= value <= hi:
+                raise ValueError(f"{where}: {value!r} is not {what}")
+        if kind == "count" and not (0 <= value <= BIGINT_MAX and value == int(value)):
             raise ValueError(f"{where}: {value!r} is not a count (a whole number >= 0 that fits a 64-bit integer)")
-        if task.startswith("peeval_scrolls_") and base in SCROLLS_SCORES and not 0.0 <= value <= 100.0:
-            raise ValueError(f"{where}: {value!r} is not a SCROLLS score in [0, 100]")
     if stderr is not None and not (math.isfinite(stderr) and stderr >= 0.0):
         raise ValueError(f"{stderr_where}: {stderr!r} is not a finite number >= 0")
 
@@ -233,6 +271,46 @@ def parse_metrics(results: dict, path: Path) -> list[tuple[str, str, str, float 
     return out
 
 
+def _check_cell(task: str, metric: str, where: str) -> None:
+    """The cells the per-length / per-cell views parse (schema.sql) must be what they say: a ppl length
+    a whole number >= 2, a passkey length >= 1 and depth in [0, 1]; ValueError naming ``where`` if not."""
+    if ppl_corpus(task) is not None and metric_base(metric) in PPL_BASES:
+        pm = parse_ppl_metric(metric)
+        if pm is None or pm[1] < 2:  # a window of L tokens scores L-1: ppl@0, ppl@1, ppl@-3 are no lengths
+            raise ValueError(f"{where}: the length must be a whole number >= 2")
+    elif task == PASSKEY_TASK and (pk := parse_passkey_metric(metric)):
+        length, depth = _int(pk[0], f"{where}: the length", 1), _real(pk[1], f"{where}: the depth", 0.0, 1.0)
+        if length is None or depth is None:
+            raise ValueError(f"{where}: a passkey cell needs a length and a depth")
+
+
+def directions(doc: dict, path: Path) -> dict[str, dict[str, bool]]:
+    """lm-eval's own ``higher_is_better`` of results.json ({task: {metric: bool}}), checked against peeval's
+    metric registry (``peeval.records.METRICS``): a metric the registry knows must point the same way
+    (IngestError naming the file otherwise); returned: the directions of the metrics it does not know."""
+    hib = doc.get("higher_is_better")
+    if hib is None:
+        return {}
+    if not isinstance(hib, dict) or not all(isinstance(v, dict) for v in hib.values()):
+        raise IngestError(f"{path}: 'higher_is_better' must map task names to {{metric: true/false}}")
+    out: dict[str, dict[str, bool]] = {}
+    for task, by_metric in hib.items():
+        for metric, up in by_metric.items():
+            where = f"{path}: higher_is_better[{task!r}][{metric!r}]"
+            if not isinstance(up, bool):
+                if up is None:  # lm-eval writes null for a metric of no direction (a group's own aggregate)
+                    continue
+                raise IngestError(f"{where}: {up!r} is not true or false")
+            spec = metric_spec(metric)
+            if spec is None:
+                out.setdefault(task, {})[metric] = up
+            elif spec.higher_is_better is not None and spec.higher_is_better != up:
+                said = "higher" if spec.higher_is_better else "lower"
+                raise IngestError(f"{where} is {str(up).lower()}, but peeval's metric registry (peeval.records."
+                                  f"METRICS) says {metric_base(metric)} is {said}-is-better")  # fmt: skip
+    return out
+
+
 def _sample_row(s: Any, task: str, run_id: str) -> tuple[dict, str]:
     """One samples row (and its filter) from a parsed JSONL line; ValueError/TypeError if malformed."""
     if not isinstance(s, dict) or "doc_id" not in s:
@@ -242,10 +320,10 @@ def _sample_row(s: Any, task: str, run_id: str) -> tuple[dict, str]:
     resp = s.get("filtered_resps", s.get("resps"))
     if isinstance(resp, list) and len(resp) == 1:
         resp = resp[0]
-    key = next((k for k in ("acc", "exact_match", "em") if isinstance(s.get(k), (int, float))), None)
+    key = next((k for k in OUTCOME_KEYS if isinstance(s.get(k), (int, float))), None)
     correct = None
     if key is not None:
-        hi = 1.0 if key != "em" else math.inf
+        hi = 1.0 if METRICS[key].kind == "fraction" else math.inf
         correct = _real(s[key], f"'{key}'", 0.0, hi) > 0
     row = {"run_id": run_id, "task": task, "doc_id": _int(s["doc_id"], "'doc_id'"), "prompt": _clip(prompt),
            "target": _clip(s.get("target")), "response": _clip(resp), "correct": correct}  # fmt: skip
@@ -393,6 +471,8 @@ def _parse_results_dir(run_dir: Path, path: Path, root: Path) -> dict[str, list[
     }
     if subtasks := summarised_subtasks(doc, path):
         params["subtasks"] = subtasks
+    if unknown := directions(doc, path):  # metrics peeval's registry does not know: lm-eval's direction
+        params["higher_is_better"] = unknown
     protocol = protocol_all.get("ppl")
     seed = (train or {}).get("seed", prov.get("seed"))
     rows: dict[str, list[dict]] = {t: [] for t in RUN_TABLES}
@@ -410,40 +490,11 @@ def _parse_results_dir(run_dir: Path, path: Path, root: Path) -> dict[str, list[
         "protocol": protocol, "dtype": prov.get("dtype"), "results_path": _rel(path, root),
         "diag_task": (train or {}).get("task"),
     })  # fmt: skip
-    ppl: dict[tuple[str, int], dict] = {}
     for task, metric, filt, value, se in metrics:
         rows["metrics"].append({"run_id": run_id, "task": task, "metric": metric, "filter": filt, "value": value,
                                 "stderr": se, "n": n_of(task, metric, filt)})  # fmt: skip
-        if not is_cell(metric) or filt != "none":
-            continue
-        if (corpus := ppl_corpus(task)) is not None and metric_base(metric) in PPL_BASES:
-            pm = parse_ppl_metric(metric)
-            if pm is None or pm[1] < 2:  # a window of L tokens scores L-1: ppl@0, ppl@1, ppl@-3 are no lengths
-                raise ValueError(f"results[{task!r}][{metric + ',' + filt!r}]: the length must be a whole number >= 2")
-            r = ppl.setdefault((corpus, pm[1]), {})
-            r[pm[0]] = value
-        elif task == PASSKEY_TASK and (pk := parse_passkey_metric(metric)):
-            length, depth = pk
-            where = f"results[{task!r}][{metric + ',' + filt!r}]"
-            length = _int(length, f"{where}: the length", 1)
-            depth = _real(depth, f"{where}: the depth", 0.0, 1.0)
-            rows["passkey_cells"].append({"run_id": run_id, "length": length, "depth": depth,
-                                          "acc": value, "n": n_of(task, metric, filt)})  # fmt: skip
-        elif (diag := split_diag_task(task)) and (cell := parse_diag_cell_metric(metric)):
-            ab = parse_addition_cell(cell)
-            rows["diagnostic_cells"].append({"run_id": run_id, "task": diag[0], "split": diag[1], "cell": cell,
-                                             "len_a": ab[0] if ab else None, "len_b": ab[1] if ab else None,
-                                             "acc": value, "n": n_of(task, metric, filt)})  # fmt: skip
-    for task, metric, filt, value, _ in metrics:
-        if (diag := split_diag_task(task)) and not is_cell(metric) and metric.endswith("acc") and filt == "none":
-            cell = ALL_CELL if metric == "acc" else metric  # flip-flop: read_acc, seq_acc
-            rows["diagnostic_cells"].append({"run_id": run_id, "task": diag[0], "split": diag[1], "cell": cell,
-                                             "len_a": None, "len_b": None, "acc": value,
-                                             "n": n_of(task, metric, filt)})  # fmt: skip
-    for (corpus, length), r in sorted(ppl.items()):
-        rows["ppl_by_length"].append({"run_id": run_id, "corpus": corpus, "length": length, "ppl": r.get("ppl"),
-                                      "bpb": r.get("bpb"), "tokens": _int(r.get("tokens"), "tokens"),
-                                      "windows": _int(r.get("windows"), "windows"), "protocol": protocol})  # fmt: skip
+        if is_cell(metric) and filt == "none":
+            _check_cell(task, metric, f"results[{task!r}][{metric + ',' + filt!r}]")
     rows["samples"] = samples
     return rows
 
@@ -551,7 +602,7 @@ def connect(db: str | Path, read_only: bool = False):
 
     con = duckdb.connect(str(db), read_only=read_only)
     if not read_only:
-        con.execute(SCHEMA.read_text(encoding="utf-8"))
+        con.execute(schema_sql())
     return con
 
 
@@ -578,6 +629,7 @@ def open_store(db: str | Path, what: str = "--db", allow_empty: bool = False):
         "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'main'"
     ).fetchall():
         have.setdefault(table, set()).add(column)
+    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()}
     missing = [t for t in TABLE_COLUMNS if t not in have]
     if allow_empty and not have:  # a new, empty DuckDB file: the ingest may lay the schema in it
         return con
@@ -586,10 +638,12 @@ def open_store(db: str | Path, what: str = "--db", allow_empty: bool = False):
         raise StoreError(f"{what} {db}: not a peeval store (none of its tables: {', '.join(TABLE_COLUMNS)})")
     lacking = {t: sorted(set(cols) - have[t]) for t, cols in TABLE_COLUMNS.items() if t in have}
     lacking = {t: c for t, c in lacking.items() if c}
-    if missing or lacking:
+    copies = [t for t in VIEWS if t in tables]  # an older store: copies of metrics' rows, not views over them
+    if missing or lacking or copies:
         con.close()
         what_is = "; ".join([f"tables {', '.join(missing)} missing"] * bool(missing)
-                            + [f"{t} lacks {', '.join(c)}" for t, c in lacking.items()])  # fmt: skip
+                            + [f"{t} lacks {', '.join(c)}" for t, c in lacking.items()]
+                            + [f"{', '.join(copies)} tables, not views over metrics"] * bool(copies))  # fmt: skip
         raise StoreError(
             f"{what} {db}: a peeval store of another schema ({what_is}): ingest the results again into a new store"
         )
@@ -727,8 +781,12 @@ def ingest(
         if cks:
             for t in CHECKPOINT_TABLES:
                 con.execute(f"DELETE FROM {t} WHERE list_contains(?, checkpoint)", [cks])
-        for t in TABLE_COLUMNS:
+        for t in WRITTEN:
             _insert(con, t, rows[t])
+        counts = {t: len(rs) for t, rs in rows.items()}
+        for t in VIEWS:  # the new runs' rows as the views show them
+            q = f"SELECT count(*) FROM {t} WHERE list_contains(?, run_id)"
+            counts[t] = con.execute(q, [run_ids]).fetchone()[0] if run_ids else 0
         con.execute("COMMIT")
     except BaseException as e:  # a full disk, Ctrl-C: the old store as it was, no new empty one
         try:
@@ -742,7 +800,7 @@ def ingest(
             raise IngestError(f"--db {db}: writing the store failed, nothing was changed ({why})") from e
         raise
     con.close()
-    return {t: len(rs) for t, rs in rows.items()}
+    return counts
 
 
 def main(argv: list[str] | None = None) -> int:

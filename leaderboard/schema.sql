@@ -7,6 +7,11 @@
 -- and re-ingesting it replaces its rows (so ingesting twice gives the same rows).
 -- A *checkpoint* is a training or adaptation output directory (train_summary.json + train_curve.csv,
 -- or adapt_summary.json), keyed by its path relative to the directory ingest ran from.
+--
+-- This file is the one list of the store's tables, views and columns (leaderboard.ingest reads its
+-- columns from it). An upper-case name in braces is one of peeval.records' names (task prefixes, the
+-- diagnostic generators), filled in by leaderboard.ingest.schema_sql(): the views parse the metric names
+-- records defines. The views are the only readers' shapes of `metrics`, never written.
 
 CREATE TABLE IF NOT EXISTS runs (
     run_id               VARCHAR PRIMARY KEY,  -- sha256(results.json)[:16]
@@ -29,7 +34,7 @@ CREATE TABLE IF NOT EXISTS runs (
     dtype                VARCHAR,
     results_path         VARCHAR,              -- the results.json ingested
     diag_task            VARCHAR,              -- the diagnostic task a diagnostic checkpoint was trained on
-    source               VARCHAR NOT NULL DEFAULT 'local',  -- 'local' (this pipeline) or 'published/<profile>'
+    source               VARCHAR NOT NULL DEFAULT '{LOCAL_SOURCE}',  -- 'local' (this pipeline) or 'published/<profile>'
     machine              VARCHAR               -- published runs: the machine SOURCE.json names (NULL: local)
 );
 
@@ -44,40 +49,65 @@ CREATE TABLE IF NOT EXISTS metrics (
     n       INTEGER             -- documents behind the value (per cell for '@' metrics when samples exist)
 );
 
--- peeval_ppl_<corpus>: one row per evaluated context length.
-CREATE TABLE IF NOT EXISTS ppl_by_length (
-    run_id   VARCHAR NOT NULL,
-    corpus   VARCHAR NOT NULL,  -- 'pg19', 'proof_pile', ...
-    length   INTEGER NOT NULL,  -- window length L in tokens
-    ppl      DOUBLE,            -- token perplexity (ppl@L)
-    bpb      DOUBLE,            -- bits per byte (bpb@L)
-    tokens   BIGINT,            -- scored tokens (tokens@L)
-    windows  BIGINT,            -- windows scored (windows@L)
-    protocol VARCHAR
-);
+-- The per-length and per-cell views: the rows of `metrics` (filter 'none') in the shape the charts read,
+-- in the order ingest writes `metrics` (runs as ingested; a run's cells by length, then as lm-eval lists them).
+-- peeval_ppl_<corpus>: one row per evaluated context length (the cells ppl@L, bpb@L, tokens@L, windows@L).
+CREATE VIEW IF NOT EXISTS ppl_by_length AS
+SELECT m.run_id,
+       substr(m.task, length('{PPL_PREFIX}') + 1)                                   AS corpus,
+       CAST(split_part(m.metric, '@', 2) AS INTEGER)                               AS length,  -- window length L in tokens
+       max(m.value) FILTER (WHERE split_part(m.metric, '@', 1) = 'ppl')            AS ppl,     -- token perplexity
+       max(m.value) FILTER (WHERE split_part(m.metric, '@', 1) = 'bpb')            AS bpb,     -- bits per byte
+       CAST(max(m.value) FILTER (WHERE split_part(m.metric, '@', 1) = 'tokens') AS BIGINT)  AS tokens,  -- scored tokens
+       CAST(max(m.value) FILTER (WHERE split_part(m.metric, '@', 1) = 'windows') AS BIGINT) AS windows, -- windows scored
+       any_value(r.protocol)                                                       AS protocol
+FROM metrics m LEFT JOIN runs r USING (run_id)
+WHERE m.filter = 'none' AND starts_with(m.task, '{PPL_PREFIX}') AND regexp_matches(m.metric, '^({PPL_BASES})@[0-9]+$')
+GROUP BY m.run_id, corpus, length
+ORDER BY min(min(m.rowid)) OVER (PARTITION BY m.run_id), corpus, length;
 
--- peeval_passkey: exact-match accuracy per (length, depth) cell.
-CREATE TABLE IF NOT EXISTS passkey_cells (
-    run_id VARCHAR NOT NULL,
-    length INTEGER NOT NULL,
-    depth  DOUBLE NOT NULL,     -- 0 = needle right after the intro, 1 = right before the question
-    acc    DOUBLE,
-    n      INTEGER
-);
+-- peeval_passkey: exact-match accuracy per (length, depth) cell (acc@<length>@<depth>); depth 0 = needle right
+-- after the intro, 1 = right before the question.
+CREATE VIEW IF NOT EXISTS passkey_cells AS
+SELECT run_id,
+       CAST(CAST(split_part(metric, '@', 2) AS DOUBLE) AS INTEGER) AS length,
+       CAST(split_part(metric, '@', 3) AS DOUBLE)                  AS depth,
+       value                                                       AS acc,
+       n
+FROM metrics
+WHERE filter = 'none' AND task = '{PASSKEY_TASK}' AND regexp_matches(metric, '^acc@[^@]*@[^@]*$')
+ORDER BY rowid;
 
--- peeval_diag_<task>_<split>: overall accuracy (cell 'all'), other accuracies under their metric name
--- (flip-flop 'read_acc', 'seq_acc') and per-cell accuracies (acc@<cell>; addition cells 'AxB' also
--- fill len_a / len_b).
-CREATE TABLE IF NOT EXISTS diagnostic_cells (
-    run_id VARCHAR NOT NULL,
-    task   VARCHAR NOT NULL,    -- generator name: indirect_indexing, flip_flop, selective_copy, counting, addition
-    split  VARCHAR NOT NULL,    -- test or an OOD split name
-    cell   VARCHAR NOT NULL,
-    len_a  INTEGER,
-    len_b  INTEGER,
-    acc    DOUBLE,
-    n      INTEGER
-);
+-- peeval_diag_<task>_<split>: overall accuracy (cell '{ALL_CELL}'), other accuracies under their metric name
+-- (flip-flop 'read_acc', 'seq_acc') and per-cell accuracies (acc@<cell>; addition cells 'AxB' also fill
+-- len_a / len_b). The task is the longest generator name the task name starts with (else the part before
+-- its last underscore; none: the split is 'test').
+CREATE VIEW IF NOT EXISTS diagnostic_cells AS
+WITH d AS (
+    SELECT run_id, metric, value, n, substr(task, length('{DIAG_PREFIX}') + 1) AS rest, rowid AS metric_row,
+           min(rowid) OVER (PARTITION BY run_id) AS run_row
+    FROM metrics
+    WHERE filter = 'none' AND starts_with(task, '{DIAG_PREFIX}')
+      AND (regexp_matches(metric, '^acc@.') OR (NOT contains(metric, '@') AND ends_with(metric, 'acc')))
+), g AS (
+    SELECT *,
+           CASE WHEN regexp_matches(rest, '^({DIAG_TASKS})_') THEN regexp_extract(rest, '^({DIAG_TASKS})_', 1)
+                WHEN regexp_matches(rest, '^.+_') THEN regexp_extract(rest, '^(.+)_', 1)
+                ELSE rest END AS gen,
+           CASE WHEN contains(metric, '@') THEN substr(metric, length('acc@') + 1)
+                WHEN metric = 'acc' THEN '{ALL_CELL}' ELSE metric END AS cell
+    FROM d
+)
+SELECT run_id,
+       gen                                                                   AS task,   -- generator name
+       CASE WHEN gen = rest THEN 'test' ELSE substr(rest, length(gen) + 2) END AS split,  -- test or an OOD split
+       cell,
+       CASE WHEN regexp_matches(cell, '^[0-9]+x[0-9]+$') THEN CAST(split_part(cell, 'x', 1) AS INTEGER) END AS len_a,
+       CASE WHEN regexp_matches(cell, '^[0-9]+x[0-9]+$') THEN CAST(split_part(cell, 'x', 2) AS INTEGER) END AS len_b,
+       value                                                                 AS acc,
+       n
+FROM g
+ORDER BY run_row, NOT contains(metric, '@'), metric_row;  -- per run: the cells, then the task's accuracies
 
 -- train_curve.csv of each checkpoint.
 CREATE TABLE IF NOT EXISTS training_curves (

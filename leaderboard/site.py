@@ -29,33 +29,36 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from leaderboard import claims_page
+from leaderboard import claims_page, pages
 from leaderboard._cli import run_command
 from leaderboard.charts import heatmap, line_chart
+from leaderboard.ingest import CLAIM_TABLES, TABLE_COLUMNS, StoreError, open_store
 from peeval._io import replace_dir
 from peeval.records import (
     DIAG_PREFIX,
+    METRICS,
     PASSKEY_TASK,
     PPL_PREFIX,
+    SeedEstimate,
     fmt_number,
+    headline_metrics,
+    higher_is_better,
     is_cell,
-    mean_stderr,
-    metric_base,
+    is_count,
+    metric_kind,
     parse_ppl_metric,
     ppl_corpus,
     ppl_metric,
     published_profile,
+    seed_estimate,
 )
 
 DEFAULT_OUT = Path(__file__).with_name("site")
-STORE_TABLES = ("runs", "metrics", "ppl_by_length", "passkey_cells", "diagnostic_cells", "training_curves",
-                "efficiency", "samples", "claims")  # fmt: skip
-#: tables of the claims stage (read from its own database when the site has one)
-CLAIM_TABLES = ("claims", "claim_values")
-LOWER_IS_BETTER = ("ppl", "bpb", "loss", "perplexity", "word_perplexity", "byte_perplexity", "bits_per_byte")
-PRIMARY = ("acc_norm", "acc", "exact_match", "em", "f1", "rougeL", "mcc")
-SKIP_METRICS = ("tokens", "windows", "sample_len")
+#: every table of the store and of the claims stage (read from its own database when the site has one)
+STORE_TABLES = (*TABLE_COLUMNS, *CLAIM_TABLES)
 SAMPLES_PER_TASK = 100
+#: SQL of a metric's aggregation over seeds (peeval.records.MetricSpec.seeds)
+SEED_SQL = {"mean": "avg", "sum": "sum"}
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
@@ -204,33 +207,27 @@ class Site:
                 f'<tbody>{"".join(body)}</tbody></table>')  # fmt: skip
 
     def page(self, path: str, title: str, body: str) -> None:
-        prefix = "../" * path.count("/")
-        links = [("index.html", "Leaderboard"), ("ppl.html", "Perplexity"), ("passkey.html", "Passkey"),
-                 ("diagnostics.html", "Diagnostics"), ("training.html", "Training"),
-                 ("efficiency.html", "Efficiency")]  # fmt: skip
-        if self.claims_html:
-            links.append(("claims.html", "Claims"))
-        links.append(("data.html", "Data"))
-        nav = "".join(f'<a href="{prefix}{h}">{escape(t)}</a>' for h, t in links)
-        self.files[path] = (
-            f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)} · peeval</title>'
-            f'<link rel="icon" href="data:,"><link rel="stylesheet" href="{prefix}assets/site.css">'
-            f'<meta name="viewport" content="width=device-width,initial-scale=1"></head><body>'
-            f"<header><h1>peeval · {escape(title)}</h1><nav>{nav}</nav></header><main>{body}</main>"
-            f'<script src="{prefix}assets/site.js"></script></body></html>'
-        )
+        """A page of the site: ``body`` (HTML built here, its texts escaped) in the base template."""
+        self.files[path] = pages.render("base.html", title=title, prefix="../" * path.count("/"),
+                                        links=pages.nav(bool(self.claims_html)), body=pages.Markup(body))  # fmt: skip
 
     # -- leaderboard
     def columns(self, kinds: tuple[str, ...]) -> tuple[list[str], dict[str, dict[str, list[tuple]]], list[bool]]:
-        """(column labels, name -> label -> [(value, stderr)], lower-is-better flags) for runs of ``kinds``."""
+        """(column labels, name -> label -> [(value, stderr, n, proportion)], lower-is-better flags) for runs of
+        ``kinds``: each task's headline metric (``peeval.records.headline_metrics``), its direction the
+        registry's or, for a metric it does not know, lm-eval's (ingest: runs.params.higher_is_better)."""
         rows = self.q(
-            "select r.name, r.run_id, m.task, m.metric, m.value, m.stderr from metrics m join runs r using (run_id) "
-            "where m.filter = 'none' and list_contains(?, r.kind) order by r.name, m.task, m.metric",
+            "select r.name, r.run_id, m.task, m.metric, m.value, m.stderr, m.n from metrics m join runs r using "
+            "(run_id) where m.filter = 'none' and list_contains(?, r.kind) order by r.name, m.task, m.metric",
             [list(kinds)],
         )
         hidden: set[str] = set()  # members of a group with its own row (ingest: runs.params.subtasks)
+        lm_eval: dict[tuple[str, str], bool] = {}  # lm-eval's direction of a metric the registry does not know
         for r in self.q("select params from runs where list_contains(?, kind)", [list(kinds)]):
-            hidden.update((json.loads(r["params"]) if r["params"] else {}).get("subtasks") or [])
+            params = json.loads(r["params"]) if r["params"] else {}
+            hidden.update(params.get("subtasks") or [])
+            for task, ms in (params.get("higher_is_better") or {}).items():
+                lm_eval.update({(task, m): up for m, up in ms.items()})
         by_task: dict[str, set[str]] = defaultdict(set)
         for r in rows:
             if r["task"] not in hidden:
@@ -242,44 +239,46 @@ class Site:
                 lengths = sorted(pm[1] for m in ms if (pm := parse_ppl_metric(m)) and pm[0] == "ppl")
                 for L in sorted({lengths[0], lengths[-1]}) if lengths else []:
                     chosen.append((task, ppl_metric("ppl", L), f"{corpus} {ppl_metric('ppl', L)}"))
-            elif task == PASSKEY_TASK:
-                chosen.append((task, "acc", "passkey acc"))
-            elif task.startswith(DIAG_PREFIX):
-                chosen += [(task, m, f"{task[len(DIAG_PREFIX) :]} {m}") for m in ("acc", "seq_acc") if m in ms]
+            elif task.startswith(DIAG_PREFIX):  # every headline accuracy (flip-flop: acc and seq_acc)
+                chosen += [(task, m, f"{task[len(DIAG_PREFIX) :]} {m}") for m in headline_metrics(ms)]
             else:
-                plain = [m for m in ms if not is_cell(m) and m not in SKIP_METRICS]
-                m = next((p for p in PRIMARY if p in plain), sorted(plain)[0] if plain else None)
+                plain = [m for m in ms if not is_cell(m) and not is_count(m)]
+                m = next(iter(headline_metrics(plain) or sorted(plain)), None)
                 if m:
-                    chosen.append((task, m, f"{task} {m}"))
+                    chosen.append((task, m, "passkey acc" if task == PASSKEY_TASK else f"{task} {m}"))
         want = {(t, m): label for t, m, label in chosen}
         cells: dict[str, dict[str, list[tuple]]] = defaultdict(lambda: defaultdict(list))
         for r in rows:
             label = want.get((r["task"], r["metric"]))
             if label:
-                cells[r["name"]][label].append((r["value"], r["stderr"]))
+                proportion = metric_kind(r["task"], r["metric"]) == "fraction"
+                cells[r["name"]][label].append((r["value"], r["stderr"], r["n"], proportion))
         labels = [label for _, _, label in chosen]
-        lower = [metric_base(m) in LOWER_IS_BETTER for _, m, _ in chosen]
+        lower = [not higher_is_better(m, lm_eval.get((t, m))) for t, m, _ in chosen]
         return labels, cells, lower
 
-    def leaderboard_table(self, tid: str, kinds: tuple[str, ...], first: str) -> str:
+    def leaderboard_stats(
+        self, kinds: tuple[str, ...]
+    ) -> tuple[list[str], dict[str, dict[str, SeedEstimate]], list[bool]]:
+        """(column labels, name -> label -> mean ± stderr over its runs, lower-is-better flags): the one
+        estimate the claims show too (``peeval.records.seed_estimate``)."""
         labels, cells, lower = self.columns(kinds)
-        if not cells:
-            return '<p class="empty">no runs yet</p>'
-        stats: dict[str, dict[str, tuple]] = {}
+        stats: dict[str, dict[str, SeedEstimate]] = {}
         for name, by in cells.items():
             stats[name] = {}
             for label, vals in by.items():
-                xs = [v for v, _ in vals if v is not None]
-                if not xs:
-                    continue
-                # across seeds when >= 2 finite values, else a single run's own stderr
-                mean, se = mean_stderr(xs) if all(math.isfinite(x) for x in xs) else (sum(xs) / len(xs), None)
-                if se is None:
-                    se = vals[0][1] if len(vals) == 1 else None
-                stats[name][label] = (mean, se, len(xs))
+                per_run = [(v, se, n) for v, se, n, _ in vals if v is not None]
+                if per_run:
+                    stats[name][label] = seed_estimate(per_run, proportion=vals[0][3])
+        return labels, stats, lower
+
+    def leaderboard_table(self, tid: str, kinds: tuple[str, ...], first: str) -> str:
+        labels, stats, lower = self.leaderboard_stats(kinds)
+        if not stats:
+            return '<p class="empty">no runs yet</p>'
         best = {}
         for label, low in zip(labels, lower):
-            vs = [s[label][0] for s in stats.values() if label in s and math.isfinite(s[label][0])]
+            vs = [s[label].value for s in stats.values() if label in s and math.isfinite(s[label].value)]
             if len(vs) > 1:
                 best[label] = min(vs) if low else max(vs)
         headers = [first] + [f"{lab} {'↓' if low else '↑'}" for lab, low in zip(labels, lower)]
@@ -291,11 +290,10 @@ class Site:
                 if s is None:
                     row.append(Cell("–", None, cls="num"))
                     continue
-                mean, se, k = s
-                extra = f' <span class="se">± {escape(fmt(se))}</span>' if se is not None else ""
-                extra += f' <span class="se">({k} seed{"s" if k > 1 else ""})</span>'
-                cls = "num best" if best.get(label) == mean else "num"
-                row.append(Cell(fmt(mean), mean, cls=cls, extra=extra))
+                extra = f' <span class="se">± {escape(fmt(s.stderr))}</span>' if s.stderr is not None else ""
+                extra += f' <span class="se">({s.seeds} seed{"s" if s.seeds > 1 else ""})</span>'
+                cls = "num best" if best.get(label) == s.value else "num"
+                row.append(Cell(fmt(s.value), s.value, cls=cls, extra=extra))
             rows.append(row)
         return self.table(tid, headers, rows)
 
@@ -329,6 +327,18 @@ class Site:
         self.page("index.html", "leaderboard", body)
 
     # -- charts
+    def over_runs(self, view: str, keys: list[str], values: list[str], *, order: list[str],
+                  runs: bool = False) -> tuple[list[str], list[dict]]:  # fmt: skip
+        """(headers, rows) of a per-cell view combined over the runs of one name: each value column as its
+        metric aggregates over seeds (``peeval.records.METRICS``: the mean, or the sum of a count; ``n``,
+        the examples, add up), plus the number of runs when ``runs``."""
+        aggs = [f"{SEED_SQL[METRICS[v].seeds] if v in METRICS else 'sum'}(v.{v}) {v}" for v in values]
+        cols = ["r.name", *(f"v.{k}" for k in keys), *aggs, *(["count(*) runs"] if runs else [])]
+        cur = self.con.execute(f"select {', '.join(cols)} from {view} v join runs r using (run_id) group by all "
+                               f"order by {', '.join(order)}")  # fmt: skip
+        headers = [d[0] for d in cur.description]
+        return headers, [dict(zip(headers, r)) for r in cur.fetchall()]
+
     def chart_page(self, path: str, title: str, charts: list[str], *, note: str = "", empty: str,
                    tid: str, headers: list[str], rows: list[dict]) -> None:  # fmt: skip
         """A page of charts (or the line ``empty`` when there are none) above the table of the query
@@ -339,9 +349,13 @@ class Site:
         self.page(path, title, f'{note}<div class="charts">{shown}</div><h2>Table</h2>{table}')
 
     def ppl_page(self) -> None:
-        rows = self.q("select r.name, p.corpus, p.length, avg(p.ppl) ppl, avg(p.bpb) bpb, sum(p.tokens) tokens, "
-                      "sum(p.windows) windows, count(*) runs from ppl_by_length p join runs r using (run_id) "
-                      "group by all order by corpus, name, length")  # fmt: skip
+        headers, rows = self.over_runs(
+            "ppl_by_length",
+            ["corpus", "length"],
+            ["ppl", "bpb", "tokens", "windows"],
+            order=["corpus", "name", "length"],
+            runs=True,
+        )
         charts = []
         for corpus in sorted({r["corpus"] for r in rows}):
             for metric in ("ppl", "bpb"):
@@ -355,12 +369,12 @@ class Site:
         note = ("Disjoint windows of exactly L tokens (every predicted token scored), averaged over runs of the "
                 "same name. Infinite / exploding values are listed in the table and left off the charts.")  # fmt: skip
         self.chart_page("ppl.html", "perplexity vs context length", charts, note=note, empty="no perplexity runs",
-                        tid="ppl_by_length_table", rows=rows,
-                        headers=["name", "corpus", "length", "ppl", "bpb", "tokens", "windows", "runs"])  # fmt: skip
+                        tid="ppl_by_length_table", rows=rows, headers=headers)  # fmt: skip
 
     def passkey_page(self) -> None:
-        rows = self.q("select r.name, c.length, c.depth, avg(c.acc) acc, sum(c.n) n from passkey_cells c "
-                      "join runs r using (run_id) group by all order by name, length, depth")  # fmt: skip
+        headers, rows = self.over_runs(
+            "passkey_cells", ["length", "depth"], ["acc", "n"], order=["name", "length", "depth"]
+        )
         charts = []
         for name in sorted({r["name"] for r in rows}):
             mine = [r for r in rows if r["name"] == name]
@@ -371,12 +385,15 @@ class Site:
                                   col_label="length"))  # fmt: skip
         self.chart_page("passkey.html", "passkey retrieval", charts, empty="no passkey runs", tid="passkey_table",
                         note="Exact match of the pass key per (context length, needle depth) cell.",
-                        headers=["name", "length", "depth", "acc", "n"], rows=rows)  # fmt: skip
+                        headers=headers, rows=rows)  # fmt: skip
 
     def diagnostics_page(self) -> None:
-        rows = self.q("select r.name, d.task, d.split, d.cell, d.len_a, d.len_b, avg(d.acc) acc, sum(d.n) n "
-                      "from diagnostic_cells d join runs r using (run_id) group by all "
-                      "order by task, split, name, len_a, len_b, cell")  # fmt: skip
+        headers, rows = self.over_runs(
+            "diagnostic_cells",
+            ["task", "split", "cell", "len_a", "len_b"],
+            ["acc", "n"],
+            order=["task", "split", "name", "len_a", "len_b", "cell"],
+        )
         charts = []
         overall = [r for r in rows if r["cell"] == "all"]
         for task in sorted({r["task"] for r in overall}):
@@ -395,8 +412,7 @@ class Site:
         note = ("Exact match of the answer (greedy). Addition: accuracy per (length of a, length of b) cell; the "
                 "training lengths are the top-left block.")  # fmt: skip
         self.chart_page("diagnostics.html", "diagnostics", charts, note=note, empty="no diagnostic runs",
-                        tid="diagnostics_table", rows=rows,
-                        headers=["name", "task", "split", "cell", "len_a", "len_b", "acc", "n"])  # fmt: skip
+                        tid="diagnostics_table", rows=rows, headers=headers)  # fmt: skip
 
     def training_page(self) -> None:
         rows = self.q("select c.*, e.pe, e.task from training_curves c left join efficiency e using (checkpoint) "
@@ -564,8 +580,6 @@ def build_site(db: str | Path, out: str | Path = DEFAULT_OUT, claims_db: str | P
     that file exists, else from the store itself."""
     import duckdb
 
-    from leaderboard.ingest import StoreError, open_store
-
     if claims_db is not None and not Path(claims_db).is_file():
         raise FileNotFoundError(f"--claims-db {claims_db}: no such DuckDB file (run the claims stage first)")
     claims_db = Path(db).with_name("claims.duckdb") if claims_db is None else Path(claims_db)
@@ -592,8 +606,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(DEFAULT_OUT))
     args = p.parse_args(argv)
     build = lambda: str(build_site(args.db, args.out, args.claims_db).resolve())
-    from leaderboard.ingest import StoreError
-
     return run_command("site", build, (FileNotFoundError, SiteOutError, StoreError))
 
 

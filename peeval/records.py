@@ -14,6 +14,7 @@ API (all pure functions of strings and numbers; ``decode`` returns None for "not
   ``addition_cell(a, b)`` ``"3x5"``, ``addition_metric(a, b)`` ``"acc@3x5"`` / ``parse_addition_cell(c) -> (a, b)``;
   ``diag_cell_metric(cell)`` ``"acc@<cell>"`` / ``parse_diag_cell_metric(m) -> cell``; flip-flop ``FLIP_FLOP_METRICS``;
   ``shift_metric(base, shift, layer)`` ``"attn_diff@shift_ids@3"`` / ``parse_shift_metric(m) -> (base, shift, layer)``;
+  what a task of these families reports: ``family_metric(task, m) -> (description, ok)``;
   ``metric_base(m)`` (the part before the first ``@``), ``is_cell(m)`` (has an ``@`` part);
 - results keys of lm-eval: ``result_key(metric, filter)`` ``"acc,none"``, ``stderr_key`` ``"acc_stderr,none"``;
 - the provenance record of ``peeval eval`` / the shift measurement: :class:`Provenance`
@@ -23,7 +24,11 @@ API (all pure functions of strings and numbers; ``decode`` returns None for "not
   the adaptation family of a packaged base model: ``base_model_label(gguf_file)`` ``"SmolLM2-135M"``,
   ``shipped_name(label)`` ``"SmolLM2-135M (as shipped)"``, ``adapted_name(label, method)`` ``"SmolLM2-135M + yarn"``;
 - training curves: ``CURVE_COLUMNS`` (the header of ``train_curve.csv``);
-- statistics: ``mean_stderr(xs)`` (mean, stdev/sqrt(n) or None for n < 2), ``seed_stderr(xs)``;
+- the metric registry: :data:`METRICS` (each metric base once: kind and unit, direction, headline rank,
+  aggregation over seeds, per-example outcome), ``metric_spec(m)``, ``higher_is_better(m, lm_eval)``,
+  ``metric_kind(task, m)``, ``headline_metrics(ms)``, ``is_count(m)``, ``is_outcome(m)``;
+- statistics: ``mean_stderr(xs)`` (mean, stdev/sqrt(n) or None for n < 2), ``seed_stderr(xs)``, and the one
+  mean ± stderr over seeds that the leaderboard and the claims show, :func:`seed_estimate`;
 - the site's number format: ``fmt_number(v, digits=4)``.
 """
 
@@ -79,8 +84,8 @@ def split_diag_task(task: str) -> tuple[str, str] | None:
 
 # ----------------------------------------------------------------------------- metric cells
 PPL_BASES = ("ppl", "bpb", "tokens", "windows")
-#: ppl / bpb are lower-is-better
-PPL_LOWER = ("ppl", "bpb")
+#: peeval's SCROLLS tasks (their scores are percentages)
+SCROLLS_PREFIX = "peeval_scrolls_"
 SHIFTS = ("add_tokens", "shift_ids")
 SHIFT_BASES = ("attn_diff", "pe_dot_diff")
 FLIP_FLOP_METRICS = ("read_acc", "seq_acc")
@@ -163,6 +168,29 @@ def parse_shift_metric(metric: str) -> tuple[str, str, int] | None:
     """``attn_diff@shift_ids@3`` -> (``attn_diff``, ``shift_ids``, 3); None otherwise."""
     m = re.fullmatch(rf"({'|'.join(SHIFT_BASES)})@({'|'.join(SHIFTS)})@(\d+)", metric)
     return (m[1], m[2], int(m[3])) if m else None
+
+
+def family_metric(task: str, metric: str) -> tuple[str, bool] | None:
+    """(what ``task`` reports, whether ``metric`` is one of those) for a task of one of the families whose
+    metric names this module formats (shift stability, perplexity, passkey, diagnostics); None otherwise."""
+    if task == SHIFT_TASK:
+        bases = " or ".join(f"{b}@<shift>@<layer>" for b in SHIFT_BASES)
+        return f"{bases}, shift in {', '.join(SHIFTS)}", parse_shift_metric(metric) is not None
+    if ppl_corpus(task) is not None:
+        *first, last = (f"{b}@L" for b in PPL_BASES)
+        return f"{', '.join(first)} or {last} (L a length, {{max}} or {{train}})", parse_ppl_metric(metric) is not None
+    if task == PASSKEY_TASK:
+        pk = parse_passkey_metric(metric)
+        cell = pk is not None and pk[0].isdigit() and re.fullmatch(r"(0|1)(\.\d+)?", pk[1]) is not None
+        return "acc or acc@<length>@<depth>", metric == "acc" or cell
+    if (diag := split_diag_task(task)) is not None:
+        extra = list(FLIP_FLOP_METRICS) if diag[0] == "flip_flop" else []
+        cells = [ALL_CELL, *extra, *(["<a>x<b>"] if diag[0] == "addition" else [])]
+        cell = parse_diag_cell_metric(metric)
+        ok = metric in ("acc", *extra) or cell in (ALL_CELL, *extra)
+        ok = ok or (diag[0] == "addition" and cell is not None and parse_addition_cell(cell) is not None)
+        return ", ".join(["acc", *extra, *(diag_cell_metric(c) for c in cells)]), ok
+    return None
 
 
 def result_key(metric: str, filt: str = "none") -> str:
@@ -291,6 +319,115 @@ def published_profile(source: str) -> str | None:
 CURVE_COLUMNS = ("step", "tokens", "lr", "train_loss", "val_loss", "elapsed_s")
 
 
+# ----------------------------------------------------------------------------- the metric registry
+#: what a metric's values are, and the range ingest holds them to:
+#: fraction: a share of examples in [0, 1]; percent: a score in [0, 100]; perplexity: exp of a mean NLL >= 0,
+#: so >= 1; bits: bits per byte >= 0; count: a whole number >= 0; score: a score of no fixed range (lm-eval's
+#: em / f1 / ROUGE are in [0, 1] or [0, 100] by task: on a SCROLLS task they are percents, ``metric_kind``);
+#: loss: a mean NLL; difference: a measured difference (shift stability)
+KINDS = ("fraction", "percent", "perplexity", "bits", "count", "score", "loss", "difference")
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric base (the part before the first ``@``: ``ppl@512`` is a ``ppl``), described once for
+    every reader: ingest's range checks, the site's columns and arrows, the claims' tests.
+
+    ``higher_is_better``: None for a count (no direction, never "best"); lm-eval's own ``higher_is_better``
+    in results.json must agree (ingest checks). ``headline``: the rank of a task's leaderboard column (lowest
+    first; None: never a column). ``seeds``: how runs of several seeds combine: ``"mean"`` (± the stderr of
+    :func:`seed_estimate`) or ``"sum"`` (counts). ``outcome``: a sample's value of it is that example's 0/1
+    correctness (``samples.correct``), so two runs on the same examples can be compared example by example."""
+
+    kind: str
+    higher_is_better: bool | None
+    headline: int | None = None
+    seeds: str = "mean"
+    outcome: bool = False
+
+
+_FRACTION = MetricSpec("fraction", True)
+_SCORE = MetricSpec("score", True)
+_PPL = MetricSpec("perplexity", False)
+_BITS = MetricSpec("bits", False)
+_COUNT = MetricSpec("count", None, seeds="sum")
+#: every metric base peeval knows (its own tasks' and the lm-eval ones its suites run); a metric not here
+#: takes lm-eval's ``higher_is_better`` from results.json, else counts as higher-is-better
+METRICS: dict[str, MetricSpec] = {
+    "acc_norm": dataclasses.replace(_FRACTION, headline=0),
+    "acc": dataclasses.replace(_FRACTION, headline=1, outcome=True),
+    "exact_match": dataclasses.replace(_FRACTION, headline=2, outcome=True),
+    "em": dataclasses.replace(_SCORE, headline=3, outcome=True),
+    "f1": dataclasses.replace(_SCORE, headline=4),
+    "rougeL": dataclasses.replace(_SCORE, headline=5),
+    "mcc": dataclasses.replace(_SCORE, headline=6),
+    "seq_acc": dataclasses.replace(_FRACTION, headline=7),  # flip-flop: the whole sequence right
+    "read_acc": _FRACTION,
+    "acc_mutual_info": _FRACTION,
+    "acc_all": _FRACTION,
+    "rouge1": _SCORE,
+    "rouge2": _SCORE,
+    "rouge_gm": _SCORE,
+    "scrolls_score": _SCORE,
+    "ppl": _PPL,
+    "perplexity": _PPL,
+    "word_perplexity": _PPL,
+    "byte_perplexity": _PPL,
+    "bpb": _BITS,
+    "bits_per_byte": _BITS,
+    "loss": MetricSpec("loss", False),
+    "tokens": _COUNT,
+    "windows": _COUNT,
+    "sample_len": _COUNT,
+    "attn_diff": MetricSpec("difference", False),  # shift stability: the smaller, the more shift-invariant
+    "pe_dot_diff": MetricSpec("difference", False),
+}
+
+
+def metric_spec(metric: str) -> MetricSpec | None:
+    """The registry entry of a metric's base (``ppl@512`` -> ``ppl``'s), None for an unknown one."""
+    return METRICS.get(metric_base(metric))
+
+
+def metric_kind(task: str, metric: str) -> str | None:
+    """A metric's kind on ``task``: the registry's, except that a score of a SCROLLS task is a percent."""
+    spec = metric_spec(metric)
+    if spec is None:
+        return None
+    return "percent" if spec.kind == "score" and task.startswith(SCROLLS_PREFIX) else spec.kind
+
+
+def higher_is_better(metric: str, lm_eval: bool | None = None) -> bool:
+    """The direction of a metric: the registry's; else lm-eval's (``lm_eval``, from results.json); else higher.
+    A count has none: True, as lm-eval reports it."""
+    spec = metric_spec(metric)
+    if spec is not None and spec.higher_is_better is not None:
+        return spec.higher_is_better
+    return True if lm_eval is None else bool(lm_eval)
+
+
+def is_count(metric: str) -> bool:
+    """A count (tokens, windows, sample length): no score, never a leaderboard column."""
+    spec = metric_spec(metric)
+    return spec is not None and spec.kind == "count"
+
+
+def is_outcome(metric: str) -> bool:
+    """A share of examples whose per-example value is the 0/1 ``samples.correct`` (acc, exact_match)."""
+    spec = METRICS.get(metric)
+    return spec is not None and spec.outcome and spec.kind == "fraction"
+
+
+#: the keys of a sample (samples_<task>.jsonl) that hold its 0/1 outcome, in the order ingest reads them
+OUTCOME_KEYS: tuple[str, ...] = tuple(m for m, spec in METRICS.items() if spec.outcome)
+
+
+def headline_metrics(metrics: Iterable[str]) -> list[str]:
+    """The plain (non-cell) headline metrics among ``metrics``, best-ranked first."""
+    ranked = [(METRICS[m].headline, m) for m in set(metrics) if m in METRICS and METRICS[m].headline is not None]
+    return [m for _, m in sorted(ranked)]
+
+
 # ----------------------------------------------------------------------------- statistics
 def seed_stderr(xs: Iterable[float]) -> float | None:
     """Standard error of the mean across repeats: sample stdev / sqrt(n); None for n < 2, NaN when
@@ -309,6 +446,69 @@ def mean_stderr(xs: Iterable[float]) -> tuple[float, float | None]:
     if not xs:
         raise ValueError("mean_stderr of no values")
     return sum(xs) / len(xs), seed_stderr(xs)
+
+
+def binomial_stderr(p: float, n: int) -> float:
+    """Plus-four stderr of a proportion: never 0, so 0/n or n/n is not 'certain'."""
+    pt = (p * n + 2.0) / (n + 4.0)
+    return math.sqrt(pt * (1.0 - pt) / (n + 4.0))
+
+
+@dataclass
+class SeedEstimate:
+    """One number over seeds: the mean, its standard error, the seeds and examples behind it."""
+
+    value: float
+    stderr: float | None
+    n: int | None  # examples, all seeds together (None when a seed's n is unknown)
+    seeds: int
+    #: where ``stderr`` came from: 'seeds' | 'lm-eval stderr' | 'binomial' (pooled ones joined by '+'); None: none
+    method: str | None = None
+
+
+def seed_estimate(
+    per_seed: list[tuple[float, float | None, int | None]], proportion: bool, kinds: list[str | None] | None = None
+) -> SeedEstimate | None:
+    """The mean ± stderr of one number over seeds, as the leaderboard and the claims both show it.
+
+    ``per_seed``: (value, the run's own stderr, its examples) per seed; ``proportion``: a share of
+    examples (a binomial stderr is known from n); ``kinds[i]``: where ``per_seed[i]``'s stderr came from
+    (default 'lm-eval stderr'). The stderr is
+
+    - >= 2 seeds: the sample standard deviation (n - 1) over seeds / sqrt(seeds), since the seeds are the
+      repeats a reader wants to generalise over; when it is 0 (identical seeds) the runs' own standard errors
+      pooled, sqrt(sum se²) / seeds (a spread of 0 is not certainty); None when a value is not finite;
+    - one seed: the run's own stderr over examples (lm-eval's); for a proportion whose stderr is missing or 0,
+      the binomial (plus-four) one from n, since 0/n and n/n are not certain either; else None."""
+    if not per_seed:
+        return None
+    vals = [v for v, _, _ in per_seed]
+    ns = [n for _, _, n in per_seed]
+    n_tot = sum(ns) if all(n is not None for n in ns) else None
+    k = len(vals)
+    mean, across = mean_stderr(vals)  # across seeds: None for one seed
+    kinds = list(kinds) if kinds is not None else ["lm-eval stderr"] * k
+
+    def own(v, se, n, kind):
+        """(stderr, its method) of one run."""
+        if se is not None and se > 0:
+            return se, kind or "lm-eval stderr"
+        if proportion and n and math.isfinite(v):
+            return binomial_stderr(min(max(v, 0.0), 1.0), int(n)), "binomial"
+        return se, None if se is None else kind or "lm-eval stderr"
+
+    if k >= 2:
+        se, method = across, "seeds"
+        if se is not None and not math.isfinite(se):
+            se, method = None, None  # an infinite or NaN value: no spread can be measured
+        elif se == 0.0:
+            owns = [own(*x, kd) for x, kd in zip(per_seed, kinds, strict=True)]
+            ok = all(s is not None for s, _ in owns)
+            se = math.sqrt(sum(s * s for s, _ in owns)) / k if ok else None
+            method = "+".join(sorted({m for _, m in owns if m})) if ok else None
+    else:
+        se, method = own(*per_seed[0], kinds[0])
+    return SeedEstimate(mean, se, n_tot, k, method)
 
 
 # ----------------------------------------------------------------------------- number format

@@ -17,15 +17,16 @@ PLOTS = Path("leaderboard/plots")
 
 
 def headline(con) -> dict:
-    """{encoding: {column: mean over seeds}} for the leaderboard's columns (finite values only)."""
-    labels, cells, _ = Site(con, SITE).columns(("pretrain", "diagnostic", "adapt", "external"))
+    """{encoding: {column: mean over seeds}} for the leaderboard's columns: the leaderboard's own means
+    (finite ones only: JSON has no infinity)."""
+    labels, stats, _ = Site(con, SITE).leaderboard_stats(("pretrain", "diagnostic", "adapt", "external"))
     out = {}
-    for name in sorted(cells):
+    for name in sorted(stats):
         row = {}
         for label in labels:
-            xs = [v for v, _ in cells[name].get(label, []) if v is not None and math.isfinite(v)]
-            if xs:
-                row[label.replace(" ", "_")] = round(sum(xs) / len(xs), 6)
+            est = stats[name].get(label)
+            if est is not None and math.isfinite(est.value):
+                row[label.replace(" ", "_")] = round(est.value, 6)
         out[name] = row
     return out
 

@@ -2,15 +2,15 @@
 
 ``leaderboard/claims.yaml`` lists each claim (paper, table, task, metric, compared encodings,
 the paper's numbers and setting). The package reads peeval's numbers from the DuckDB store
-(runs, metrics, ppl_by_length, passkey_cells, diagnostic_cells, training_curves) and writes the
+(runs, metrics, the diagnostic_cells view, training_curves, efficiency, samples) and writes the
 ``claims`` and ``claim_values`` tables (DDL in ``leaderboard/schema.sql``); the DVC stage
-``claims`` (pipelines/claims.py) runs it after ``ingest``. Rooms:
+``claims`` (pipelines/claims.py) runs it after ``ingest``. A claim goes down one line, a module per step:
 
-- ``schema``: claims.yaml loading and validation (names checked against peeval, no torch);
-- ``stats``: units, the binomial stderr, mean ± stderr over seeds;
-- ``matching``: the store read, runs <-> claim variants, metric resolution;
-- ``paired``: McNemar / the paired standard error where both encodings answered the same examples;
-- ``verdicts``: the verdict rule, the rows of both tables, writing them.
+- parse, ``schema``: claims.yaml loading and validation (names checked against peeval, no torch);
+- find runs, ``matching``: the store read, runs <-> claim variants, metric resolution (``find_runs``);
+- estimate, ``stats`` (units, mean ± stderr over seeds: ``estimate_pairs``) then ``paired`` (McNemar / the
+  paired standard error where both encodings answered the same examples, else unpaired: ``differences``);
+- decide, ``verdicts``: the verdict rule, the rows of both tables, writing them (``evaluate_claims``).
 
 Imports no torch: peeval's names and option defaults come from ``peeval.declarations``.
 """
@@ -18,7 +18,7 @@ Imports no torch: peeval's names and option defaults come from ``peeval.declarat
 from __future__ import annotations
 
 from . import paired
-from .matching import Store, matching_runs, read_store, resolve_metric
+from .matching import Evidence, Store, find_runs, matching_runs, read_store, resolve_metric
 from .schema import (
     ACC_UNITS,
     CPU,
@@ -33,7 +33,7 @@ from .schema import (
     load_claims,
     validate,
 )
-from .stats import Estimate, Z, binomial_stderr, combine_seeds, to_unit
+from .stats import Estimate, Z, binomial_stderr, combine_seeds, estimate_pairs, to_unit
 from .verdicts import TABLES, VERDICTS, compute_claims, evaluate_claims, summary, table_ddl, verdict, write_claims
 
 __all__ = [
@@ -48,13 +48,16 @@ __all__ = [
     "Claim",
     "ClaimsError",
     "Estimate",
+    "Evidence",
     "Store",
     "Variant",
     "_leaf_tasks",
     "binomial_stderr",
     "combine_seeds",
     "compute_claims",
+    "estimate_pairs",
     "evaluate_claims",
+    "find_runs",
     "lm_eval_task_names",
     "load_claims",
     "matching_runs",

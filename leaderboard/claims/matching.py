@@ -1,5 +1,6 @@
-"""Runs <-> claims: peeval's numbers read from the DuckDB store, the runs that are each variant's
-evidence (one unit per seed), and the metric a claim resolves to (``ppl@{max}`` -> a length).
+"""Find runs, the second step of a claim (schema -> matching -> stats, paired -> verdicts): peeval's numbers
+read from the DuckDB store, the runs that are each variant's evidence (one unit per seed), and the metric a
+claim resolves to (``ppl@{max}`` -> a length); :func:`find_runs` does all three for every claim.
 
 The store is only read here (ingest owns it); published runs of other machines are left out.
 """
@@ -14,8 +15,7 @@ from typing import Any
 
 from peeval import records
 
-from .schema import ACC_UNITS, Claim, ClaimsError, Variant, _leaf_tasks, option_defaults
-from .stats import Estimate, binomial_stderr, combine_seeds, to_unit
+from .schema import Claim, ClaimsError, Variant, option_defaults
 
 
 def _tables(con) -> set[str]:
@@ -102,15 +102,8 @@ def read_store(con) -> Store:
         q = "SELECT run_id, task, metric, value, stderr, n FROM metrics ORDER BY filter <> 'none', filter"
         for r in con.execute(q).fetchall():  # the 'none' filter first: it wins
             put(*r)
-    if "ppl_by_length" in tables:
-        q = "SELECT run_id, corpus, length, ppl, tokens FROM ppl_by_length"
-        for run_id, corpus, length, ppl, tokens in con.execute(q).fetchall():
-            put(run_id, records.ppl_task(corpus), records.ppl_metric("ppl", length), ppl, None, tokens)
-    if "passkey_cells" in tables:
-        for run_id, length, depth, acc, n in con.execute(
-            "SELECT run_id, length, depth, acc, n FROM passkey_cells"
-        ).fetchall():
-            put(run_id, records.PASSKEY_TASK, records.passkey_metric(length, depth), acc, None, n)
+    # ppl_by_length and passkey_cells are views of these same metrics rows; a diagnostic task's accuracies
+    # (acc, read_acc, seq_acc) are also claimable as cells acc@all, acc@read_acc, acc@seq_acc
     if "diagnostic_cells" in tables:
         q = "SELECT run_id, task, split, cell, len_a, len_b, acc, n FROM diagnostic_cells"
         for run_id, task, split, cell, la, lb, acc, n in con.execute(q).fetchall():
@@ -240,7 +233,7 @@ def resolve_metric(claim: Claim, store: Store, units: list[list[str]]) -> str | 
     for unit in units:
         have: set[int] = set()
         for run_id in unit:
-            for task in _leaf_tasks(claim.task):
+            for task in claim.leaves:
                 for m in store.values.get((run_id, task), {}):
                     mm = pat.match(m)
                     if mm:
@@ -254,44 +247,27 @@ def resolve_metric(claim: Claim, store: Store, units: list[list[str]]) -> str | 
     return re.sub(r"\{max\}|\{train\}", str(max(common)), claim.metric, count=1)
 
 
-def run_value(store: Store, unit: list[str], task, metric: str) -> tuple[float, float | None, int | None] | None:
-    """One checkpoint's raw metric (from its latest run that has it); a list of tasks is the
-    mean (stderr combined as independent)."""
-    if isinstance(task, str):
-        for run_id in unit:
-            got = store.values.get((run_id, task), {}).get(metric)
-            if got is not None:
-                return got
-        return None
-    parts = [run_value(store, unit, t, metric) for t in task]
-    if any(p is None for p in parts):
-        return None
-    k = len(parts)
-    mean = sum(p[0] for p in parts) / k
-    ses = [p[1] for p in parts]
-    se = math.sqrt(sum(s * s for s in ses)) / k if all(s is not None for s in ses) else None
-    ns = [p[2] for p in parts]
-    return mean, se, (sum(ns) if all(n is not None for n in ns) else None)
+@dataclass
+class Evidence:
+    """A claim with its evidence in the store: per variant its runs (one unit of run ids per seed,
+    :func:`matching_runs`), per variant compared with the focus the metric both sides have
+    (:func:`resolve_metric`; None when a side has no runs or they share no length)."""
+
+    claim: Claim
+    units: dict[str, list[list[str]]]
+    metrics: dict[str, str | None]
 
 
-def estimate(claim: Claim, store: Store, units: list[list[str]], metric: str) -> Estimate | None:
-    per_seed, used, kinds = [], [], []
-    acc_like = claim.unit in ACC_UNITS
-    leaves = _leaf_tasks(claim.task)
-    for unit in units:
-        raw = run_value(store, unit, claim.task, metric)
-        if raw is None:
-            continue
-        v, se, n = raw
-        kind = "lm-eval stderr"
-        if se is None and acc_like and n and isinstance(claim.task, str):
-            se, kind = binomial_stderr(min(max(v, 0.0), 1.0), int(n)), "binomial"
-        per_seed.append((v, se, n))
-        kinds.append(kind)
-        used += [rid for rid in unit if any((rid, t) in store.values for t in leaves)]
-    est = combine_seeds(per_seed, acc_like, kinds)
-    if est is None:
-        return None
-    est.value, est.stderr = to_unit(claim.unit, est.value, est.stderr)
-    est.run_ids = used
-    return est
+def find_runs(claims: list[Claim], store: Store) -> list[Evidence]:
+    """Every claim's evidence (a run that varies an option some claim varies is an ablation, never a
+    default run: the options are gathered over all claims first)."""
+    ablations = ablation_keys(claims)
+    out = []
+    for c in claims:
+        units = {name: matching_runs(store, v, ablations, c.run_params, c.leaves) for name, v in c.variants.items()}
+        metrics = {
+            name: resolve_metric(c, store, units[c.focus] + units[name]) if units[c.focus] and units[name] else None
+            for name in c.others
+        }
+        out.append(Evidence(c, units, metrics))
+    return out

@@ -1,5 +1,7 @@
-"""Paired verdicts: where both encodings of a pair answered the same examples, compare them example
-by example instead of as two independent means.
+"""Paired verdicts, with ``stats`` the third step of a claim (schema -> matching -> stats, paired ->
+verdicts): where both encodings of a pair answered the same examples, compare them example by example
+instead of as two independent means; :func:`differences` gives every comparison of a claim its difference
+and standard error, paired where it can be and unpaired (the two estimates' errors combined) otherwise.
 
 Two encodings evaluated on the same test examples see the same easy and hard examples; their
 per-example outcomes are correlated, and the standard error of the *difference* of the paired
@@ -39,15 +41,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .matching import Store
-from .stats import Z
+from peeval import records
+
+from .matching import Evidence, Store
+from .stats import Estimate, Z, to_unit
 
 #: the two-sided level of a Z-standard-error difference: 0.0455 for Z = 2
 ALPHA = math.erfc(Z / math.sqrt(2.0))
 #: fewest shared examples for the normal-approximation paired test (McNemar is exact for any n)
 MIN_EXAMPLES = 10
-#: the metrics whose per-example value is the samples table's 0/1 ``correct``
-PAIRED_METRICS = ("acc", "exact_match")
 
 
 @dataclass
@@ -115,7 +117,7 @@ def paired_stats(focus: list[list[float]], other: list[list[float]]) -> tuple[fl
 
 def _outcomes(store: Store, unit: list[str], task: str, metric: str) -> tuple[dict[int, tuple[str, bool]], str]:
     """The per-example outcomes of the run that gives this unit its number, or ({}, why not)."""
-    for run_id in unit:  # the same run as matching.run_value: the latest that has the metric
+    for run_id in unit:  # the same run as stats.run_value: the latest that has the metric
         got = store.values.get((run_id, task), {}).get(metric)
         if got is None:
             continue
@@ -137,7 +139,7 @@ def compare(
 ) -> tuple[Paired | None, str]:
     """The paired comparison of two encodings' runs on ``task``/``metric``, or (None, why it was not
     possible) — then the caller falls back to the unpaired rule."""
-    if not isinstance(task, str) or metric not in PAIRED_METRICS:
+    if not isinstance(task, str) or not records.is_outcome(metric):  # per example: the samples' 0/1 correct
         what = "task" if isinstance(task, str) else "task mean"
         return None, f"no per-example outcome for {metric!r} of a {what}"
     if not focus_units or len(focus_units) != len(other_units):
@@ -169,3 +171,47 @@ def compare(
         return None, f"{n} shared examples (< {MIN_EXAMPLES} for a paired test over seeds)"
     p = mcnemar_exact(b, c) if se == 0.0 else None
     return Paired(diff, se, "paired-se", p, n, k, b, c, seeds[0] == seeds[1]), ""
+
+
+@dataclass
+class Difference:
+    """One comparison of a claim in the paper's unit: focus − other, its standard error, the paired test's
+    p-value where it decides, which test (``claims.test``), and what the setting column says about it."""
+
+    diff: float | None
+    se: float | None
+    p: float | None
+    test: str | None
+    notes: list[str]
+
+
+def differences(
+    ev: Evidence, ests: dict[str, tuple[Estimate | None, Estimate | None]], store: Store
+) -> dict[str, Difference]:
+    """Per variant compared with the focus: the difference of the two estimates (``stats.estimate_pairs``),
+    its se paired (:func:`compare`) where both answered the same examples, else the two estimates' standard
+    errors combined as independent."""
+    c = ev.claim
+    scale = abs(to_unit(c.unit, 1.0, None)[0] - to_unit(c.unit, 0.0, None)[0])  # the unit is linear in the accuracy
+    out = {}
+    for name in c.others:
+        (fe, oe), notes = ests[name], []
+        for side, e in ((c.focus, fe), (name, oe)):
+            if e is None:
+                notes.append(f"no peeval number for {side} ({c.variants[side].label()})")
+        if fe is None or oe is None:
+            out[name] = Difference(None, None, None, None, notes)
+            continue
+        se = p = test = None
+        pair, why = compare(store, c.task, ev.metrics[name], ev.units[c.focus], ev.units[name], c.against(name)[2])
+        if pair is not None:
+            se, p, test = scale * pair.se, pair.p, pair.test
+            notes.append(pair.describe())
+        elif fe.stderr is not None and oe.stderr is not None:
+            se = math.sqrt(fe.stderr**2 + oe.stderr**2)
+            test = fe.method if fe.method == oe.method else f"{fe.method} / {oe.method}"
+            notes.append(f"unpaired: {why}")
+        else:
+            notes.append(f"no uncertainty (one seed and no stderr): run >= 2 seeds; unpaired: {why}")
+        out[name] = Difference(fe.value - oe.value, se, p, test, notes)
+    return out

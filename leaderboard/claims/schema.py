@@ -73,6 +73,29 @@ class Claim:
     def task_label(self) -> str:
         return _task_label(self.task)
 
+    @property
+    def leaves(self) -> list[str]:
+        """The tasks whose numbers the claim reads (a nested list of tasks is their mean)."""
+        return _leaf_tasks(self.task)
+
+    @property
+    def others(self) -> list[str]:
+        """The variants the focus is compared with, in the file's order."""
+        return [name for name in self.variants if name != self.focus]
+
+    def against(self, other: str) -> tuple[float | None, int, str]:
+        """What the paper says of focus vs ``other``: (its difference focus − other, +1 if that favours the
+        focus else −1, the comparison 'better' or 'equal': a claim: equal, or a tie in the paper's numbers)."""
+        focus, them = self.variants[self.focus], self.variants[other]
+        paper_diff = None
+        if focus.paper is not None and them.paper is not None:
+            paper_diff = round(focus.paper - them.paper, 9)  # 94.82 - 11.16 is 83.66, not 83.66000000000001
+        sign = 1
+        if self.claim == "better" and paper_diff not in (None, 0.0):
+            sign = 1 if (paper_diff > 0) == self.higher_is_better else -1
+        kind = "equal" if self.claim == "equal" or paper_diff == 0.0 else "better"
+        return paper_diff, sign, kind
+
 
 def _task_label(task) -> str:
     return task if isinstance(task, str) else "mean(" + ", ".join(_task_label(t) for t in task) + ")"
@@ -152,26 +175,9 @@ def _metric_problem(task: str, metric: str) -> str | None:
     if task == "train_val":
         allowed = "ppl (exp of the last validation loss)"
         ok = m == "ppl"
-    elif task == records.SHIFT_TASK:
-        bases = " or ".join(f"{b}@<shift>@<layer>" for b in records.SHIFT_BASES)
-        allowed = f"{bases}, shift in {', '.join(records.SHIFTS)}"
-        ok = records.parse_shift_metric(m) is not None
-    elif records.ppl_corpus(task) is not None:
-        *first, last = (f"{b}@L" for b in records.PPL_BASES)
-        allowed = f"{', '.join(first)} or {last} (L a length, {{max}} or {{train}})"
-        ok = re.fullmatch(rf"({'|'.join(records.PPL_BASES)})@\d+", m) is not None
-    elif task == records.PASSKEY_TASK:
-        allowed = "acc or acc@<length>@<depth>"
-        ok = re.fullmatch(r"acc(@\d+@(0|1)(\.\d+)?)?", m) is not None
-    elif task.startswith(records.DIAG_PREFIX):
-        diag = own.get(task, {}).get("metadata", {}).get("diag_task")
-        extra = list(records.FLIP_FLOP_METRICS) if diag == "flip_flop" else []
-        cells = [records.ALL_CELL, *extra, *(["<a>x<b>"] if diag == "addition" else [])]
-        allowed = ", ".join(["acc", *extra, *(records.diag_cell_metric(c) for c in cells)])
-        cell = records.parse_diag_cell_metric(m)
-        ok = m in ("acc", *extra) or cell in (records.ALL_CELL, *extra)
-        ok = ok or (diag == "addition" and cell is not None and records.parse_addition_cell(cell) is not None)
-    elif task.startswith("peeval_scrolls_") and task in own and "scrolls_task" in (own[task].get("metadata") or {}):
+    elif (family := records.family_metric(task, m)) is not None:  # the metric names peeval.records formats
+        allowed, ok = family
+    elif task.startswith(records.SCROLLS_PREFIX) and "scrolls_task" in (own.get(task, {}).get("metadata") or {}):
         kind = declarations.scrolls_metric_kinds()[own[task]["metadata"]["scrolls_task"]]
         names = ["rouge1", "rouge2", "rougeL", "rouge_gm"] if kind == "rouge" else [kind]
         allowed = ", ".join(["scrolls_score", *names])

@@ -1,34 +1,37 @@
-"""The statistics of a verdict: peeval's raw metric in the paper's unit, and one number per encoding
-(mean over seeds with its standard error).
+"""Estimate, the third step of a claim (schema -> matching -> stats, paired -> verdicts): peeval's raw
+metric in the paper's unit, and one number per encoding (mean over seeds with its standard error);
+:func:`estimate_pairs` gives both sides of every comparison of a claim.
 
-Uncertainty per encoding: the standard error across seeds when there are >= 2 seeds, else the run's
-own stderr (lm-eval's), else for accuracies the binomial (plus-four) stderr from n. ``Estimate.method``
-names which ('seeds', 'lm-eval stderr', 'binomial'): the claims table says which test a verdict used.
+Uncertainty per encoding: the leaderboard's mean ± stderr over seeds (``peeval.records.seed_estimate``:
+across seeds when there are >= 2, else the run's own stderr, else for accuracies the binomial one from n).
+``Estimate.method`` names which ('seeds', 'lm-eval stderr', 'binomial'): the claims table says which test a
+verdict used.
 These are the unpaired fallback; ``paired`` compares two encodings example by example when it can.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from peeval import records
 
+from .matching import Evidence, Store
+from .schema import ACC_UNITS, Claim
+
 #: a difference counts when it exceeds Z combined standard errors
 Z = 2.0
+#: the plus-four stderr of a proportion (peeval.records owns it: the leaderboard uses it too)
+binomial_stderr = records.binomial_stderr
 
 
 @dataclass
-class Estimate:
-    """One encoding's number in the paper's unit: mean over seeds, its stderr, total n."""
+class Estimate(records.SeedEstimate):
+    """One encoding's number in the paper's unit: the leaderboard's mean ± stderr over seeds
+    (:class:`peeval.records.SeedEstimate`), and the runs it rests on."""
 
-    value: float
-    stderr: float | None
-    n: int | None
-    seeds: int
-    run_ids: list[str]
-    #: where ``stderr`` came from: 'seeds' | 'lm-eval stderr' | 'binomial' (None: no stderr)
-    method: str | None = None
+    run_ids: list[str] = field(default_factory=list)
 
 
 def to_unit(unit: str, value: float, stderr: float | None) -> tuple[float, float | None]:
@@ -42,42 +45,65 @@ def to_unit(unit: str, value: float, stderr: float | None) -> tuple[float, float
     return value, stderr
 
 
-def binomial_stderr(p: float, n: int) -> float:
-    """Plus-four stderr of a proportion: never 0, so 0/n or n/n is not 'certain'."""
-    pt = (p * n + 2.0) / (n + 4.0)
-    return math.sqrt(pt * (1.0 - pt) / (n + 4.0))
-
-
 def combine_seeds(
     per_seed: list[tuple[float, float | None, int | None]], acc_like: bool, kinds: list[str | None] | None = None
 ) -> Estimate | None:
-    """Mean over seeds; stderr across seeds (>= 2 seeds) else the run's stderr, else binomial.
-    ``kinds[i]`` names where ``per_seed[i]``'s stderr came from (default: 'lm-eval stderr')."""
-    if not per_seed:
+    """Mean ± stderr over seeds (the leaderboard's own: :func:`peeval.records.seed_estimate`) as an
+    :class:`Estimate`; ``acc_like``: the number is a proportion of examples."""
+    est = records.seed_estimate(per_seed, acc_like, kinds)
+    return None if est is None else Estimate(**dataclasses.asdict(est))
+
+
+def run_value(store: Store, unit: list[str], task, metric: str) -> tuple[float, float | None, int | None] | None:
+    """One checkpoint's raw metric (from its latest run that has it); a list of tasks is the
+    mean (stderr combined as independent)."""
+    if isinstance(task, str):
+        for run_id in unit:
+            got = store.values.get((run_id, task), {}).get(metric)
+            if got is not None:
+                return got
         return None
-    vals = [v for v, _, _ in per_seed]
-    ns = [n for _, _, n in per_seed]
-    n_tot = sum(ns) if all(n is not None for n in ns) else None
-    k = len(vals)
-    mean, across = records.mean_stderr(vals)  # across seeds: None for one seed
+    parts = [run_value(store, unit, t, metric) for t in task]
+    if any(p is None for p in parts):
+        return None
+    k = len(parts)
+    mean = sum(p[0] for p in parts) / k
+    ses = [p[1] for p in parts]
+    se = math.sqrt(sum(s * s for s in ses)) / k if all(s is not None for s in ses) else None
+    ns = [p[2] for p in parts]
+    return mean, se, (sum(ns) if all(n is not None for n in ns) else None)
 
-    kinds = list(kinds) if kinds is not None else ["lm-eval stderr"] * k
 
-    def own(v, se, n, kind):
-        """(stderr, its method) of one run."""
-        if se is not None and se > 0:
-            return se, kind or "lm-eval stderr"
-        if acc_like and n:
-            return binomial_stderr(min(max(v, 0.0), 1.0), int(n)), "binomial"
-        return se, None if se is None else kind or "lm-eval stderr"
+def estimate(claim: Claim, store: Store, units: list[list[str]], metric: str) -> Estimate | None:
+    """One variant's number in the paper's unit from its units (one per seed), or None without any."""
+    per_seed, used, kinds = [], [], []
+    acc_like = claim.unit in ACC_UNITS
+    for unit in units:
+        raw = run_value(store, unit, claim.task, metric)
+        if raw is None:
+            continue
+        v, se, n = raw
+        kind = "lm-eval stderr"
+        if se is None and acc_like and n and isinstance(claim.task, str):
+            se, kind = binomial_stderr(min(max(v, 0.0), 1.0), int(n)), "binomial"
+        per_seed.append((v, se, n))
+        kinds.append(kind)
+        used += [rid for rid in unit if any((rid, t) in store.values for t in claim.leaves)]
+    est = combine_seeds(per_seed, acc_like, kinds)
+    if est is None:
+        return None
+    est.value, est.stderr = to_unit(claim.unit, est.value, est.stderr)
+    est.run_ids = used
+    return est
 
-    if k >= 2:
-        se, method = across, "seeds"
-        if se == 0.0:  # identical seeds: fall back to the pooled within-run uncertainty
-            owns = [own(*x, kd) for x, kd in zip(per_seed, kinds, strict=True)]
-            ok = all(s is not None for s, _ in owns)
-            se = math.sqrt(sum(s * s for s, _ in owns)) / k if ok else None
-            method = "+".join(sorted({m for _, m in owns if m})) if ok else None
-    else:
-        se, method = own(*per_seed[0], kinds[0])
-    return Estimate(mean, se, n_tot, k, [], method)
+
+def estimate_pairs(ev: Evidence, store: Store) -> dict[str, tuple[Estimate | None, Estimate | None]]:
+    """Per variant compared with the focus: (the focus's estimate, the other's), both on the metric the
+    pair resolved to (None for a side without a number)."""
+    c = ev.claim
+    out = {}
+    for name in c.others:
+        metric = ev.metrics[name]
+        sides = (c.focus, name)
+        out[name] = tuple(estimate(c, store, ev.units[v], metric) if metric else None for v in sides)
+    return out

@@ -1,4 +1,5 @@
-"""Verdicts: every (focus, other) pair of a claim against peeval's numbers, and the claims tables.
+"""Decide, the last step of a claim (schema -> matching -> stats, paired -> verdicts): every (focus, other)
+pair of a claim against peeval's numbers, and the claims tables; :func:`evaluate_claims` is the whole line.
 
 - ``reproduced``: peeval's difference has the paper's direction and exceeds ``Z`` (=2) combined
   standard errors;
@@ -16,29 +17,19 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 
+from leaderboard.ingest import CLAIM_TABLES, schema_columns, table_ddl
+
 from . import paired as P
-from .matching import Store, ablation_keys, estimate, matching_runs, read_store, resolve_metric
-from .schema import DEFAULT_PATH, Claim, _leaf_tasks, load_claims
-from .stats import Estimate, Z, to_unit
+from .matching import Evidence, Store, find_runs, read_store
+from .schema import DEFAULT_PATH, Claim, load_claims
+from .stats import Estimate, Z, estimate_pairs
 
 VERDICTS = ("reproduced", "contradicted", "inconclusive")
-SCHEMA = Path(__file__).resolve().parent.parent / "schema.sql"
-#: the tables this package writes (their DDL: leaderboard/schema.sql)
-TABLES = ("claims", "claim_values")
-CLAIM_COLUMNS = ("claim_id", "paper", "ref", "task", "metric", "compared", "paper_value", "peeval_value", "stderr")
-CLAIM_COLUMNS += ("n", "seeds", "verdict", "test", "setting_diff", "run_ids")
-
-
-def table_ddl(table: str, schema: Path = SCHEMA) -> str:
-    """The ``CREATE TABLE IF NOT EXISTS <table>`` statement of ``schema.sql``."""
-    text = re.sub(r"--[^\n]*", "", schema.read_text(encoding="utf-8"))
-    for stmt in text.split(";"):
-        if re.match(rf"\s*CREATE TABLE IF NOT EXISTS {table}\s*\(", stmt, flags=re.IGNORECASE):
-            return stmt.strip()
-    raise LookupError(f"{schema}: no CREATE TABLE IF NOT EXISTS {table}")
+#: the tables this package writes, and their columns (DDL: leaderboard/schema.sql, the store's one schema)
+TABLES = CLAIM_TABLES
+CLAIM_COLUMNS, VALUE_COLUMNS = (schema_columns()[0][t] for t in TABLES)
 
 
 def verdict(
@@ -102,100 +93,52 @@ def _unlearned_profiles(store: Store, c: Claim, run_ids: list[str]) -> str:
 
 
 def evaluate_claims(claims: list[Claim], store: Store, z: float = Z) -> tuple[list[dict], list[dict]]:
-    """Rows for the ``claims`` table (one per focus-vs-other pair) and ``claim_values``."""
-    abl = ablation_keys(claims)
+    """Rows for the ``claims`` table (one per focus-vs-other pair) and ``claim_values``: each claim once
+    along parse (``load_claims``) -> find runs -> estimate -> decide."""
     rows, values = [], []
-    for c in claims:
-        leaves = _leaf_tasks(c.task)
-        runs = {name: matching_runs(store, v, abl, c.run_params, leaves) for name, v in c.variants.items()}
-        focus = c.variants[c.focus]
-        ests: dict[str, Estimate | None] = {}
-        metric_used: dict[str, str | None] = {}
-        for name in c.variants:
-            if name == c.focus:
-                continue
-            metric = resolve_metric(c, store, runs[c.focus] + runs[name]) if runs[c.focus] and runs[name] else None
-            metric_used[name] = metric
-            fe = estimate(c, store, runs[c.focus], metric) if metric else None
-            oe = estimate(c, store, runs[name], metric) if metric else None
-            ests.setdefault(c.focus, fe)
-            ests[name] = oe
-            other = c.variants[name]
-            paper_diff = None
-            if focus.paper is not None and other.paper is not None:
-                paper_diff = round(focus.paper - other.paper, 9)  # 94.82 - 11.16 is 83.66, not 83.66000000000001
-            sign = 1
-            if c.claim == "better" and paper_diff not in (None, 0.0):
-                sign = 1 if (paper_diff > 0) == c.higher_is_better else -1
-            kind = "equal" if c.claim == "equal" or paper_diff == 0.0 else "better"
-            diff = se = p = test = None
-            notes = []
-            if fe is None:
-                notes.append(f"no peeval number for {c.focus} ({focus.label()})")
-            if oe is None:
-                notes.append(f"no peeval number for {name} ({other.label()})")
-            if fe is not None and oe is not None:
-                diff = fe.value - oe.value
-                pair, why = P.compare(store, c.task, metric, runs[c.focus], runs[name], kind)
-                if pair is not None:  # the paper's unit is linear in the accuracy: scale the paired se
-                    scale = abs(to_unit(c.unit, 1.0, None)[0] - to_unit(c.unit, 0.0, None)[0])
-                    se, p, test = scale * pair.se, pair.p, pair.test
-                    notes.append(pair.describe())
-                elif fe.stderr is not None and oe.stderr is not None:
-                    se = math.sqrt(fe.stderr**2 + oe.stderr**2)
-                    test = fe.method if fe.method == oe.method else f"{fe.method} / {oe.method}"
-                    notes.append(f"unpaired: {why}")
-                else:
-                    notes.append(f"no uncertainty (one seed and no stderr): run >= 2 seeds; unpaired: {why}")
-            v = verdict(diff, se, c.higher_is_better, sign, kind, c.tolerance, z, p)
-            unlearned = _unlearned_profiles(store, c, (fe.run_ids if fe else []) + (oe.run_ids if oe else []))
-            if unlearned:
-                v = "inconclusive"
-                notes.append(f"no verdict: the sweep's baseline does not learn this task at the {unlearned} budget")
-            seeds = min(fe.seeds, oe.seeds) if fe and oe else (fe or oe).seeds if (fe or oe) else 0
-            n = (fe.n or 0) + (oe.n or 0) if fe and oe and fe.n is not None and oe.n is not None else None
-            peeval_side = _setting_summary(store, (fe.run_ids if fe else []) or [r for u in runs[c.focus] for r in u])
-            setting = f"paper: {c.setting} | peeval: {peeval_side or 'no runs'}; {seeds} seed(s)"
-            setting += f" | CPU profile: {c.cpu} ({c.cpu_note})"
-            if notes:
-                setting += " | " + "; ".join(notes)
-            used = sorted(set((fe.run_ids if fe else []) + (oe.run_ids if oe else [])))
-            rows.append(
-                dict(
-                    claim_id=f"{c.id}:{c.focus}-vs-{name}",
-                    paper=c.paper,
-                    ref=c.ref,
-                    task=c.task_label(),
-                    metric=metric or c.metric,
-                    compared=f"{c.focus} vs {name}",
-                    paper_value=paper_diff,
-                    peeval_value=diff,
-                    stderr=se,
-                    n=n,
-                    seeds=seeds,
-                    verdict=v,
-                    test=test,
-                    setting_diff=setting,
-                    run_ids=json.dumps(used),
-                )
-            )
-        for name, var in c.variants.items():
-            e = ests.get(name)
-            values.append(
-                dict(
-                    claim_id=c.id,
-                    variant=name,
-                    encoding=var.label(),
-                    paper_value=var.paper,
-                    paper_std=var.paper_std,
-                    peeval_value=e.value if e else None,
-                    stderr=e.stderr if e else None,
-                    n=e.n if e else None,
-                    seeds=e.seeds if e else 0,
-                    run_ids=json.dumps(e.run_ids if e else []),
-                )
-            )
+    for ev in find_runs(claims, store):
+        ests = estimate_pairs(ev, store)
+        diffs = P.differences(ev, ests, store)
+        rows += [_decide(ev, name, ests[name], diffs[name], store, z) for name in ev.claim.others]
+        values += _values(ev.claim, ests)
     return rows, values
+
+
+def _decide(
+    ev: Evidence, name: str, ests: tuple[Estimate | None, Estimate | None], d: P.Difference, store: Store, z: float
+) -> dict:
+    """The ``claims`` row of focus vs ``name``: the verdict and what it rests on."""
+    c, (fe, oe) = ev.claim, ests
+    paper_diff, sign, kind = c.against(name)
+    v = verdict(d.diff, d.se, c.higher_is_better, sign, kind, c.tolerance, z, d.p)
+    notes = list(d.notes)
+    if unlearned := _unlearned_profiles(store, c, (fe.run_ids if fe else []) + (oe.run_ids if oe else [])):
+        v = "inconclusive"
+        notes.append(f"no verdict: the sweep's baseline does not learn this task at the {unlearned} budget")
+    seeds = min(fe.seeds, oe.seeds) if fe and oe else (fe or oe).seeds if (fe or oe) else 0
+    n = (fe.n or 0) + (oe.n or 0) if fe and oe and fe.n is not None and oe.n is not None else None
+    peeval_side = _setting_summary(store, (fe.run_ids if fe else []) or [r for u in ev.units[c.focus] for r in u])
+    setting = f"paper: {c.setting} | peeval: {peeval_side or 'no runs'}; {seeds} seed(s)"
+    setting += f" | CPU profile: {c.cpu} ({c.cpu_note})"
+    if notes:
+        setting += " | " + "; ".join(notes)
+    used = sorted(set((fe.run_ids if fe else []) + (oe.run_ids if oe else [])))
+    metric = ev.metrics[name] or c.metric
+    row = (f"{c.id}:{c.focus}-vs-{name}", c.paper, c.ref, c.task_label(), metric, f"{c.focus} vs {name}",
+           paper_diff, d.diff, d.se, n, seeds, v, d.test, setting, json.dumps(used))  # fmt: skip
+    return dict(zip(CLAIM_COLUMNS, row, strict=True))
+
+
+def _values(c: Claim, ests: dict[str, tuple[Estimate | None, Estimate | None]]) -> list[dict]:
+    """The ``claim_values`` rows of a claim: every variant's number (the focus's from its first comparison)."""
+    mine = {c.focus: next(iter(ests.values()))[0]} | {name: oe for name, (_, oe) in ests.items()}
+    out = []
+    for name, var in c.variants.items():
+        e = mine.get(name)
+        row = (c.id, name, var.label(), var.paper, var.paper_std, e.value if e else None, e.stderr if e else None,
+               e.n if e else None, e.seeds if e else 0, json.dumps(e.run_ids if e else []))  # fmt: skip
+        out.append(dict(zip(VALUE_COLUMNS, row, strict=True)))
+    return out
 
 
 def write_claims(con, rows: list[dict], values: list[dict]) -> None:
@@ -213,7 +156,7 @@ def write_claims(con, rows: list[dict], values: list[dict]) -> None:
                 [[r[k] for k in cols] for r in rows],
             )
         if values:
-            cols = list(values[0])
+            cols = VALUE_COLUMNS
             con.executemany(
                 f"INSERT INTO claim_values ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                 [[r[k] for k in cols] for r in values],

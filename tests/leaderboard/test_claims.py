@@ -16,6 +16,7 @@ from helpers.claims import CLAIM
 
 from leaderboard import claims as C
 from leaderboard.claims import schema as CS
+from leaderboard.ingest import schema_sql  # the store's schema: schema.sql with peeval.records' names
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = ROOT.parent / "shared" / "seeds"
@@ -221,7 +222,7 @@ def test_units():
 # --------------------------------------------------------------------------- end to end
 def _db() -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
-    con.execute(SCHEMA.read_text())  # the real store's schema
+    con.execute(schema_sql())  # the real store's schema
     return con
 
 
@@ -481,7 +482,7 @@ def test_stage_script_on_a_database(tmp_path, capsys):
     assert "no such database" in capsys.readouterr().err
     con = duckdb.connect(str(db))
     if SCHEMA.is_file():
-        con.execute(SCHEMA.read_text())
+        con.execute(schema_sql())
     con.close()
     out = tmp_path / "summary.json"
     assert stage.main(["--db", str(db), "--summary", str(out)]) == 0
@@ -697,7 +698,7 @@ def _stage_and_empty_store(tmp_path):
     spec.loader.exec_module(stage)
     db = tmp_path / "p.duckdb"
     con = duckdb.connect(str(db))
-    con.execute(SCHEMA.read_text())
+    con.execute(schema_sql())
     con.close()
     return stage, db
 

@@ -16,8 +16,9 @@ import pytest
 import yaml
 from helpers.claims import CLAIM
 
+from leaderboard.ingest import schema_sql  # the store's schema: schema.sql with peeval.records' names
+
 ROOT = Path(__file__).resolve().parents[2]
-SCHEMA = ROOT / "leaderboard" / "schema.sql"
 
 
 # --------------------------------------------------------------------------- declarations without torch
@@ -80,7 +81,7 @@ def test_schema_sql_is_the_only_ddl_of_the_claims_tables():
     src = "\n".join(p.read_text() for p in (ROOT / "leaderboard" / "claims").glob("*.py"))
     assert not re.search(r"claim_id\s+VARCHAR|_DDL\s*=", src, flags=re.IGNORECASE)
     ref = duckdb.connect()
-    ref.execute(SCHEMA.read_text())
+    ref.execute(schema_sql())
     con = duckdb.connect()
     C.write_claims(con, [], [])
     assert sorted(C.TABLES) == sorted(
@@ -98,7 +99,7 @@ def test_schema_sql_is_the_only_ddl_of_the_claims_tables():
 # --------------------------------------------------------------------------- the stage and the site
 def _store(path: Path) -> Path:
     con = duckdb.connect(str(path))
-    con.execute(SCHEMA.read_text())
+    con.execute(schema_sql())
     for s, (a, b) in enumerate([(0.93, 0.10), (0.95, 0.12), (0.97, 0.11)]):
         for rid, pe, acc in ((f"pope{s}", "pope", a), (f"rope{s}", "rope", b)):
             con.execute(

@@ -19,9 +19,9 @@ from helpers.claims import CLAIM
 
 from leaderboard import claims as C
 from leaderboard.claims import paired as P
+from leaderboard.ingest import schema_sql  # the store's schema: schema.sql with peeval.records' names
 
 ROOT = Path(__file__).resolve().parents[2]
-SCHEMA = ROOT / "leaderboard" / "schema.sql"
 II = "peeval_diag_indirect_indexing_test"
 
 
@@ -146,7 +146,7 @@ def test_unpaired_estimates_name_their_uncertainty():
 # --------------------------------------------------------------------------- a store
 def _db() -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
-    con.execute(SCHEMA.read_text())
+    con.execute(schema_sql())
     return con
 
 

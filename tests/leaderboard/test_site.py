@@ -208,3 +208,25 @@ def test_failed_site_build_leaves_no_temporary_folder(tmp_path, monkeypatch):
         build_site(db, out)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "store"]
     assert (out / "index.html").read_text() == before
+
+
+def test_pages_share_one_base_template_that_escapes_by_default(tmp_path):
+    """Every page fills leaderboard/templates/base.html, the claims page by extending it; a text is escaped
+    unless the code marks it as built HTML."""
+    from leaderboard import pages
+
+    html = pages.render("base.html", title="<b>t</b>", prefix="../", links=pages.nav(False), body="<i>x</i>")
+    assert "<title>&lt;b&gt;t&lt;/b&gt; · peeval</title>" in html and "<main>&lt;i&gt;x&lt;/i&gt;</main>" in html
+    assert 'href="../claims.html"' not in html and '<a href="../data.html">Data</a>' in html
+    assert "<main><i>x</i></main>" in pages.render("base.html", title="t", prefix="", links=[],
+                                                   body=pages.Markup("<i>x</i>"))  # fmt: skip
+    index = build_site(make_store(tmp_path), tmp_path / "site")
+    for page in ("index.html", "ppl.html", "runs"):
+        files = sorted((index.parent / page).glob("*.html")) if page == "runs" else [index.parent / page]
+        head = files[0].read_text()
+        assert head.startswith('<!doctype html><html lang="en"><head><meta charset="utf-8"><title>')
+        assert '<a href="../index.html">Leaderboard</a>' in head if page == "runs" else 'href="index.html"' in head
+    claims = (index.parent / "claims.html").read_text()  # the store's empty claims table: a page with no rows
+    assert claims.startswith('<!doctype html><html lang="en"><head><meta charset="utf-8"><title>claims: ')
+    assert "<header><h1>peeval · claims: " in claims and '<nav><a href="index.html">Leaderboard</a>' in claims
+    assert "<script" not in claims and 'href="assets/site.css"' in claims

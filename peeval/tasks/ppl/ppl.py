@@ -22,7 +22,7 @@ import math
 import datasets
 from lm_eval.api.task import ConfigurableTask
 
-from peeval.records import PPL_LOWER, metric_base, ppl_metric
+from peeval.records import higher_is_better, ppl_metric
 from peeval.tasks.metadata_keys import check_keys
 
 DEFAULT_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384)
@@ -200,4 +200,4 @@ class PerplexityTask(ConfigurableTask):
         return agg
 
     def higher_is_better(self):
-        return {k: metric_base(k) not in PPL_LOWER for k in self.aggregation()}
+        return {k: higher_is_better(k) for k in self.aggregation()}  # peeval.records.METRICS: ppl, bpb lower
