@@ -133,13 +133,22 @@ class _TagLoader(yaml.SafeLoader):
 _TagLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
 
 
+def _task_yaml(path: Path):
+    """A task YAML as lm-eval reads it: an ``include:`` file's keys under the file's own (top level only)."""
+    doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_TagLoader)
+    if isinstance(doc, dict) and isinstance(doc.get("include"), str):
+        base = _task_yaml(path.parent / doc["include"])
+        doc = {**(base if isinstance(base, dict) else {}), **{k: v for k, v in doc.items() if k != "include"}}
+    return doc
+
+
 @functools.cache
 def peeval_task_registry() -> tuple[dict[str, dict], frozenset[str]]:
     """({task or group name: its YAML}, lm-eval built-in tasks that peeval's suites name)."""
     own: dict[str, dict] = {}
     members: set[str] = set()
     for path in sorted(TASKS_DIR.rglob("*.yaml")):
-        doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_TagLoader)
+        doc = _task_yaml(path)
         if not isinstance(doc, dict):
             continue
         name = doc.get("group") if isinstance(doc.get("task"), list) else doc.get("task")
