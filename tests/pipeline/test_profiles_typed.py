@@ -31,8 +31,8 @@ def test_every_parameter_file_validates(path):
     profile = {"params": "cpu", "cpu-claims": "cpu"}.get(path.stem, path.stem)  # parameter file -> its profile
     assert isinstance(p, PipelineParams) and p.profile == raw["profile"] == profile
     assert {k: e.pe for k, e in p.encodings.items()} == {k: e["pe"] for k, e in raw["encodings"].items()}
-    assert p.diagnostics.gen_profile == raw["diagnostics"]["eval"]["profile"]
-    assert p.adapt_methods == raw["adapt"]["methods"] and set(p.suites) == set(raw["eval"]["suites"])
+    assert p.diagnostics.eval.profile == raw["diagnostics"]["eval"]["profile"]
+    assert p.adapt.methods == raw["adapt"]["methods"] and set(p.eval.suites) == set(raw["eval"]["suites"])
 
 
 def test_all_four_profiles_have_a_parameter_file():
