@@ -174,7 +174,8 @@ class Problem:
 
 def problem(err: ValidationError, model: type[BaseModel], raw: Any) -> Problem:
     """The first error of ``err`` (from validating ``raw`` as ``model``) in words."""
-    e = err.errors()[0]
+    errors = err.errors()  # an unknown key first: a misspelt key is also a missing one
+    e = next((x for x in errors if x["type"] == "extra_forbidden"), errors[0])
     loc = list(e["loc"])
     exc = (e.get("ctx") or {}).get("error")
     text = str(exc) if e["type"] == "value_error" and exc is not None else None
