@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 #: the key of a composed entry that names the entry it extends
 EXTENDS = "extends"
@@ -37,6 +37,13 @@ class Strict(BaseModel):
     """The base of every settings model: strict types, unknown keys refused, read-only."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Lenient(Strict):
+    """A model of the keys one reader declares in a shared mapping (lm-eval task metadata): the
+    other keys are ignored here (``peeval.tasks.metadata_keys`` refuses the unknown ones)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,24 @@ def choice(*values: str) -> Any:
 
 def null_is_empty(v: Any) -> Any:
     return {} if v is None else v
+
+
+def one_or_list(v: Any) -> Any:
+    """A single number is a list of one; a tuple a list."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return [v]
+    return list(v) if isinstance(v, tuple) else v
+
+
+def nonempty(text: str) -> AfterValidator:
+    """A validator: the value (a list or mapping) is not empty, else ``text``."""
+
+    def check_nonempty(v: Any) -> Any:
+        if not v:
+            raise ValueError(text)
+        return v
+
+    return AfterValidator(check_nonempty)
 
 
 #: a mapping of setting names to values (``--set`` overrides, ``pe_options``); null is ``{}``
@@ -161,6 +186,8 @@ class Problem:
     key: str  # dotted ('' for the top level)
     value: Any = ...  # the value at key (``...``: not shown)
     text: str = ""  # what is allowed (``unknown``: the allowed keys, with a did-you-mean)
+    item: Any = ...  # the bad item, when the value is a list / tuple and one item is wrong
+    item_text: str = ""  # what an item allows
 
     def line(self, prefix: str, show: Callable[[Any], str] = repr) -> str:
         """``<prefix> <key>=<value>: <text>`` (and the forms for an unknown or missing key)."""
@@ -180,6 +207,7 @@ def problem(err: ValidationError, model: type[BaseModel], raw: Any) -> Problem:
     exc = (e.get("ctx") or {}).get("error")
     text = str(exc) if e["type"] == "value_error" and exc is not None else None
     value: Any = ...
+    item, item_text = ..., ""
     kind = e["type"]
     if "[key]" in loc:  # a bad mapping key: name it, there is no value to show
         loc = loc[: loc.index("[key]")]
@@ -189,6 +217,7 @@ def problem(err: ValidationError, model: type[BaseModel], raw: Any) -> Problem:
     else:
         first_index = next((i for i, p in enumerate(loc) if isinstance(p, int)), None)
         if first_index is not None:  # an item of a list / tuple (or one missing): name it, show it whole
+            item, item_text = _at(raw, loc[: first_index + 1]), _describe(*_walk(model, loc[: first_index + 1]))
             loc = loc[:first_index]
             text, kind = None, "value"
         value = _at(raw, loc)
@@ -205,17 +234,34 @@ def problem(err: ValidationError, model: type[BaseModel], raw: Any) -> Problem:
         )
     if text is None:
         text = _describe(*_walk(model, loc))
-    return Problem("value", dotted, value, text)
+    return Problem("value", dotted, value, text, item, item_text)
+
+
+class Invalid(SettingsError):
+    """:func:`validated`'s error: ``problem`` for a reader that words its own line."""
+
+    def __init__(self, problem: Problem, prefix: str = ""):
+        super().__init__(problem.line(prefix))
+        self.problem = problem
+
+
+def validated(model: type[BaseModel], raw: Any):
+    """``raw`` as ``model``, or :class:`Invalid` with the first :class:`Problem`."""
+    if not isinstance(raw, Mapping):
+        raise Invalid(Problem("value", "", text=f"a mapping with {', '.join(model.model_fields)} (got "
+                              f"{type(raw).__name__})"))  # fmt: skip
+    try:
+        return model.model_validate(raw)
+    except ValidationError as err:
+        raise Invalid(problem(err, model, raw)) from None
 
 
 def check(model: type[BaseModel], raw: Any, prefix: str, show: Callable[[Any], str] = repr):
     """``raw`` as ``model``, or :class:`SettingsError`: one line starting with ``prefix``."""
-    if not isinstance(raw, Mapping):
-        raise SettingsError(f"{prefix}: a mapping with {', '.join(model.model_fields)} (got {type(raw).__name__})")
     try:
-        return model.model_validate(raw)
-    except ValidationError as err:
-        raise SettingsError(problem(err, model, raw).line(prefix, show)) from None
+        return validated(model, raw)
+    except Invalid as e:
+        raise SettingsError(e.problem.line(prefix, show)) from None
 
 
 # -- composition ---------------------------------------------------------------------------------------

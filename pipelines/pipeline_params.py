@@ -28,7 +28,19 @@ from pydantic import AfterValidator, BeforeValidator, model_validator
 
 from peeval.declarations import adapt_methods, encoding_names
 from peeval.records import DIAG_TASKS, GEN_PROFILES
-from peeval.settings import EXTENDS, Allowed, At, SetMap, SettingsError, Strict, check, compose, integer, null_is_empty
+from peeval.settings import (
+    EXTENDS,
+    Allowed,
+    At,
+    SetMap,
+    SettingsError,
+    Strict,
+    check,
+    compose,
+    integer,
+    nonempty,
+    null_is_empty,
+)
 from peeval.tasks.metadata_keys import check_requested
 from peeval.training.profiles import TRAIN_PROFILES
 
@@ -65,15 +77,6 @@ def _one_of(allowed, what: str = "") -> AfterValidator:
 
 #: a list of distinct names
 Names = Annotated[list[str], AfterValidator(_distinct), Allowed("a list of names")]
-
-
-def _nonempty(what: str) -> AfterValidator:
-    def check_nonempty(v):
-        if not v:
-            raise ValueError(f"empty; name at least one{what}")
-        return v
-
-    return AfterValidator(check_nonempty)
 
 
 def _pe(v: str) -> str:
@@ -152,7 +155,10 @@ Seeds = Annotated[list[integer(0)], AfterValidator(_seeds), Allowed(_SEEDS)]
 
 
 class Diagnostics(Strict):
-    runs: Annotated[dict[Annotated[str, AfterValidator(_run_name)], DiagRun], _nonempty(" run ({<name>: {pe, task}})")]
+    runs: Annotated[
+        dict[Annotated[str, AfterValidator(_run_name)], DiagRun],
+        nonempty("empty; name at least one run ({<name>: {pe, task}})"),
+    ]
     seeds: Seeds
     train: DiagTrain
     eval: DiagEval
@@ -166,7 +172,7 @@ class Diagnostics(Strict):
 class Suite(Strict):
     """One eval.suites entry: tasks run in one `peeval eval` start, with one --metadata and --limit."""
 
-    tasks: Annotated[Names, _nonempty("")]
+    tasks: Annotated[Names, nonempty("empty; name at least one")]
     metadata: SetMap
     limit: integer(1, null=True)
 
@@ -241,7 +247,7 @@ class PipelineParams(Strict):
     data: Data
     tokenizer: Sets
     train: Sets
-    encodings: Annotated[dict[str, Encoding], _nonempty(" encoding")]
+    encodings: Annotated[dict[str, Encoding], nonempty("empty; name at least one encoding")]
     diagnostics: Diagnostics
     shift: Shift
     adapt: Adapt

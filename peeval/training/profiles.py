@@ -20,11 +20,23 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BeforeValidator, Field, ValidationError, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from peeval.records import GEN_PROFILES
-from peeval.settings import Allowed, At, SetMap, SettingsError, Strict, choice, compose, did_you_mean, integer, number
-from peeval.settings import problem as first_problem
+from peeval.settings import (
+    Allowed,
+    At,
+    Invalid,
+    SetMap,
+    SettingsError,
+    Strict,
+    choice,
+    compose,
+    did_you_mean,
+    integer,
+    number,
+    validated,
+)
 
 
 def _tuple(v: Any) -> Any:
@@ -118,11 +130,10 @@ def validate_profile(kind: str, prof: dict[str, Any]) -> dict[str, Any]:
     """Every setting in its allowed range (``steps=0`` would write an untrained checkpoint,
     ``eval_every=0`` divide by zero): ``prof`` with the checked values (``1e3`` -> 1000, betas a
     tuple), in its own key order; an error names the setting, its value and what is allowed."""
-    model = MODELS[kind]
     try:
-        checked = model.model_validate(prof)
-    except ValidationError as err:
-        p = first_problem(err, model, prof)
+        checked = validated(MODELS[kind], prof)
+    except Invalid as e:
+        p = e.problem
         if p.kind == "unknown":
             raise SettingsError(f"{kind} profile: {p.text}") from None
         raise SettingsError(
