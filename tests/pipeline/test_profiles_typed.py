@@ -124,6 +124,16 @@ def test_a_bad_parameter_file_is_one_line_naming_the_key(dotted, value, key, tmp
     assert sorted(os.listdir(tmp_path)) == ["params.yaml"]
 
 
+def test_a_stage_receives_the_typed_parameters(tmp_path, monkeypatch):
+    """common.params() hands the stages the checked PipelineParams (old code: the raw dict, which
+    eval.py re-read with defaults of its own)."""
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(_smoke(), sort_keys=False))
+    monkeypatch.chdir(tmp_path)
+    p = common.params()
+    assert isinstance(p, PipelineParams) and p.diagnostics.eval.n == _smoke()["diagnostics"]["eval"]["n"]
+    assert p.train_overrides("tape") == {**_smoke()["train"]["set"], **_smoke()["encodings"]["tape"]["set"]}
+
+
 def test_seed_entries_of_one_encoding(tmp_path):
     """rope-s1 / rope-s2: rope's seeds 1 and 2 (one leaderboard row, three seeds); the train stage reads the seed."""
     p = _set(_smoke(), "encodings.rope-s1", {"pe": "rope", "pe_options": {}, "set": {}, "seed": 1})
