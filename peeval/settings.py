@@ -190,13 +190,15 @@ class Problem:
     item_text: str = ""  # what an item allows
 
     def line(self, prefix: str, show: Callable[[Any], str] = repr) -> str:
-        """``<prefix> <key>=<value>: <text>`` (and the forms for an unknown or missing key)."""
+        """``<prefix> <key>=<value>: <text>`` (and the forms for an unknown or missing key), one line."""
         if self.kind == "missing":
-            return f"{prefix}: missing key {self.key}"
-        if self.kind == "unknown":
-            return f"{prefix} {self.key or '<top level>'}: {self.text}"
-        value = "" if self.value is ... else f"={show(self.value)}"
-        return f"{prefix} {self.key}{value}: {self.text}" if self.key else f"{prefix}: {self.text}"
+            out = f"{prefix}: missing key {self.key}"
+        elif self.kind == "unknown":
+            out = f"{prefix} {self.key or '<top level>'}: {self.text}"
+        else:
+            value = "" if self.value is ... else f"={show(self.value)}"
+            out = f"{prefix} {self.key}{value}: {self.text}" if self.key else f"{prefix}: {self.text}"
+        return " ".join(out.splitlines())
 
 
 def problem(err: ValidationError, model: type[BaseModel], raw: Any) -> Problem:
@@ -240,8 +242,8 @@ def problem(err: ValidationError, model: type[BaseModel], raw: Any) -> Problem:
 class Invalid(SettingsError):
     """:func:`validated`'s error: ``problem`` for a reader that words its own line."""
 
-    def __init__(self, problem: Problem, prefix: str = ""):
-        super().__init__(problem.line(prefix))
+    def __init__(self, problem: Problem):
+        super().__init__(problem.line("settings"))
         self.problem = problem
 
 
