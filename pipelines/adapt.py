@@ -11,10 +11,9 @@ if __name__ == "__main__":
     method = sys.argv[1]
     p = params()
     use_mirror()
-    overrides = p["adapt"]["train"].get("set") or {}
     try:
-        s = resumable(lambda rd: run_adapt(ADAPT / method, method, profile=p["profile"], seed=p["seed"],
-                                           resume_dir=rd, **overrides),
+        s = resumable(lambda rd: run_adapt(ADAPT / method, method, profile=p.profile, seed=p.seed,
+                                           resume_dir=rd, **p.adapt.train.set),
                       RESUME / "adapt" / method, f"adapt@{method}")  # fmt: skip
     except (ValueError, FileNotFoundError) as e:
         fail(f"adapt@{method}", "profile, seed, adapt.train", e)

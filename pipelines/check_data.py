@@ -26,7 +26,7 @@ def main() -> None:
     if not root.is_dir():
         raise SystemExit(f"data: no offline data mirror at {root} (params.yaml data.root; SPEC section 8)")
     manifest = {"mirror": str(root), "folders": {}}
-    for rel in params()["data"]["mirror"]:
+    for rel in params().data.mirror:
         d = root / rel
         if not d.is_dir():
             raise SystemExit(f"data: the mirror has no {rel} (looked in {d})")

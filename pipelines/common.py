@@ -6,7 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `leaderboard` is a folder of the repository, not an installed package
@@ -22,25 +22,29 @@ RESULTS = Path("results")
 DB = Path("leaderboard/peeval.duckdb")
 SITE = Path("leaderboard/site")
 
+if TYPE_CHECKING:
+    from pipeline_params import PipelineParams
 
-def params() -> dict[str, Any]:
+
+def params() -> PipelineParams:
     """params.yaml (the parameter file of the active profile), read from the directory DVC runs the
     stage in and checked (``pipeline_params``: every key, type and cross-key rule) before the stage
-    does anything: a bad file is one line naming the key, exit code 2."""
+    does anything: a bad file is one line naming the key, exit code 2. The stage reads the typed,
+    checked object, never the raw file."""
     from pipeline_params import ParamsError, load
 
     try:
-        raw, _ = load(Path("params.yaml"))
+        _, typed = load(Path("params.yaml"))
     except ParamsError as e:
         print(e, file=sys.stderr)
         raise SystemExit(2) from None
-    return raw
+    return typed
 
 
 def use_mirror() -> Path:
     """Point the package at the mirror DVC watches (params.yaml `data.root`, relative to the
     repository), so that what a stage reads is what `dvc status` checks."""
-    root = (ROOT / str(params().get("data", {}).get("root", "../shared/data"))).resolve()
+    root = (ROOT / params().data.root).resolve()
     env = os.environ.get("PEEVAL_DATA_MIRROR")
     if env and Path(env).resolve() != root:
         raise SystemExit(
@@ -51,15 +55,13 @@ def use_mirror() -> Path:
     return root
 
 
-def entry(p: dict, section: str, key: str) -> dict:
-    """``p[section][key]`` (section may be dotted: ``diagnostics.runs``), or one line and exit 2."""
-    node = p
-    for part in section.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
-    if not isinstance(node, dict) or key not in node:
-        print(f"params.yaml: no {section}.{key} (known: {sorted(node or {})})", file=sys.stderr)
+def entry(entries: dict[str, Any], section: str, key: str) -> Any:
+    """``entries[key]`` (params.yaml ``<section>.<key>``: a stage's command-line argument), or one
+    line and exit 2."""
+    if key not in entries:
+        print(f"params.yaml: no {section}.{key} (known: {sorted(entries)})", file=sys.stderr)
         sys.exit(2)
-    return node[key]
+    return entries[key]
 
 
 def diag_name(run: str, seed: int | str) -> str:
@@ -145,7 +147,7 @@ def _parse_launcher(name: str, opts: list[str], launcher: str):
     return args
 
 
-def run_stage(p: dict, script: str, args: list[str]) -> None:
+def run_stage(p: PipelineParams, script: str, args: list[str]) -> None:
     """Replace this process by ``python <script> <args>``, or, if params.yaml names a ``launcher``,
     by ``<launcher> <script> <args>`` (the stage then runs once per process: the processes split
     each batch, rank 0 writes). A bad launcher ends the stage with one line, exit 2, before
@@ -154,7 +156,7 @@ def run_stage(p: dict, script: str, args: list[str]) -> None:
         print(f"launch: no stage script {script!r}", file=sys.stderr)
         sys.exit(2)
     try:
-        prefix = launcher_argv(p.get("launcher") or "")
+        prefix = launcher_argv(p.launcher)
     except ValueError as e:
         print(f"launch: {e}", file=sys.stderr)
         sys.exit(2)

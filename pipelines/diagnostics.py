@@ -15,14 +15,12 @@ if __name__ == "__main__":
         sys.exit(2)
     run, seed = sys.argv[1], int(sys.argv[2])
     p = params()
-    run_entry = entry(p, "diagnostics.runs", run)
-    task = run_entry["task"]
-    train = p["diagnostics"]["train"]
-    overrides = {**(train.get("set") or {}), **((train.get("task_set") or {}).get(task) or {})}
+    run_entry = entry(p.diagnostics.runs, "diagnostics.runs", run)
+    overrides = p.diagnostics.train.overrides(run_entry.task)
     name = diag_name(run, seed)
     try:
-        s = resumable(lambda rd: run_train(DIAG / name, run_entry["pe"], run_entry.get("pe_options") or None, task=task,
-                                           profile=p["profile"], seed=seed, resume_dir=rd, settings=overrides),
+        s = resumable(lambda rd: run_train(DIAG / name, run_entry.pe, run_entry.pe_options or None, task=run_entry.task,
+                                           profile=p.profile, seed=seed, resume_dir=rd, settings=overrides),
                       RESUME / "diag" / name, f"diagnostics@{run}-{seed}")  # fmt: skip
     except (ValueError, FileNotFoundError) as e:
         fail(f"diagnostics@{run}-{seed}", f"profile, diagnostics.train, diagnostics.runs.{run}", e)

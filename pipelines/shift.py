@@ -11,7 +11,6 @@ if __name__ == "__main__":
     key = sys.argv[1]
     p = params()
     use_mirror()  # the windows are PG-19 (mirror: local/gutenberg-eval)
-    entry(p, "encodings", key)
-    cfg = p["shift"]
-    args = ["--checkpoint", str(PRETRAIN / key), "--out", str(RESULTS / "shift" / key), "--seed", str(p["seed"])]
-    sys.exit(main([*args, "--sequences", str(cfg["sequences"]), "--length", str(cfg["length"])]))
+    entry(p.encodings, "encodings", key)
+    args = ["--checkpoint", str(PRETRAIN / key), "--out", str(RESULTS / "shift" / key), "--seed", str(p.seed)]
+    sys.exit(main([*args, "--sequences", str(p.shift.sequences), "--length", str(p.shift.length)]))

@@ -12,12 +12,11 @@ if __name__ == "__main__":
     key = sys.argv[1]
     p = params()
     use_mirror()
-    enc = entry(p, "encodings", key)
-    overrides = {**(p["train"].get("set") or {}), **(enc.get("set") or {})}
+    enc = entry(p.encodings, "encodings", key)
     try:
-        s = resumable(lambda rd: run_train(PRETRAIN / key, enc["pe"], enc.get("pe_options") or None,
-                                           profile=p["profile"], seed=enc.get("seed", p["seed"]), tokenizer=TOKENIZER,
-                                           resume_dir=rd, settings=overrides),
+        s = resumable(lambda rd: run_train(PRETRAIN / key, enc.pe, enc.pe_options or None, profile=p.profile,
+                                           seed=p.seed_of(key), tokenizer=TOKENIZER, resume_dir=rd,
+                                           settings=p.train_overrides(key)),
                       RESUME / "train" / key, f"train@{key}")  # fmt: skip
     except (ValueError, FileNotFoundError) as e:
         fail(f"train@{key}", f"profile, seed, train.set, encodings.{key}", e)

@@ -11,8 +11,9 @@ by one of them (:func:`check_requested`).
 
 from __future__ import annotations
 
-import difflib
 import functools
+
+from peeval.settings import did_you_mean
 
 #: what lm-eval itself writes into a task's metadata (lm_eval/tasks/_factory.py: the YAML's path,
 #: a non-dict metadata, a python task's placeholder)
@@ -59,9 +60,7 @@ def model_arg_names() -> frozenset[str]:
 
 
 def _refuse(where: str, key: str, known: set[str], reads: str) -> None:
-    close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.6)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise ValueError(f"{where}: unknown key {key!r}{hint}; {reads}")
+    raise ValueError(f"{where}: unknown key {key!r}{did_you_mean(key, known)}; {reads}")
 
 
 def check_keys(task: str, metadata: dict) -> None:

@@ -323,7 +323,9 @@ def test_diagnostic_test_examples_do_not_depend_on_the_encoding_or_the_seed(monk
     spec = importlib.util.spec_from_file_location("eval_stage", ROOT / "pipelines" / "eval.py")
     stage = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(stage)
-    params = yaml.safe_load((ROOT / "params" / "cpu-claims.yaml").read_text())
+    from pipeline_params import load
+
+    _, params = load(ROOT / "params" / "cpu-claims.yaml")  # what the stages receive (cpu-claims extends cpu)
     seen = set()
     for run, seed in (
         ("rope-indirect_indexing", "0"),

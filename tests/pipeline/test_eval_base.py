@@ -36,13 +36,13 @@ def test_every_profile_evaluates_the_base_on_its_adapt_suites():
     """The shipped model gets the adapted models' suites, zero-shot included (cpu / gpu / paper)."""
     for name in ("cpu", "gpu", "paper"):
         p = validate(_profile(name))
-        assert p.eval_base == p.eval_adapt, name
-        zs = {t for s in p.eval_base for t in p.suites[s].tasks}
+        assert p.eval.base == p.eval.adapt, name
+        zs = {t for s in p.eval.base for t in p.eval.suites[s].tasks}
         want = {"lambada_openai", "blimp", "piqa", "arc_easy", "arc_challenge", "peeval_hellaswag"}
         want |= {f"mmlu_{c}" for c in ("humanities", "social_sciences", "stem", "other")}
         assert want <= zs, (name, want - zs)
     cpu = validate(_profile("cpu"))
-    assert {cpu.suites[s].limit for s in cpu.eval_base if not cpu.suites[s].metadata} == {10, 1}  # documented
+    assert {cpu.eval.suites[s].limit for s in cpu.eval.base if not cpu.eval.suites[s].metadata} == {10, 1}  # documented
 
 
 @pytest.mark.parametrize(
@@ -95,7 +95,7 @@ def _opts(argv: list[str]) -> dict[str, str]:
 def test_base_eval_is_the_adapters_base_without_an_adapter(shipped, tmp_path, monkeypatch):
     import eval as stage
 
-    p = _profile("cpu")
+    p = validate(_profile("cpu"))
     base = _opts(stage.argv_for("base", "", "ppl_long", p))
     assert base["--model"] == "peeval-llama"
     assert base["--model_args"] == f"pretrained={SHIPPED_DIR},gguf_file={GGUF},max_length={2048 + 64}"
@@ -119,7 +119,7 @@ def test_base_eval_follows_the_adapt_profiles_gguf_file(shipped):
 
     p = _profile("cpu")
     p["adapt"]["train"]["set"] = {"gguf_file": "other.gguf"}
-    assert "gguf_file=other.gguf" in _opts(stage.argv_for("base", "", "zeroshot_groups", p))["--model_args"]
+    assert "gguf_file=other.gguf" in _opts(stage.argv_for("base", "", "zeroshot_groups", validate(p)))["--model_args"]
 
 
 @pytest.mark.parametrize(

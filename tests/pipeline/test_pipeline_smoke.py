@@ -131,13 +131,15 @@ def test_site_of_the_smoke_run_in_chromium(smoke, tmp_path):
 
 
 def test_profiles_are_consistent():
-    """params.yaml is the cpu profile; every parameter file passes the stages' own check (pipeline_params:
-    known encodings, tasks, suites, adapt methods, distinct seeds, ...)."""
+    """params.yaml is the cpu profile (generated from params/cpu.yaml: test_profiles_typed checks it); every
+    parameter file passes the stages' own check (pipeline_params: known encodings, tasks, suites, adapt
+    methods, distinct seeds, ...)."""
     sys.path.insert(0, str(Path(REPO) / "pipelines"))
     from pipeline_params import load
 
     root = Path(REPO)
-    assert (root / "params.yaml").read_text() == (root / "params" / "cpu.yaml").read_text()
+    _, typed = load(root / "params.yaml")
+    assert typed.profile == "cpu"
     keys = None
     for name in ("smoke", "cpu", "paper"):
         p, _ = load(root / "params" / f"{name}.yaml")
@@ -152,9 +154,13 @@ def test_cpu_claims_extends_cpu_without_rerunning_it():
     """`cpu-claims` only adds to `cpu`: every section a cpu stage reads as a DVC parameter is the same
     (e.g. diagnostics.train: a different task_set would rerun the cpu flip-flop runs on a switch), and
     every cpu encoding / diagnostics run is kept unchanged."""
+    sys.path.insert(0, str(Path(REPO) / "pipelines"))
+    from pipeline_params import load
+
     root = Path(REPO)
-    cpu = yaml.safe_load((root / "params" / "cpu.yaml").read_text())
-    claims = yaml.safe_load((root / "params" / "cpu-claims.yaml").read_text())
+    assert yaml.safe_load((root / "params" / "cpu-claims.yaml").read_text())["extends"] == "cpu"  # not a copy
+    cpu, _ = load(root / "params" / "cpu.yaml")
+    claims, _ = load(root / "params" / "cpu-claims.yaml")  # composed: cpu with the file merged on top
     for key in ("profile", "seed", "data", "tokenizer", "train", "shift", "adapt", "eval"):
         assert claims[key] == cpu[key], key
     assert {k: v for k, v in claims["diagnostics"].items() if k != "runs"} == {

@@ -21,11 +21,14 @@ from __future__ import annotations
 import random
 import re
 from functools import lru_cache
+from typing import Annotated
 
 import datasets
 from lm_eval.api.task import ConfigurableTask
+from pydantic import BeforeValidator, Field
 
 from peeval.records import passkey_metric
+from peeval.settings import Allowed, Invalid, Lenient, integer, nonempty, one_or_list, validated
 from peeval.tasks.metadata_keys import check_keys
 
 INTRO = (
@@ -36,6 +39,7 @@ FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. Th
 NEEDLE = "The pass key is {key}. Remember it. {key} is the pass key."
 QUESTION = "What is the pass key? The pass key is"
 DEFAULTS = {"lengths": [512, 1024, 2048, 4096], "depths": [0.0, 0.25, 0.5, 0.75, 1.0], "per_cell": 5, "seed": 0}
+_DEPTH = "a number in [0, 1] (0 = after the intro, 1 = before the question)"
 
 
 @lru_cache(maxsize=4)
@@ -74,36 +78,39 @@ def make_prompt(length: int, depth: float, key: int, count) -> str:
     return "\n".join(parts)
 
 
-def _as_list(name: str, value) -> list:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return [value]
-    if not isinstance(value, (list, tuple)) or not value:
-        raise ValueError(f"peeval_passkey metadata {name}={value!r}: must be a non-empty list")
-    return list(value)
+class Grid(Lenient):
+    """What peeval_passkey reads from its metadata (the other keys: ``check_keys``)."""
+
+    lengths: Annotated[
+        list[Annotated[integer(1), Allowed("a positive integer (prompt tokens)")]],
+        BeforeValidator(one_or_list),
+        nonempty("a non-empty list"),
+    ] = DEFAULTS["lengths"]
+    depths: Annotated[
+        list[Annotated[float, Field(ge=0, le=1, allow_inf_nan=False), Allowed(_DEPTH)]],
+        BeforeValidator(one_or_list),
+        nonempty("a non-empty list"),
+    ] = DEFAULTS["depths"]
+    per_cell: integer(1) = DEFAULTS["per_cell"]
+    seed: integer(0) = DEFAULTS["seed"]
+    tokenizer: Annotated[str | None, Allowed("a tokenizer folder")] = None
 
 
 def check_metadata(metadata: dict) -> dict:
     """The validated grid: ``lengths`` ints >= 1, ``depths`` numbers in [0, 1] (a depth outside
     builds a prompt longer than the length it is filed under), ``per_cell`` int >= 1, ``seed``
-    int. Raised where the task reads its metadata, so ``lm_eval`` and ``peeval eval`` agree."""
+    int. Raised where the task reads its metadata, so ``lm_eval`` and ``peeval eval`` agree.
+    The values are returned as given (a depth's spelling seeds its cell's keys)."""
     check_keys("peeval_passkey", metadata)
     md = {**DEFAULTS, **{k: v for k, v in metadata.items() if k in (*DEFAULTS, "tokenizer")}}
-    for L in _as_list("lengths", md["lengths"]):
-        if isinstance(L, bool) or not isinstance(L, int) or L < 1:
-            raise ValueError(f"peeval_passkey metadata lengths: {L!r} is not a positive integer (prompt tokens)")
-    for d in _as_list("depths", md["depths"]):
-        if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0.0 <= d <= 1.0:
-            raise ValueError(
-                f"peeval_passkey metadata depths: {d!r} is not a number in [0, 1] (0 = after the intro, 1 = before "
-                "the question)"
-            )
-    for key in ("per_cell", "seed"):
-        v, low = md[key], 1 if key == "per_cell" else 0
-        if isinstance(v, bool) or not isinstance(v, int) or v < low:
-            raise ValueError(f"peeval_passkey metadata {key}={v!r}: must be an integer >= {low}")
-    if md.get("tokenizer") is not None and not isinstance(md["tokenizer"], str):
-        raise ValueError(f"peeval_passkey metadata tokenizer={md['tokenizer']!r}: must be a tokenizer folder")
-    md["lengths"], md["depths"] = _as_list("lengths", md["lengths"]), _as_list("depths", md["depths"])
+    try:
+        validated(Grid, md)
+    except Invalid as e:
+        p = e.problem
+        if p.item is not ...:
+            raise ValueError(f"peeval_passkey metadata {p.key}: {p.item!r} is not {p.item_text}") from None
+        raise ValueError(f"peeval_passkey metadata {p.key}={p.value!r}: must be {p.text}") from None
+    md["lengths"], md["depths"] = one_or_list(md["lengths"]), one_or_list(md["depths"])
     return md
 
 

@@ -18,22 +18,35 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Annotated
 
 import datasets
 from lm_eval.api.task import ConfigurableTask
+from pydantic import BeforeValidator
 
 from peeval.records import higher_is_better, ppl_metric
+from peeval.settings import Allowed, Invalid, Lenient, integer, nonempty, one_or_list, validated
 from peeval.tasks.metadata_keys import check_keys
 
 DEFAULT_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384)
 _NONE_SCORED = "{}: no token was scored (no evaluated document has that many tokens): use shorter lengths"
 
 
-def _int_at_least(name: str, value, low: int, hint: str = "") -> int:
-    """``value`` as an int >= ``low``, else one clear ValueError naming the metadata key."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"peeval_ppl metadata {name}={value!r}: must be an integer >= {low}{hint}")
-    return value
+_NO_LIMIT = "an integer >= 1 or null for no limit"
+
+
+class Windows(Lenient):
+    """What peeval_ppl reads from its metadata (the other keys: ``check_keys``)."""
+
+    lengths: Annotated[
+        list[Annotated[integer(2), Allowed("an integer >= 2 (a window of L tokens scores L-1)")]],
+        BeforeValidator(one_or_list),
+        nonempty("a non-empty list of integers >= 2"),
+        Allowed("a non-empty list of integers >= 2"),
+    ] = list(DEFAULT_LENGTHS)
+    stride: Annotated[integer(1, null=True), Allowed("an integer >= 1 (omit it for disjoint windows)")] = None
+    max_windows: Annotated[integer(1, null=True), Allowed(_NO_LIMIT)] = None
+    max_docs: Annotated[integer(1, null=True), Allowed(_NO_LIMIT)] = None
 
 
 def check_metadata(metadata: dict) -> dict:
@@ -42,25 +55,19 @@ def check_metadata(metadata: dict) -> dict:
     ``max_docs`` (None for no limit, else >= 1). Raised here, where the task reads its metadata,
     so plain ``lm_eval`` and ``peeval eval`` fail the same way, before any model work."""
     check_keys("peeval_ppl", metadata)
-    lengths = metadata.get("lengths", DEFAULT_LENGTHS)
-    if isinstance(lengths, int) and not isinstance(lengths, bool):
-        lengths = [lengths]
-    if not isinstance(lengths, (list, tuple)) or not lengths:
-        raise ValueError(f"peeval_ppl metadata lengths={lengths!r}: must be a non-empty list of integers >= 2")
-    lengths = sorted({_int_at_least("lengths", L, 2, " (a window of L tokens scores L-1)") for L in lengths})
-    stride = metadata.get("stride")
-    if stride is not None:
-        _int_at_least("stride", stride, 1, " (omit it for disjoint windows)")
-        if stride > lengths[0]:
-            raise ValueError(
-                f"peeval_ppl metadata stride={stride} is larger than length {lengths[0]}: sliding windows need "
-                "1 <= stride <= every length (omit stride for disjoint windows)"
-            )
-    out = {"lengths": lengths, "stride": stride}
-    for key in ("max_windows", "max_docs"):
-        v = metadata.get(key)
-        out[key] = None if v is None else _int_at_least(key, v, 1, " or null for no limit")
-    return out
+    try:
+        w = validated(Windows, metadata)
+    except Invalid as e:
+        p = e.problem
+        shown, text = (p.item, p.item_text) if p.item is not ... else (p.value, p.text)
+        raise ValueError(f"peeval_ppl metadata {p.key}={shown!r}: must be {text}") from None
+    lengths = sorted(set(w.lengths))
+    if w.stride is not None and w.stride > lengths[0]:
+        raise ValueError(
+            f"peeval_ppl metadata stride={w.stride} is larger than length {lengths[0]}: sliding windows need "
+            "1 <= stride <= every length (omit stride for disjoint windows)"
+        )
+    return {"lengths": lengths, "stride": w.stride, "max_windows": w.max_windows, "max_docs": w.max_docs}
 
 
 def _lengths(metadata: dict) -> list[int]:
