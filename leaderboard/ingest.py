@@ -316,6 +316,8 @@ def _sample_row(s: Any, task: str, run_id: str) -> tuple[dict, str]:
     if not isinstance(s, dict) or "doc_id" not in s:
         raise ValueError("a sample needs a doc_id")
     args = s.get("arguments") or []
+    if isinstance(args, dict):  # plain lm_eval's own samples file: {"gen_args_0": {"arg_0": prompt, ...}}
+        args = [list(a.values()) if isinstance(a, dict) else a for a in args.values()]
     prompt = args[0][0] if args and isinstance(args[0], (list, tuple)) and args[0] else None
     resp = s.get("filtered_resps", s.get("resps"))
     if isinstance(resp, list) and len(resp) == 1:
@@ -330,11 +332,12 @@ def _sample_row(s: Any, task: str, run_id: str) -> tuple[dict, str]:
     return row, str(s.get("filter", "none"))
 
 
-def _sample_rows(run_dir: Path, run_id: str) -> tuple[list[dict], dict[tuple[str, str, str], int]]:
-    """samples rows + documents per (task, filter, metric) from the samples_<task>.jsonl files."""
+def _sample_rows(run_dir: Path, run_id: str, suffix: str = "") -> tuple[list[dict], dict[tuple[str, str, str], int]]:
+    """samples rows + documents per (task, filter, metric) from the samples_<task><suffix>.jsonl files
+    (plain lm_eval's suffix: ``_<date>`` of its results file)."""
     rows, counts = [], {}
-    for f in sorted(run_dir.glob("samples_*.jsonl")):
-        task = f.stem[len("samples_") :]
+    for f in sorted(run_dir.glob(f"samples_*{suffix}.jsonl")):
+        task = f.stem[len("samples_") : len(f.stem) - len(suffix)]
         try:
             lines = f.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as e:
@@ -385,10 +388,45 @@ def summarised_subtasks(doc: dict, path: Path) -> list[str]:
     return sorted({t for g in summarised for t in groups[g] if t not in groups and t in results})
 
 
+#: the results file plain ``lm_eval --output_path DIR`` writes: DIR/<model>/results_<date>.json (its samples
+#: ``samples_<task>_<date>.jsonl`` beside it)
+LM_EVAL_RESULTS = re.compile(r"^results_(?P<date>.+)\.json$")
+
+
+def results_file(run: Path) -> Path:
+    """The results file of a run found by :func:`discover`: ``<dir>/results.json`` (``peeval eval``), or the
+    ``results_<date>.json`` of plain lm_eval itself."""
+    return run if run.is_file() else run / "results.json"
+
+
+def lm_eval_provenance(doc: dict, path: Path) -> dict:
+    """The provenance of a run written by plain ``lm_eval`` (no ``peeval`` record): what lm-eval's own
+    results file says of the model, its arguments, the seed, the date and the versions. The run is
+    ingested as an external run (no encoding, no training length): a row beside the baselines."""
+    config = _obj(doc, "config", "")
+    model_args = config.get("model_args") or {}
+    if isinstance(model_args, str):
+        model_args = dict(kv.split("=", 1) for kv in model_args.split(",") if "=" in kv)
+    if not isinstance(model_args, dict) or not config.get("model"):
+        raise IngestError(f"{path}: neither a 'peeval' provenance nor lm-eval's 'config' with a model")
+    try:
+        date = dt.datetime.fromtimestamp(float(doc["date"]), dt.UTC).isoformat(timespec="seconds")
+    except (KeyError, TypeError, ValueError, OverflowError) as e:
+        raise IngestError(f"{path}: no usable lm-eval 'date' ({e})") from e
+    pretrained = model_args.get("pretrained")
+    return {
+        "model": str(config["model"]), "model_args": model_args, "date": date, "seed": config.get("random_seed"),
+        "checkpoint": str(pretrained) if pretrained else None, "device": config.get("device"),
+        "limit": config.get("limit"), "dtype": config.get("model_dtype"), "max_length": doc.get("max_length"),
+        "versions": {"lm_eval": doc.get("lm_eval_version"), "transformers": doc.get("transformers_version")},
+        "protocol": {}, "git_commit": doc.get("git_hash"), "written_by": "lm_eval",
+    }  # fmt: skip
+
+
 def parse_results_dir(run_dir: Path, root: Path) -> dict[str, list[dict]]:
-    """All rows one ``peeval eval`` results directory contributes (IngestError naming the file if any
-    part of it is malformed)."""
-    path = run_dir / "results.json"
+    """All rows one run contributes: a ``peeval eval`` results directory, or a results file of plain
+    ``lm_eval --log_samples`` (an external run); IngestError naming the file if any part is malformed."""
+    path = results_file(run_dir)
     try:
         return _parse_results_dir(run_dir, path, root)
     except IngestError:
@@ -403,13 +441,17 @@ def _parse_results_dir(run_dir: Path, path: Path, root: Path) -> dict[str, list[
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), dict) or not doc["results"]:
         raise IngestError(f"{path}: no 'results' object (partial or not an lm-eval results file)")
     prov = doc.get(PROVENANCE_KEY)
+    plain = LM_EVAL_RESULTS.match(path.name) if prov is None else None
+    if plain:
+        prov = lm_eval_provenance(doc, path)
     if not isinstance(prov, dict) or "model" not in prov or "date" not in prov:
-        raise IngestError(f"{path}: no 'peeval' provenance (write results with `peeval eval`)")
+        raise IngestError(f"{path}: no 'peeval' provenance (write results with `peeval eval`, or keep plain "
+                          "lm_eval's own results_<date>.json name)")  # fmt: skip
     run_id = hashlib.sha256(raw).hexdigest()[:16]
     metrics = parse_metrics(doc["results"], path)
     if not metrics:
         raise IngestError(f"{path}: the results hold no metric")
-    samples, cell_counts = _sample_rows(run_dir, run_id)
+    samples, cell_counts = _sample_rows(path.parent, run_id, f"_{plain['date']}" if plain else "")
     n_samples = _obj(doc, "n-samples", "")
 
     def n_of(task: str, metric: str, filt: str) -> int | None:
@@ -581,12 +623,15 @@ def discover(paths: list[Path]) -> tuple[list[Path], list[Path]]:
     for p in paths:
         if not p.exists():
             raise IngestError(f"{p}: no such file or directory")
-        if p.is_file():
+        if p.is_file() and not LM_EVAL_RESULTS.match(p.name):
             p = p.parent
-        for f in [p / "results.json", *p.rglob("results.json")]:
+        for f in [p / "results.json", *p.rglob("results.json")] if p.is_dir() else []:
             if f.is_file():
                 results.add(f.parent)
-        for name in ("train_summary.json", "adapt_summary.json"):
+        for f in [p, *(p.rglob("results_*.json") if p.is_dir() else [])]:  # plain lm_eval: a file per run
+            if f.is_file() and LM_EVAL_RESULTS.match(f.name) and not (f.parent / "results.json").is_file():
+                results.add(f)
+        for name in ("train_summary.json", "adapt_summary.json") if p.is_dir() else ():
             for f in [p / name, *p.rglob(name)]:
                 if f.is_file():
                     checkpoints.add(f.parent)
@@ -748,7 +793,7 @@ def ingest(
         got = parse_results_dir(d, root)
         for r in got["runs"]:
             if r["run_id"] in first:
-                raise IngestError(f"{d / 'results.json'}: the same file as {first[r['run_id']] / 'results.json'} "
+                raise IngestError(f"{results_file(d)}: the same file as {results_file(first[r['run_id']])} "
                                   "(a copied results folder would count the run twice): remove one")  # fmt: skip
             first[r["run_id"]] = d
             r.update(source=LOCAL_SOURCE, machine=None)

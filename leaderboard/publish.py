@@ -20,7 +20,16 @@ import tempfile
 from pathlib import Path
 
 from leaderboard._cli import run_command
-from leaderboard.ingest import PUBLISHED, SOURCE_FILE, IngestError, discover, parse_results_dir
+from leaderboard.ingest import (
+    LM_EVAL_RESULTS,
+    PUBLISHED,
+    SOURCE_FILE,
+    IngestError,
+    discover,
+    lm_eval_provenance,
+    parse_results_dir,
+    results_file,
+)
 from peeval._io import named, replace_dir
 
 #: what a checkpoint folder contributes: its summaries and curve, nothing that holds weights
@@ -59,7 +68,8 @@ def publish(
             parse_results_dir(d, Path.cwd())
         except IngestError as e:
             raise PublishError(str(e)) from e
-        prov = json.loads((d / "results.json").read_text(encoding="utf-8"))["peeval"]
+        doc = json.loads(results_file(d).read_text(encoding="utf-8"))
+        prov = doc.get("peeval") or lm_eval_provenance(doc, results_file(d))  # plain lm_eval's own results file
         devices.add(str(prov.get("device")))
         commits.add(str(prov.get("git_commit")))
     here = Path.cwd().resolve()
@@ -70,6 +80,13 @@ def publish(
     tmp = Path(tempfile.mkdtemp(prefix=f".{profile}.", dir=out))
     try:
         for d in result_dirs:
+            if d.is_file():  # plain lm_eval: its results file and the samples of the same date, as written
+                dest = tmp / d.parent.resolve().relative_to(here)
+                dest.mkdir(parents=True, exist_ok=True)
+                date = LM_EVAL_RESULTS.match(d.name)["date"]
+                for f in [d, *sorted(d.parent.glob(f"samples_*_{date}.jsonl"))]:
+                    shutil.copy2(f, dest / f.name)
+                continue
             dest = tmp / d.resolve().relative_to(here)
             dest.mkdir(parents=True, exist_ok=True)
             (dest / "results.json").write_text(_relative_paths(d / "results.json", here), encoding="utf-8")
