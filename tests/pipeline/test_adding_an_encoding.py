@@ -5,7 +5,6 @@ randpe base, and its run reaches the site (`leaderboard.ingest` + `leaderboard.s
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 from helpers.training import TEXT
+from helpers.worktree import copy_working_tree
 
 BIN = Path(sys.executable).parent
 MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
@@ -46,13 +46,7 @@ LINE = '    "slope": "slope:Slope",\n'
 
 def copy_with_new_encoding(work: Path) -> Path:
     """The working tree's files (what a fresh clone has), plus the module and the registry line."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True,
-                           check=True).stdout.decode().split("\0")  # fmt: skip
-    for rel in filter(None, files):
-        src = Path(REPO) / rel
-        if src.is_file():
-            (work / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, work / rel)
+    copy_working_tree(work)
     encodings = work / "peeval" / "models" / "encodings"
     (encodings / f"{NAME}.py").write_text(MODULE)
     registry = (encodings / "__init__.py").read_text()

@@ -18,6 +18,7 @@ import yaml
 from conftest import REPO
 from helpers import store_rows
 from helpers.browser import check_in_browser
+from helpers.worktree import copy_working_tree
 
 BIN = Path(sys.executable).parent
 MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
@@ -36,13 +37,7 @@ def sh(args, cwd, timeout=900):
 def smoke(tmp_path_factory):
     """A copy of the working tree (what a fresh clone has) with the smoke pipeline reproduced."""
     work = tmp_path_factory.mktemp("smoke") / "repo"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True,
-                           check=True).stdout.decode().split("\0")  # fmt: skip
-    for rel in filter(None, files):
-        src = Path(REPO) / rel
-        if src.is_file():
-            (work / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, work / rel)
+    copy_working_tree(work)
     sh([str(BIN / "dvc"), "config", "--local", "core.no_scm", "true"], work)  # the copy is not a git repository
     sh([sys.executable, "pipelines/use_profile.py", "smoke"], work)
     params = work / "params.yaml"  # the copy has no ../shared/data beside it: point data.root at the mirror
