@@ -420,10 +420,13 @@ def test_task_mean_over_runs_of_one_checkpoint(tmp_path):
     assert sorted(json.loads(row["run_ids"])) == ["p1", "p2", "r1", "r2"]
 
 
-def test_real_claims_file_on_an_empty_store_is_all_inconclusive():
+def test_real_claims_file_on_an_empty_store_is_all_not_measured():
+    """No peeval number at all: every pair is 'not measured' (not 'inconclusive'), naming a profile or 'none'."""
     con = _db()
     rows = C.compute_claims(con)
-    assert rows and all(r["verdict"] == "inconclusive" for r in rows)
+    assert rows and all(r["verdict"] == "not measured" for r in rows)
+    assert all(r["measured_in"] in (*C.profiles.ORDER, "none") for r in rows)
+    assert all(r["p_value"] is None and r["p_adjusted"] is None for r in rows)
     n_pairs = sum(len(c.variants) - 1 for c in C.load_claims())
     assert con.execute("SELECT count(*) FROM claims").fetchone()[0] == n_pairs
 
@@ -487,7 +490,7 @@ def test_stage_script_on_a_database(tmp_path, capsys):
     out = tmp_path / "summary.json"
     assert stage.main(["--db", str(db), "--summary", str(out)]) == 0
     s = json.loads(out.read_text())
-    assert s["comparisons"] == s["inconclusive"] > 40 and s["reproduced"] == 0
+    assert s["comparisons"] == s["not measured"] > 40 and s["reproduced"] == s["inconclusive"] == 0
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(_one(unit="nope")))
     before = duckdb.connect(str(db)).execute("SELECT count(*) FROM claims").fetchone()[0]
@@ -634,14 +637,16 @@ def test_lm_eval_index_rejects_a_misspelt_builtin():
     assert len(C.validate(_one(task="wikitext", metric="word_perplexity"), "claims.yaml")) == 1
 
 
-def test_typo_is_an_error_while_runs_not_made_are_inconclusive(tmp_path):
-    """The line between the two: names are checked against peeval, numbers looked up in the store."""
+def test_typo_is_an_error_while_runs_not_made_are_not_measured(tmp_path):
+    """The line between the two: names are checked against peeval, numbers looked up in the store; a pair
+    without a number is 'not measured' (was 'inconclusive'), naming the profile that measures it."""
     con = _db()
     _pope_ahead_on_indirect_indexing(con)
     not_run = _claims_file(tmp_path, [{"id": "ii"}, {"id": "sc", "task": "peeval_diag_selective_copy_test"}])
     rows = {r["claim_id"]: r for r in C.compute_claims(con, not_run)}
-    assert rows["ii:a-vs-b"]["verdict"] == "reproduced"
-    assert rows["sc:a-vs-b"]["verdict"] == "inconclusive" and "no peeval number" in rows["sc:a-vs-b"]["setting_diff"]
+    assert rows["ii:a-vs-b"]["verdict"] == "reproduced" and rows["ii:a-vs-b"]["measured_in"] is None
+    assert rows["sc:a-vs-b"]["verdict"] == "not measured" and "no peeval number" in rows["sc:a-vs-b"]["setting_diff"]
+    assert rows["sc:a-vs-b"]["measured_in"] == "none"  # no parameter file trains pope on selective copy
     typo = _claims_file(tmp_path, [{"id": "ii", "metric": "acc_norm"}])
     with pytest.raises(C.ClaimsError, match=r"claim 'ii': field 'metric': 'acc_norm' is not a metric of this task"):
         C.compute_claims(con, typo)
