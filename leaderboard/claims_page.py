@@ -71,12 +71,13 @@ def _values(vals: list[dict], side: str) -> list[str]:
 
 
 def fmt_p(p: Any) -> str:
-    """A p-value as a reader wants it: 3 significant digits, '< 1e-6' below that, '—' for none."""
+    """A p-value as a reader wants it: 2 significant digits ('0.037', '1.2e-04' below 0.001), '< 1e-6' below
+    that, '—' for none."""
     if p is None or not isinstance(p, (int, float)) or math.isnan(p):
         return "—"
     if p < 1e-6:
         return "< 1e-6"
-    return f"{p:.2g}" if p < 0.001 else f"{p:.3f}".rstrip("0").rstrip(".") if p < 1 else "1"
+    return f"{p:.1e}" if p < 0.001 else f"{p:.2g}"
 
 
 def _num(x: Any) -> float | None:
@@ -131,11 +132,13 @@ def forest_svg(claims: list[dict], title: str) -> str:
     label_w, plot_w, text_w, row_h, top = 380, 360, 330, 26, 28
     width, height = label_w + plot_w + text_w, top + row_h * len(rows) + 8
     x0 = label_w + plot_w / 2
-    out = [f'<svg class="forest" role="img" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-           f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>',
-           f'<text x="{label_w}" y="14" class="label">← focus lower</text>',
-           f'<text x="{label_w + plot_w}" y="14" class="label" text-anchor="end">focus higher →</text>',
-           f'<text x="{label_w + plot_w + 10}" y="14" class="label">peeval ± 95 % · paper · verdict</text>']  # fmt: skip
+    out = [
+        f'<svg class="forest" role="img" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+        f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>',
+        f'<text x="{label_w}" y="14" class="label">← focus lower</text>',
+        f'<text x="{label_w + plot_w}" y="14" class="label" text-anchor="end">focus higher →</text>',
+        f'<text x="{label_w + plot_w + 10}" y="14" class="label">peeval ± 95 % · paper · verdict</text>',
+    ]
     for i, c in enumerate(rows):
         y = top + row_h * i + row_h / 2
         d, pd = _num(c["peeval_value"]), _num(c.get("paper_value"))
@@ -155,8 +158,8 @@ def forest_svg(claims: list[dict], title: str) -> str:
             out.append(f'<line x1="{a:.1f}" x2="{b:.1f}" y1="{y:.1f}" y2="{y:.1f}" class="ci {cls}"/>')
         if pd is not None:
             px = x0 + pd * scale
-            out.append(f'<path d="M{px:.1f} {y - 6:.1f}L{px + 5:.1f} {y:.1f}L{px:.1f} {y + 6:.1f}L{px - 5:.1f} {y:.1f}Z" '
-                       f'class="paper"><title>paper: {escape(fmt_number(pd))}</title></path>')  # fmt: skip
+            diamond = f"M{px:.1f} {y - 6:.1f}L{px + 5:.1f} {y:.1f}L{px:.1f} {y + 6:.1f}L{px - 5:.1f} {y:.1f}Z"
+            out.append(f'<path d="{diamond}" class="paper"><title>paper: {escape(fmt_number(pd))}</title></path>')
         tip = f"peeval: {fmt_number(d)}" + (f" ± {fmt_number(hw, 2)} (95 %)" if hw is not None else ", no interval")
         out.append(f'<circle cx="{x0 + d * scale:.1f}" cy="{y:.1f}" r="4.5" class="mark {cls}">'
                    f"<title>{escape(tip)}</title></circle>")  # fmt: skip
@@ -187,8 +190,9 @@ def render_claims_page(con) -> str | None:
         measured = [c for c in mine if c["verdict"] in (*DECIDED, "inconclusive")]
         measured.sort(key=lambda c: list(VERDICT_CLASS).index(c["verdict"]))
         answer = [(k, VERDICT_CLASS[k], len(state[k])) for k in VERDICT_CLASS if state[k]]
-        papers.append({"name": paper, "answer": answer, "decided": decided, "inconclusive": state["inconclusive"] + other,
-                       "not_measured": state["not measured"],
-                       "forest": pages.Markup(forest_svg(measured, f"{paper}: peeval's differences beside the paper's"))})  # fmt: skip
+        forest = forest_svg(measured, f"{paper}: peeval's differences beside the paper's")
+        papers.append({"name": paper, "answer": answer, "decided": decided,
+                       "inconclusive": state["inconclusive"] + other, "not_measured": state["not measured"],
+                       "forest": pages.Markup(forest)})  # fmt: skip
     return pages.render("claims.html", title="claims: the papers' headline results, measured by peeval", prefix="",
                         links=pages.nav(True), counts=counts, papers=papers)  # fmt: skip

@@ -121,8 +121,10 @@ def paired_anova(focus: list[list[float]], other: list[list[float]]) -> tuple[fl
     res = sum((d[s][i] - per_seed[s] - per_example[i] + diff) ** 2 for s in range(k) for i in range(n))
     ms_res = res / ((k - 1) * (n - 1))
     var_seed, var_ex = max(0.0, (ms_seed - ms_res) / n), max(0.0, (ms_ex - ms_res) / k)
-    df = k - 1 if var_seed > 0 else n - 1 if var_ex > 0 else (k - 1) * (n - 1)
-    return diff, math.sqrt(var_seed / k + var_ex / n + ms_res / (k * n)), float(df)
+    var = var_seed / k + var_ex / n + ms_res / (k * n)
+    tiny = 1e-12 * var  # a component below round-off of the total (identical seed means: 1e-34) is not in it
+    df = k - 1 if var_seed / k > tiny else n - 1 if var_ex / n > tiny else (k - 1) * (n - 1)
+    return diff, math.sqrt(var), float(df)
 
 
 def _outcomes(store: Store, unit: list[str], task: str, metric: str) -> tuple[dict[int, tuple[str, bool]], str]:
