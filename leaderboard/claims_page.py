@@ -4,19 +4,33 @@
 site's base page; no script, no network) from the ``claims`` and ``claim_values`` tables that
 ``pipelines/claims.py`` writes, or None when there is no ``claims`` table yet. The site builder
 (leaderboard/site.py) writes it as ``claims.html`` beside ``runs/<run_id>.html``, which the run links
-point to. Every string from the store is escaped (the templates autoescape).
+point to. Every string from the store is escaped (the templates autoescape; the forest plot's SVG
+escapes its texts with :func:`html.escape`).
+
+Per paper the answer comes first: the decided pairs (with their test, p and Holm-adjusted p) and a forest
+plot of every measured pair (:func:`forest_svg`: peeval's difference with its 95 % interval beside the
+paper's difference, a zero line), then the inconclusive pairs (numbers, no decision), then the pairs not
+measured in this store (naming the profile that measures them). Setting differences, per-encoding numbers
+and runs are folded under each row (``<details>``).
 """
 
 from __future__ import annotations
 
 import json
+import math
+from html import escape
 from typing import Any
 
 from leaderboard import pages
+from leaderboard.claims.decision import t_quantile
 from peeval.records import fmt_number
 
 PAPER_ORDER = ("PoPE", "CoPE", "TAPE")
-VERDICT_CLASS = {"reproduced": "ok", "contradicted": "bad", "inconclusive": "unk"}
+#: the four states, in the page's order, and their CSS class
+VERDICT_CLASS = {"reproduced": "ok", "contradicted": "bad", "inconclusive": "unk", "not measured": "nm"}
+DECIDED = ("reproduced", "contradicted")
+#: the forest plot's interval: two-sided 95 % with the test's degrees of freedom (normal where none)
+LEVEL = 0.95
 
 
 def _rows(con, sql: str) -> list[dict]:
@@ -56,6 +70,38 @@ def _values(vals: list[dict], side: str) -> list[str]:
     return parts
 
 
+def fmt_p(p: Any) -> str:
+    """A p-value as a reader wants it: 2 significant digits ('0.037', '1.2e-04' below 0.001), '< 1e-6' below
+    that, '—' for none."""
+    if p is None or not isinstance(p, (int, float)) or math.isnan(p):
+        return "—"
+    if p < 1e-6:
+        return "< 1e-6"
+    return f"{p:.1e}" if p < 0.001 else f"{p:.2g}"
+
+
+def _num(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
+def half_width(se: Any, df: Any, level: float = LEVEL) -> float | None:
+    """The half-width of the two-sided ``level`` interval: t_{(1+level)/2, df}·se (normal where df is None)."""
+    se, df = _num(se), _num(df)
+    if se is None:
+        return None
+    return t_quantile((1.0 + level) / 2.0, df) * se
+
+
+def _test_label(c: dict) -> str:
+    test = c.get("test")
+    if not test:
+        return "—"
+    if test == "mcnemar":
+        return "mcnemar (exact)"
+    df = _num(c.get("df"))
+    return f"{test}, t({fmt_number(df)})" if df is not None else f"{test}, normal"
+
+
 def _row(c: dict, values: dict[str, list[dict]]) -> dict:
     """What the template shows of one ``claims`` row (texts; the template escapes them)."""
     base_id = str(c["claim_id"]).split(":", 1)[0]
@@ -68,10 +114,60 @@ def _row(c: dict, values: dict[str, list[dict]]) -> dict:
     verdict = str(c["verdict"])
     return {"claim_id": str(c["claim_id"]), "ref": str(c["ref"]), "task": str(c["task"]), "metric": str(c["metric"]),
             "compared": str(c["compared"]), "paper": _values(vals, "paper"), "peeval": _values(vals, "peeval"),
-            "paper_diff": fmt_number(c["paper_value"]), "diff": diff, "test": str(c.get("test") or "—"),
+            "paper_diff": fmt_number(c["paper_value"]), "diff": diff, "test": _test_label(c),
+            "p": fmt_p(c.get("p_value")), "p_adj": fmt_p(c.get("p_adjusted")),
             "n": fmt_number(c["n"]), "seeds": fmt_number(c["seeds"]), "verdict": verdict,
             "cls": VERDICT_CLASS.get(verdict, "unk"), "setting": str(c["setting_diff"] or ""),
-            "run_ids": _run_ids(c["run_ids"])}  # fmt: skip
+            "measured_in": str(c.get("measured_in") or "none"), "run_ids": _run_ids(c["run_ids"])}  # fmt: skip
+
+
+def forest_svg(claims: list[dict], title: str) -> str:
+    """One row per measured pair: peeval's difference (focus − other, the paper's unit) as a dot with its 95 %
+    interval, the paper's difference as a diamond, a zero line. The pairs' units differ (accuracy points,
+    perplexity, ×10⁻² attention), so each row has its own scale, symmetric about zero; the numbers are printed
+    beside it. '' when no pair has a peeval difference."""
+    rows = [c for c in claims if _num(c.get("peeval_value")) is not None]
+    if not rows:
+        return ""
+    label_w, plot_w, text_w, row_h, top = 380, 360, 330, 26, 28
+    width, height = label_w + plot_w + text_w, top + row_h * len(rows) + 8
+    x0 = label_w + plot_w / 2
+    out = [
+        f'<svg class="forest" role="img" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+        f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>',
+        f'<text x="{label_w}" y="14" class="label">← focus lower</text>',
+        f'<text x="{label_w + plot_w}" y="14" class="label" text-anchor="end">focus higher →</text>',
+        f'<text x="{label_w + plot_w + 10}" y="14" class="label">peeval ± 95 % · paper · verdict</text>',
+    ]
+    for i, c in enumerate(rows):
+        y = top + row_h * i + row_h / 2
+        d, pd = _num(c["peeval_value"]), _num(c.get("paper_value"))
+        hw = half_width(c.get("stderr"), c.get("df"))
+        reach = max(abs(d) + (hw or 0.0), abs(pd) if pd is not None else 0.0) or 1.0
+        scale = (plot_w / 2 - 8) / (reach * 1.05)
+        cls = VERDICT_CLASS.get(str(c["verdict"]), "unk")
+        if i % 2:
+            out.append(f'<rect x="0" y="{y - row_h / 2:.1f}" width="{width}" height="{row_h}" class="band"/>')
+        label = f"{c['compared']} · {c['task']}"
+        label = label if len(label) <= 52 else label[:51] + "…"
+        out.append(f'<text x="4" y="{y + 4:.1f}" class="rowlabel"><title>{escape(str(c["claim_id"]))}</title>'
+                   f"{escape(label)}</text>")  # fmt: skip
+        out.append(f'<line x1="{x0}" x2="{x0}" y1="{y - row_h / 2:.1f}" y2="{y + row_h / 2:.1f}" class="zero"/>')
+        if hw is not None:
+            a, b = x0 + (d - hw) * scale, x0 + (d + hw) * scale
+            out.append(f'<line x1="{a:.1f}" x2="{b:.1f}" y1="{y:.1f}" y2="{y:.1f}" class="ci {cls}"/>')
+        if pd is not None:
+            px = x0 + pd * scale
+            diamond = f"M{px:.1f} {y - 6:.1f}L{px + 5:.1f} {y:.1f}L{px:.1f} {y + 6:.1f}L{px - 5:.1f} {y:.1f}Z"
+            out.append(f'<path d="{diamond}" class="paper"><title>paper: {escape(fmt_number(pd))}</title></path>')
+        tip = f"peeval: {fmt_number(d)}" + (f" ± {fmt_number(hw, 2)} (95 %)" if hw is not None else ", no interval")
+        out.append(f'<circle cx="{x0 + d * scale:.1f}" cy="{y:.1f}" r="4.5" class="mark {cls}">'
+                   f"<title>{escape(tip)}</title></circle>")  # fmt: skip
+        text = f"{fmt_number(d)}" + (f" ± {fmt_number(hw, 2)}" if hw is not None else " (no interval)")
+        text += f" · paper {fmt_number(pd)} · {c['verdict']}"
+        out.append(f'<text x="{label_w + plot_w + 10}" y="{y + 4:.1f}" class="rowtext">{escape(text)}</text>')
+    out.append("</svg>")
+    return "".join(out)
 
 
 def render_claims_page(con) -> str | None:
@@ -88,7 +184,15 @@ def render_claims_page(con) -> str | None:
     papers = []
     for paper in sorted({str(c["paper"]) for c in claims}, key=lambda p: (PAPER_ORDER + (p,)).index(p)):
         mine = [c for c in claims if str(c["paper"]) == paper]
-        mine.sort(key=lambda c: list(VERDICT_CLASS).index(c["verdict"]) if c["verdict"] in VERDICT_CLASS else 3)
-        papers.append((paper, [_row(c, values) for c in mine]))  # decided verdicts first, each in claim-id order
+        state = {k: [_row(c, values) for c in mine if c["verdict"] == k] for k in VERDICT_CLASS}
+        decided = [r for k in DECIDED for r in state[k]]
+        other = [_row(c, values) for c in mine if c["verdict"] not in VERDICT_CLASS]  # an unknown word: shown, last
+        measured = [c for c in mine if c["verdict"] in (*DECIDED, "inconclusive")]
+        measured.sort(key=lambda c: list(VERDICT_CLASS).index(c["verdict"]))
+        answer = [(k, VERDICT_CLASS[k], len(state[k])) for k in VERDICT_CLASS if state[k]]
+        forest = forest_svg(measured, f"{paper}: peeval's differences beside the paper's")
+        papers.append({"name": paper, "answer": answer, "decided": decided,
+                       "inconclusive": state["inconclusive"] + other, "not_measured": state["not measured"],
+                       "forest": pages.Markup(forest)})  # fmt: skip
     return pages.render("claims.html", title="claims: the papers' headline results, measured by peeval", prefix="",
                         links=pages.nav(True), counts=counts, papers=papers)  # fmt: skip

@@ -166,10 +166,19 @@ CREATE TABLE IF NOT EXISTS claims (
     stderr       DOUBLE,
     n            INTEGER,
     seeds        INTEGER,
-    verdict      VARCHAR,
+    verdict      VARCHAR,   -- 'reproduced' | 'contradicted' | 'inconclusive' (measured, not decided) |
+                            -- 'not measured' (no peeval number for a side: see measured_in)
     test         VARCHAR,   -- how stderr / the verdict was computed: 'mcnemar' | 'paired-se' (paired on the
                             -- same examples) | 'seeds' | 'lm-eval stderr' | 'binomial' (unpaired; two
                             -- differing ones as 'focus's / other's'); NULL: no uncertainty (README "Claims")
+    df           DOUBLE,    -- degrees of freedom of the t behind p_value; NULL: normal (over many examples) or
+                            -- exact (mcnemar) (docs/statistics.md "Decision rule")
+    p_value      DOUBLE,    -- two-sided p of "no difference" ('better' claims); comparable claims: TOST's p
+                            -- (|difference| <= tolerance) or the two-sided p of |difference| > tolerance
+    p_adjusted   DOUBLE,    -- Holm-adjusted over every pair of this table with a p-value; the verdict is
+                            -- decided on it at 0.05 (NULL: not in the family: no p, or no verdict by design)
+    measured_in  VARCHAR,   -- 'not measured' rows: the first profile (params/<name>.yaml) that measures the
+                            -- pair, or 'none'; NULL otherwise
     setting_diff VARCHAR,
     run_ids      JSON
 );

@@ -10,14 +10,16 @@ the paper's numbers and setting). The package reads peeval's numbers from the Du
 - find runs, ``matching``: the store read, runs <-> claim variants, metric resolution (``find_runs``);
 - estimate, ``stats`` (units, mean ± stderr over seeds: ``estimate_pairs``) then ``paired`` (McNemar / the
   paired standard error where both encodings answered the same examples, else unpaired: ``differences``);
-- decide, ``verdicts``: the verdict rule, the rows of both tables, writing them (``evaluate_claims``).
+- decide, ``verdicts``: the p-values (``decision``: t with its degrees of freedom, McNemar, TOST), Holm's
+  correction over the store, the verdict rule, "not measured" rows naming the profile that measures them
+  (``profiles``), the rows of both tables, writing them (``evaluate_claims``).
 
 Imports no torch: peeval's names and option defaults come from ``peeval.declarations``.
 """
 
 from __future__ import annotations
 
-from . import paired
+from . import decision, paired, profiles
 from .matching import Evidence, Store, find_runs, matching_runs, read_store, resolve_metric
 from .schema import (
     ACC_UNITS,
@@ -33,18 +35,29 @@ from .schema import (
     load_claims,
     validate,
 )
-from .stats import Estimate, Z, binomial_stderr, combine_seeds, estimate_pairs, to_unit
-from .verdicts import TABLES, VERDICTS, compute_claims, evaluate_claims, summary, table_ddl, verdict, write_claims
+from .stats import Estimate, binomial_stderr, combine_seeds, estimate_pairs, to_unit
+from .verdicts import (
+    ALPHA,
+    TABLES,
+    VERDICTS,
+    compute_claims,
+    evaluate_claims,
+    p_value,
+    summary,
+    table_ddl,
+    verdict,
+    write_claims,
+)
 
 __all__ = [
     "ACC_UNITS",
+    "ALPHA",
     "CPU",
     "DEFAULT_PATH",
     "PAPERS",
     "TABLES",
     "UNITS",
     "VERDICTS",
-    "Z",
     "Claim",
     "ClaimsError",
     "Estimate",
@@ -55,13 +68,16 @@ __all__ = [
     "binomial_stderr",
     "combine_seeds",
     "compute_claims",
+    "decision",
     "estimate_pairs",
     "evaluate_claims",
     "find_runs",
     "lm_eval_task_names",
     "load_claims",
     "matching_runs",
+    "p_value",
     "paired",
+    "profiles",
     "read_store",
     "resolve_metric",
     "summary",

@@ -17,17 +17,17 @@ Tests (``claims.test``):
 
 - ``mcnemar``: one seed per encoding and a "better" claim: the exact McNemar test, i.e. a two-sided
   binomial(b + c, 1/2) test of the discordant examples (b: the focus right and the other wrong; c: the
-  reverse). Decided when p < ``ALPHA`` = P(|N(0,1)| > Z) (0.0455 for Z = 2, the level of the unpaired
-  2-standard-error rule), in the direction of the difference.
+  reverse); its p-value enters the store's Holm correction (``verdicts``), the direction is the difference's.
 - ``paired-se``: >= 2 seeds per encoding (seed s of the focus paired with seed s of the other: the
   seeds in sorted order, which is the same seed value when both sides ran the same seeds), or an
   "equal" claim, with >= ``MIN_EXAMPLES`` shared examples. With d[s][i] = focus − other on example i
   of seed pair s (in {-1, 0, 1}), the difference is the mean of d and its se the crossed two-way
   random-effects one (``paired_stats``): training seeds, examples and their residual each counted
   once (for one seed pair, var(d)/n: the paired t, or the limit of a paired bootstrap over examples;
-  in closed form, so exact and deterministic). The usual rule then decides: the difference exceeds
-  Z·se. When se is 0 (every example the same difference) the pooled McNemar test over all seed
-  pairs decides instead, so a gap without any spread is not "certain" by itself.
+  in closed form, so exact and deterministic). The p-value is a t on diff/se with k − 1 degrees of
+  freedom over k >= 2 seed pairs when the seeds' component is in the se, else n − 1
+  (``paired_anova``). When se is 0 (every example the same difference) the pooled McNemar test over
+  all seed pairs decides instead, so a gap without any spread is not "certain" by itself.
 
 Anything else (no samples, different examples or seed counts, a metric that is not the per-example
 ``correct`` of the samples table: cells, task means, perplexity, scores) is compared unpaired
@@ -43,11 +43,10 @@ from dataclasses import dataclass
 
 from peeval import records
 
+from . import decision as D
 from .matching import Evidence, Store
-from .stats import Estimate, Z, to_unit
+from .stats import Estimate, to_unit
 
-#: the two-sided level of a Z-standard-error difference: 0.0455 for Z = 2
-ALPHA = math.erfc(Z / math.sqrt(2.0))
 #: fewest shared examples for the normal-approximation paired test (McNemar is exact for any n)
 MIN_EXAMPLES = 10
 
@@ -65,6 +64,7 @@ class Paired:
     b: int  # discordant examples, all seed pairs: focus right, other wrong
     c: int  # other right, focus wrong
     seeds_match: bool  # seed s paired with seed s (else by seed order)
+    df: float | None = None  # the t's degrees of freedom (paired_anova); None: McNemar's exact p decides
 
     def describe(self) -> str:
         how = "seed s with seed s" if self.seeds_match else "seeds paired in sorted order"
@@ -99,20 +99,32 @@ def paired_stats(focus: list[list[float]], other: list[list[float]]) -> tuple[fl
     means, MS_ex = k·var of the examples' means, MS_res the residual) and truncated at 0 — the
     textbook unbiased estimator, which neither drops the training seeds' spread nor counts the
     residual twice. One seed pair: var_i(d)/n, the paired t / bootstrap standard error."""
+    diff, se, _ = paired_anova(focus, other)
+    return diff, se
+
+
+def paired_anova(focus: list[list[float]], other: list[list[float]]) -> tuple[float, float, float | None]:
+    """:func:`paired_stats` and the degrees of freedom of its t: k − 1 when the seed component is in the se
+    (σ_seed² estimated > 0: the conservative end, the training seeds being the repeats generalised over),
+    else those of what the se rests on — n − 1 (the examples' component: the variance estimate is then
+    MS_ex/(kn)), or (k − 1)(n − 1) (the residual alone); one seed pair: n − 1; one example: k − 1."""
     k, n = len(focus), len(focus[0])
     d = [[a - b for a, b in zip(fs, os_, strict=True)] for fs, os_ in zip(focus, other, strict=True)]
     per_seed = [sum(row) / n for row in d]
     per_example = [sum(d[s][i] for s in range(k)) / k for i in range(n)]
     diff = sum(per_seed) / k
     if n == 1:
-        return diff, math.sqrt(_var(per_seed) / k) if k >= 2 else 0.0
+        return diff, (math.sqrt(_var(per_seed) / k) if k >= 2 else 0.0), (float(k - 1) if k >= 2 else None)
     if k == 1:
-        return diff, math.sqrt(_var(d[0]) / n)
+        return diff, math.sqrt(_var(d[0]) / n), float(n - 1)
     ms_seed, ms_ex = n * _var(per_seed), k * _var(per_example)
     res = sum((d[s][i] - per_seed[s] - per_example[i] + diff) ** 2 for s in range(k) for i in range(n))
     ms_res = res / ((k - 1) * (n - 1))
     var_seed, var_ex = max(0.0, (ms_seed - ms_res) / n), max(0.0, (ms_ex - ms_res) / k)
-    return diff, math.sqrt(var_seed / k + var_ex / n + ms_res / (k * n))
+    var = var_seed / k + var_ex / n + ms_res / (k * n)
+    tiny = 1e-12 * var  # a component below round-off of the total (identical seed means: 1e-34) is not in it
+    df = k - 1 if var_seed / k > tiny else n - 1 if var_ex / n > tiny else (k - 1) * (n - 1)
+    return diff, math.sqrt(var), float(df)
 
 
 def _outcomes(store: Store, unit: list[str], task: str, metric: str) -> tuple[dict[int, tuple[str, bool]], str]:
@@ -164,13 +176,24 @@ def compare(
     pairs = [(x, y) for fs, os_ in zip(f, o, strict=True) for x, y in zip(fs, os_, strict=True)]
     b, c = sum(x > y for x, y in pairs), sum(x < y for x, y in pairs)
     seeds = [[store.runs[u[0]].get("seed") for u in units] for units in (focus_units, other_units)]
-    diff, se = paired_stats(f, o)
+    diff, se, df = paired_anova(f, o)
     if k == 1 and kind == "better":
         return Paired(diff, se, "mcnemar", mcnemar_exact(b, c), n, k, b, c, seeds[0] == seeds[1]), ""
     if n < MIN_EXAMPLES:
         return None, f"{n} shared examples (< {MIN_EXAMPLES} for a paired test over seeds)"
     p = mcnemar_exact(b, c) if se == 0.0 else None
-    return Paired(diff, se, "paired-se", p, n, k, b, c, seeds[0] == seeds[1]), ""
+    return Paired(diff, se, "paired-se", p, n, k, b, c, seeds[0] == seeds[1], df), ""
+
+
+def paired_df(pair: Paired) -> float | None:
+    """The t's degrees of freedom of a paired comparison (:func:`paired_anova`); None for McNemar (exact)."""
+    return None if pair.test == "mcnemar" else pair.df
+
+
+def seed_df(e: Estimate) -> float | None:
+    """One estimate's degrees of freedom: seeds − 1 for a standard error across seeds, else None (normal: a run's
+    stderr over its examples, lm-eval's or binomial, or several such pooled)."""
+    return float(e.seeds - 1) if e.method == "seeds" and e.seeds >= 2 else None
 
 
 @dataclass
@@ -180,9 +203,11 @@ class Difference:
 
     diff: float | None
     se: float | None
-    p: float | None
+    p: float | None  # an exact p-value where the test gives one (McNemar), else None: from diff / se / df
     test: str | None
     notes: list[str]
+    #: degrees of freedom of the t behind ``se`` (None: normal, many examples, or exact)
+    df: float | None = None
 
 
 def differences(
@@ -202,16 +227,17 @@ def differences(
         if fe is None or oe is None:
             out[name] = Difference(None, None, None, None, notes)
             continue
-        se = p = test = None
+        se = p = test = df = None
         pair, why = compare(store, c.task, ev.metrics[name], ev.units[c.focus], ev.units[name], c.against(name)[2])
         if pair is not None:
-            se, p, test = scale * pair.se, pair.p, pair.test
+            se, p, test, df = scale * pair.se, pair.p, pair.test, paired_df(pair)
             notes.append(pair.describe())
         elif fe.stderr is not None and oe.stderr is not None:
             se = math.sqrt(fe.stderr**2 + oe.stderr**2)
             test = fe.method if fe.method == oe.method else f"{fe.method} / {oe.method}"
+            df = D.welch_df([(fe.stderr, seed_df(fe)), (oe.stderr, seed_df(oe))])
             notes.append(f"unpaired: {why}")
         else:
             notes.append(f"no uncertainty (one seed and no stderr): run >= 2 seeds; unpaired: {why}")
-        out[name] = Difference(fe.value - oe.value, se, p, test, notes)
+        out[name] = Difference(fe.value - oe.value, se, p, test, notes, df)
     return out

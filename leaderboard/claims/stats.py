@@ -20,8 +20,6 @@ from peeval import records
 from .matching import Evidence, Store
 from .schema import ACC_UNITS, Claim
 
-#: a difference counts when it exceeds Z combined standard errors
-Z = 2.0
 #: the plus-four stderr of a proportion (peeval.records owns it: the leaderboard uses it too)
 binomial_stderr = records.binomial_stderr
 

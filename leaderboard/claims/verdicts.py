@@ -1,16 +1,20 @@
 """Decide, the last step of a claim (schema -> matching -> stats, paired -> verdicts): every (focus, other)
 pair of a claim against peeval's numbers, and the claims tables; :func:`evaluate_claims` is the whole line.
 
-- ``reproduced``: peeval's difference has the paper's direction and exceeds ``Z`` (=2) combined
-  standard errors;
-- ``contradicted``: the opposite direction, beyond the same uncertainty;
-- ``inconclusive``: otherwise, or when a number or its uncertainty is missing.
+Each measured pair gets a test (``claims.test``: McNemar's exact test, or a t on the difference with its
+degrees of freedom ``df``, or the normal where the uncertainty is over many examples; ``decision``) and a
+p-value: two-sided for H0 "no difference" on a "better" claim; on an ``equal`` ("comparable") claim, the
+equivalence test (TOST against ±tolerance) when |difference| <= tolerance, else the two-sided test of
+|difference| > tolerance. Holm's correction over every pair with a p-value in the store gives ``p_adjusted``
+(docs/statistics.md: why Holm), and the verdict is decided on it at ``ALPHA`` = 0.05:
 
-An ``equal`` claim ("comparable") is reproduced when |difference| + Z·se <= tolerance and
-contradicted when |difference| − Z·se > tolerance. Where both encodings answered the same examples
-the difference and its se (or McNemar's p) are paired (``paired``); otherwise the two estimates'
-standard errors combine as independent. ``claims.test`` names the test of each verdict. The
-tables' DDL is read from ``leaderboard/schema.sql`` (the one source of every table).
+- ``reproduced``: significant in the paper's direction (or, comparable claims, equivalent within the tolerance);
+- ``contradicted``: significant the other way (or, comparable claims, significantly outside the tolerance);
+- ``inconclusive``: measured, but not significant, no uncertainty, or no verdict by design (``unlearned_at``);
+- ``not measured``: peeval has no number for a side in this store; ``measured_in`` names the first profile
+  whose parameter file measures the pair (``profiles``), or 'none'.
+
+The tables' DDL is read from ``leaderboard/schema.sql`` (the one source of every table).
 """
 
 from __future__ import annotations
@@ -21,15 +25,47 @@ from pathlib import Path
 
 from leaderboard.ingest import CLAIM_TABLES, schema_columns, table_ddl
 
+from . import decision as D
 from . import paired as P
 from .matching import Evidence, Store, find_runs, read_store
+from .profiles import measured_in
 from .schema import DEFAULT_PATH, Claim, load_claims
-from .stats import Estimate, Z, estimate_pairs
+from .stats import Estimate, estimate_pairs
 
-VERDICTS = ("reproduced", "contradicted", "inconclusive")
+VERDICTS = ("reproduced", "contradicted", "inconclusive", "not measured")
+#: the level of every decision, on Holm-adjusted p-values
+ALPHA = D.ALPHA
 #: the tables this package writes, and their columns (DDL: leaderboard/schema.sql, the store's one schema)
 TABLES = CLAIM_TABLES
 CLAIM_COLUMNS, VALUE_COLUMNS = (schema_columns()[0][t] for t in TABLES)
+
+
+def _advantage(diff: float, higher_is_better: bool) -> float:
+    return diff if higher_is_better else -diff
+
+
+def p_value(
+    diff: float | None,
+    se: float | None,
+    df: float | None = None,
+    kind: str = "better",
+    tolerance: float | None = None,
+    exact: float | None = None,
+) -> float | None:
+    """The (unadjusted) p-value of one comparison, or None without a difference and an uncertainty. ``exact``: an
+    exact test's two-sided p (McNemar) for a "better" claim. ``kind`` 'equal': TOST's p when |diff| <=
+    tolerance, else the two-sided p of |difference| > tolerance (the side the data point to: at most one of the
+    two can be significant below 0.5)."""
+    if diff is None or not math.isfinite(diff):
+        return None
+    if kind != "equal" and exact is not None:
+        return exact
+    if se is None or not math.isfinite(se):
+        return None
+    if kind == "equal":
+        tol = tolerance or 0.0
+        return D.tost_p(diff, se, df, tol) if abs(diff) <= tol else D.outside_p(diff, se, df, tol)
+    return D.two_sided_p(diff, se, df)
 
 
 def verdict(
@@ -39,34 +75,24 @@ def verdict(
     expected_sign: int = 1,
     kind: str = "better",
     tolerance: float | None = None,
-    z: float = Z,
+    df: float | None = None,
     p: float | None = None,
+    alpha: float = ALPHA,
 ) -> str:
-    """``diff`` = focus − other in the paper's unit; ``expected_sign`` = +1 if the paper says the
-    focus is better, −1 if its own numbers show the other ahead. ``p``: a paired test's two-sided
-    p-value; a "better" claim is then decided by p < P(|N(0,1)| > z) (``paired.ALPHA`` for z = Z:
-    the level of z standard errors) in the direction of ``diff``, instead of by ``se``."""
-    if kind != "equal" and p is not None and diff is not None and math.isfinite(diff):
-        adv = (diff if higher_is_better else -diff) * (1 if expected_sign >= 0 else -1)
-        if p >= math.erfc(z / math.sqrt(2.0)) or adv == 0:
-            return "inconclusive"
-        return "reproduced" if adv > 0 else "contradicted"
-    if diff is None or se is None or not math.isfinite(diff) or not math.isfinite(se):
+    """``diff`` = focus − other in the paper's unit; ``expected_sign`` = +1 if the paper says the focus is better,
+    −1 if its own numbers show the other ahead. ``p``: the comparison's (adjusted) p-value; None: computed by
+    :func:`p_value` from ``diff``, ``se`` and ``df`` (unadjusted). Decided when p < ``alpha``: a "better" claim
+    in the direction of ``diff``, an "equal" one as equivalent (|diff| <= tolerance) or outside it."""
+    if p is None:
+        p = p_value(diff, se, df, kind, tolerance)
+    if p is None or diff is None or not math.isfinite(diff) or p >= alpha:
         return "inconclusive"
-    adv = diff if higher_is_better else -diff
+    adv = _advantage(diff, higher_is_better)
     if kind == "equal":
-        tol = tolerance or 0.0
-        if abs(adv) + z * se <= tol:
-            return "reproduced"
-        if abs(adv) - z * se > tol:
-            return "contradicted"
+        return "reproduced" if abs(adv) <= (tolerance or 0.0) else "contradicted"
+    if adv == 0:
         return "inconclusive"
-    s = 1 if expected_sign >= 0 else -1
-    if s * adv > z * se:
-        return "reproduced"
-    if s * adv < -z * se:
-        return "contradicted"
-    return "inconclusive"
+    return "reproduced" if adv * (1 if expected_sign >= 0 else -1) > 0 else "contradicted"
 
 
 def _setting_summary(store: Store, run_ids: list[str]) -> str:
@@ -92,29 +118,48 @@ def _unlearned_profiles(store: Store, c: Claim, run_ids: list[str]) -> str:
     return ", ".join(sorted(profiles & set(c.unlearned_at)))
 
 
-def evaluate_claims(claims: list[Claim], store: Store, z: float = Z) -> tuple[list[dict], list[dict]]:
+def evaluate_claims(claims: list[Claim], store: Store, alpha: float = ALPHA) -> tuple[list[dict], list[dict]]:
     """Rows for the ``claims`` table (one per focus-vs-other pair) and ``claim_values``: each claim once
-    along parse (``load_claims``) -> find runs -> estimate -> decide."""
-    rows, values = [], []
+    along parse (``load_claims``) -> find runs -> estimate -> test; then Holm's correction over every pair
+    with a p-value, and the verdicts decided on the adjusted p."""
+    rows, values, decide = [], [], []
     for ev in find_runs(claims, store):
         ests = estimate_pairs(ev, store)
         diffs = P.differences(ev, ests, store)
-        rows += [_decide(ev, name, ests[name], diffs[name], store, z) for name in ev.claim.others]
+        for name in ev.claim.others:
+            row, how = _row(ev, name, ests[name], diffs[name], store)
+            rows.append(row)
+            decide.append(how)
         values += _values(ev.claim, ests)
+    family = [i for i, how in enumerate(decide) if how is not None]
+    adjusted = D.holm([rows[i]["p_value"] for i in family])
+    for i, p_adj in zip(family, adjusted, strict=True):
+        rows[i]["p_adjusted"] = p_adj
+        rows[i]["verdict"] = verdict(*decide[i], p=p_adj, alpha=alpha)
     return rows, values
 
 
-def _decide(
-    ev: Evidence, name: str, ests: tuple[Estimate | None, Estimate | None], d: P.Difference, store: Store, z: float
-) -> dict:
-    """The ``claims`` row of focus vs ``name``: the verdict and what it rests on."""
+def _row(
+    ev: Evidence, name: str, ests: tuple[Estimate | None, Estimate | None], d: P.Difference, store: Store
+) -> tuple[dict, tuple | None]:
+    """The ``claims`` row of focus vs ``name`` before the correction (verdict 'inconclusive', or 'not measured'),
+    and the arguments of :func:`verdict` when the pair is in the corrected family (a p-value, a verdict allowed)."""
     c, (fe, oe) = ev.claim, ests
     paper_diff, sign, kind = c.against(name)
-    v = verdict(d.diff, d.se, c.higher_is_better, sign, kind, c.tolerance, z, d.p)
+    p = p_value(d.diff, d.se, d.df, kind, c.tolerance, d.p)
     notes = list(d.notes)
-    if unlearned := _unlearned_profiles(store, c, (fe.run_ids if fe else []) + (oe.run_ids if oe else [])):
-        v = "inconclusive"
+    v, where, how = "inconclusive", None, None
+    if fe is None or oe is None:
+        v, where = "not measured", measured_in(c, (c.focus, name))
+    elif unlearned := _unlearned_profiles(store, c, fe.run_ids + oe.run_ids):
         notes.append(f"no verdict: the sweep's baseline does not learn this task at the {unlearned} budget")
+    elif p is not None:
+        how = (d.diff, d.se, c.higher_is_better, sign, kind, c.tolerance, d.df)
+    elif d.diff is not None:
+        notes.append("no p-value: no uncertainty for the difference")
+    if kind == "equal" and p is not None:
+        side = "equivalence, TOST" if abs(d.diff) <= (c.tolerance or 0.0) else "outside the tolerance, two-sided"
+        notes.append(f"comparable within ±{c.tolerance:g}: {side}")
     seeds = min(fe.seeds, oe.seeds) if fe and oe else (fe or oe).seeds if (fe or oe) else 0
     n = (fe.n or 0) + (oe.n or 0) if fe and oe and fe.n is not None and oe.n is not None else None
     peeval_side = _setting_summary(store, (fe.run_ids if fe else []) or [r for u in ev.units[c.focus] for r in u])
@@ -125,8 +170,8 @@ def _decide(
     used = sorted(set((fe.run_ids if fe else []) + (oe.run_ids if oe else [])))
     metric = ev.metrics[name] or c.metric
     row = (f"{c.id}:{c.focus}-vs-{name}", c.paper, c.ref, c.task_label(), metric, f"{c.focus} vs {name}",
-           paper_diff, d.diff, d.se, n, seeds, v, d.test, setting, json.dumps(used))  # fmt: skip
-    return dict(zip(CLAIM_COLUMNS, row, strict=True))
+           paper_diff, d.diff, d.se, n, seeds, v, d.test, d.df, p, None, where, setting, json.dumps(used))  # fmt: skip
+    return dict(zip(CLAIM_COLUMNS, row, strict=True)), how
 
 
 def _values(c: Claim, ests: dict[str, tuple[Estimate | None, Estimate | None]]) -> list[dict]:
@@ -145,10 +190,9 @@ def write_claims(con, rows: list[dict], values: list[dict]) -> None:
     """Replace the ``claims`` and ``claim_values`` tables in one transaction."""
     con.execute("BEGIN TRANSACTION")
     try:
-        for table in TABLES:
+        for table in TABLES:  # dropped, not emptied: an older file's tables take schema.sql's columns
+            con.execute(f"DROP TABLE IF EXISTS {table}")
             con.execute(table_ddl(table))
-        con.execute("DELETE FROM claims")
-        con.execute("DELETE FROM claim_values")
         if rows:
             cols = CLAIM_COLUMNS
             con.executemany(
@@ -167,12 +211,12 @@ def write_claims(con, rows: list[dict], values: list[dict]) -> None:
         raise
 
 
-def compute_claims(con, claims_path: str | Path = DEFAULT_PATH, z: float = Z, out=None) -> list[dict]:
+def compute_claims(con, claims_path: str | Path = DEFAULT_PATH, alpha: float = ALPHA, out=None) -> list[dict]:
     """Validate the claims file, read the store ``con``, write ``claims`` and ``claim_values`` into
     ``out`` (default: ``con``; the claims stage passes its own leaderboard/claims.duckdb, since the
     store is the ingest stage's output); returns the claim rows. Nothing is written on an error."""
     claims = load_claims(claims_path)
-    rows, values = evaluate_claims(claims, read_store(con), z)
+    rows, values = evaluate_claims(claims, read_store(con), alpha)
     write_claims(con if out is None else out, rows, values)
     return rows
 

@@ -420,10 +420,13 @@ def test_task_mean_over_runs_of_one_checkpoint(tmp_path):
     assert sorted(json.loads(row["run_ids"])) == ["p1", "p2", "r1", "r2"]
 
 
-def test_real_claims_file_on_an_empty_store_is_all_inconclusive():
+def test_real_claims_file_on_an_empty_store_is_all_not_measured():
+    """No peeval number at all: every pair is 'not measured' (not 'inconclusive'), naming a profile or 'none'."""
     con = _db()
     rows = C.compute_claims(con)
-    assert rows and all(r["verdict"] == "inconclusive" for r in rows)
+    assert rows and all(r["verdict"] == "not measured" for r in rows)
+    assert all(r["measured_in"] in (*C.profiles.ORDER, "none") for r in rows)
+    assert all(r["p_value"] is None and r["p_adjusted"] is None for r in rows)
     n_pairs = sum(len(c.variants) - 1 for c in C.load_claims())
     assert con.execute("SELECT count(*) FROM claims").fetchone()[0] == n_pairs
 
@@ -437,8 +440,13 @@ def _page_db():
             dict(claim_id=f"c-{v}:a-vs-b", paper=p, ref="Table 1", task="peeval_diag_x_test", metric="acc",
                  compared="a vs b", paper_value=1.5, peeval_value=2.0, stderr=0.5, n=100, seeds=3, verdict=v,
                  setting_diff="paper: <b>big</b> & long | peeval: tiny", run_ids=json.dumps(["r<1>", "r2"]),
-                 test="<mcnemar>")
+                 test="<mcnemar>", df=2.0, p_value=0.0123, p_adjusted=0.0369, measured_in=None)
             for v, p in (("reproduced", "PoPE"), ("contradicted", "CoPE"), ("inconclusive", "TAPE"))
+        ] + [
+            dict(claim_id="c-nm:a-vs-b", paper="TAPE", ref="Table 2", task="peeval_diag_x_test", metric="acc",
+                 compared="a vs b", paper_value=1.5, peeval_value=None, stderr=None, n=None, seeds=0,
+                 verdict="not measured", setting_diff="paper: <b>big</b> & long | peeval: no runs", run_ids="[]",
+                 test=None, df=None, p_value=None, p_adjusted=None, measured_in="gpu<x>")
         ],
         [
             dict(claim_id="c-reproduced", variant="a", encoding="<script>alert(1)</script>", paper_value=90.0,
@@ -457,10 +465,14 @@ def test_claims_page_escapes_and_shows_every_verdict():
     assert html.startswith("<!doctype html>") and html.rstrip().endswith("</html>")
     for v, cls in (("reproduced", "ok"), ("contradicted", "bad"), ("inconclusive", "unk")):
         assert f'<td class="verdict {cls}">{v}</td>' in html
+    assert '<td class="verdict nm">not measured · profile gpu&lt;x&gt;' in html  # the profile that measures it
     assert "<b>big</b>" not in html and "&lt;b&gt;big&lt;/b&gt; &amp; long" in html
     assert 'href="runs/r&lt;1&gt;.html"' in html and 'href="runs/r2.html"' in html
-    assert "<script" not in html and "<mcnemar>" not in html
-    assert html.count("<td class='small'>&lt;mcnemar&gt;</td>") == 3  # the test of each verdict, escaped
+    assert "<script" not in html and "<mcnemar>" not in html and "<x>" not in html
+    # every decided or measured row shows its test with the t's degrees of freedom, p and Holm-adjusted p
+    assert html.count('<td class="small">&lt;mcnemar&gt;, t(2)</td>') == 3
+    assert html.count('<td class="num">0.012</td><td class="num">0.037</td>') == 3  # 2 significant digits
+    assert html.count('<svg class="forest"') == 3  # one forest plot per paper with a measured pair
     assert "90 ± 2" in html and "80 ± 1 (3 seeds)" in html  # paper vs peeval per encoding
     assert html.index(">PoPE</h2>") < html.index(">CoPE</h2>") < html.index(">TAPE</h2>")
 
@@ -487,7 +499,7 @@ def test_stage_script_on_a_database(tmp_path, capsys):
     out = tmp_path / "summary.json"
     assert stage.main(["--db", str(db), "--summary", str(out)]) == 0
     s = json.loads(out.read_text())
-    assert s["comparisons"] == s["inconclusive"] > 40 and s["reproduced"] == 0
+    assert s["comparisons"] == s["not measured"] > 40 and s["reproduced"] == s["inconclusive"] == 0
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(_one(unit="nope")))
     before = duckdb.connect(str(db)).execute("SELECT count(*) FROM claims").fetchone()[0]
@@ -497,7 +509,10 @@ def test_stage_script_on_a_database(tmp_path, capsys):
 
 
 def test_claims_page_in_headless_chromium(tmp_path):
-    """The site builder writes the page and links it; a visitor sees every verdict, hostile text as text."""
+    """The site builder writes the page and links it; a visitor at 1400 px sees the four answers in three
+    groups per paper (decided with its test, inconclusive, not measured naming the profile), a forest plot,
+    the setting folded under each row, hostile text as text, and no horizontal scrolling even with a long
+    setting text."""
     import os
 
     chromium = os.environ.get("PEEVAL_CHROMIUM", "/usr/bin/chromium")
@@ -508,6 +523,8 @@ def test_claims_page_in_headless_chromium(tmp_path):
 
     db = tmp_path / "peeval.duckdb"
     con = _page_db()
+    long = "paper: " + "16 x 1024 layers, 20k steps, " * 40 + "x" * 300  # runs off a 1400-px table unless wrapped
+    con.execute("UPDATE claims SET setting_diff = ? WHERE claim_id = 'c-inconclusive:a-vs-b'", [long])
     con.execute(f"ATTACH '{db}' AS f")
     con.execute("COPY FROM DATABASE memory TO f")
     con.execute("DETACH f")
@@ -518,14 +535,25 @@ def test_claims_page_in_headless_chromium(tmp_path):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox"], headless=True)
         try:
-            page = browser.new_page()
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(page_path.as_uri())
             for v in C.VERDICTS:
-                assert page.locator("td.verdict", has_text=v).count() == 1
+                assert page.locator("td.verdict", has_text=v).count() == 1, v
             assert page.locator("h2").all_inner_texts() == ["PoPE", "CoPE", "TAPE"]
-            assert page.locator("td", has_text="<b>big</b> & long").count() == 3  # shown as text
+            tape = page.locator("#paper-TAPE")
+            assert tape.locator("h3").all_inner_texts() == ["Inconclusive: measured, no decision",
+                                                            "Not measured in this profile"]  # fmt: skip
+            assert page.locator("#paper-PoPE h3").all_inner_texts() == ["Decided"]
+            assert "profile gpu<x>" in tape.locator("td.verdict.nm").inner_text()  # escaped, shown as text
+            assert page.locator("svg.forest").count() == 3 and page.locator("svg.forest circle.mark").count() == 3
+            details = page.locator("#paper-TAPE table.nmtable details").first
+            assert not details.locator("p").first.is_visible()  # folded
+            details.locator("summary").click()
+            assert details.locator("p", has_text="<b>big</b> & long").is_visible()  # shown as text, unfolded
+            wide = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            assert wide <= 0, f"the page scrolls sideways by {wide} px at 1400 px"
             link = page.locator("a", has_text="r2").first.get_attribute("href")
             assert link == "runs/r2.html"
         finally:
@@ -634,14 +662,16 @@ def test_lm_eval_index_rejects_a_misspelt_builtin():
     assert len(C.validate(_one(task="wikitext", metric="word_perplexity"), "claims.yaml")) == 1
 
 
-def test_typo_is_an_error_while_runs_not_made_are_inconclusive(tmp_path):
-    """The line between the two: names are checked against peeval, numbers looked up in the store."""
+def test_typo_is_an_error_while_runs_not_made_are_not_measured(tmp_path):
+    """The line between the two: names are checked against peeval, numbers looked up in the store; a pair
+    without a number is 'not measured' (was 'inconclusive'), naming the profile that measures it."""
     con = _db()
     _pope_ahead_on_indirect_indexing(con)
     not_run = _claims_file(tmp_path, [{"id": "ii"}, {"id": "sc", "task": "peeval_diag_selective_copy_test"}])
     rows = {r["claim_id"]: r for r in C.compute_claims(con, not_run)}
-    assert rows["ii:a-vs-b"]["verdict"] == "reproduced"
-    assert rows["sc:a-vs-b"]["verdict"] == "inconclusive" and "no peeval number" in rows["sc:a-vs-b"]["setting_diff"]
+    assert rows["ii:a-vs-b"]["verdict"] == "reproduced" and rows["ii:a-vs-b"]["measured_in"] is None
+    assert rows["sc:a-vs-b"]["verdict"] == "not measured" and "no peeval number" in rows["sc:a-vs-b"]["setting_diff"]
+    assert rows["sc:a-vs-b"]["measured_in"] == "none"  # no parameter file trains pope on selective copy
     typo = _claims_file(tmp_path, [{"id": "ii", "metric": "acc_norm"}])
     with pytest.raises(C.ClaimsError, match=r"claim 'ii': field 'metric': 'acc_norm' is not a metric of this task"):
         C.compute_claims(con, typo)

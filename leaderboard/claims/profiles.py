@@ -1,0 +1,124 @@
+"""Which pipeline profile measures a comparison: the parameter files (params/<name>.yaml, their ``extends`` chain
+composed as ``pipelines/use_profile.py`` does) read for the runs and evaluations a claim's two variants need.
+
+A comparison without a peeval number for one side is "not measured" in the store at hand; its row names the
+first profile of :data:`ORDER` whose parameter file runs both variants on the claim's task (and whose training
+profile is not one of the claim's ``unlearned_at``, where the numbers would carry no verdict), or "none" when no
+parameter file does (a task peeval lacks, an ablation no profile trains). What counts as running a variant:
+
+- a diagnostic task (``peeval_diag_<task>_<split>``): a ``diagnostics.runs`` entry with the variant's encoding,
+  its options, that task, and the claim's ``run_params`` (in the entry or the diagnostics' ``train.set`` /
+  ``task_set``; an absent ``n_vars`` counts as 1);
+- an adapt method: in ``adapt.methods``, and every task of the claim in a suite of ``eval.adapt``;
+- a pretrained encoding: an ``encodings`` entry with that encoding and options, and every task in a suite of
+  ``eval.pretrain`` (``train_val``: the training curve, always; ``peeval_shift_stability``: the entry named in
+  ``shift.encodings``).
+
+Reads YAML only (no torch, no pipeline import): the smoke profile is left out (CI's, its numbers decide nothing).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from peeval import records
+from peeval.settings import EXTENDS, SettingsError, compose
+
+from .schema import Claim, Variant, option_defaults
+
+#: the profiles a "not measured" row may name, cheapest first
+ORDER = ("cpu", "cpu-claims", "gpu", "paper")
+PARAMS_DIR = Path(__file__).resolve().parent.parent.parent / "params"
+#: the claim task -> the task the parameter files list (pipelines/pipeline_params.py MIRROR_TASKS)
+MIRROR_TASKS = {"hellaswag": "peeval_hellaswag"}
+#: generator parameters whose absence means this value (matching.RUN_PARAM_DEFAULTS)
+RUN_PARAM_DEFAULTS = {"n_vars": 1}
+
+
+@functools.cache
+def parameter_files(folder: str = str(PARAMS_DIR)) -> dict[str, dict]:
+    """The composed parameter files of :data:`ORDER` in ``folder`` that exist and parse ({} for none)."""
+    raw: dict[str, Any] = {}
+    for path in sorted(Path(folder).glob("*.yaml")):
+        try:
+            raw[path.stem] = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            continue
+    out = {}
+    for name in ORDER:
+        if isinstance(raw.get(name), dict):
+            try:
+                out[name] = compose(raw, name, "parameter file") if EXTENDS in raw[name] else raw[name]
+            except SettingsError:
+                continue
+    return out
+
+
+def _options_match(claim: Claim, variant: Variant, entry: dict) -> bool:
+    """The entry trains the variant's encoding with its options: those the variant names and those another
+    variant of the claim varies (an entry that changes one is an ablation), defaults filled in on both sides."""
+    if entry.get("pe") != variant.pe:
+        return False
+    keys = set(variant.pe_options).union(*(v.pe_options for v in claim.variants.values() if v.pe == variant.pe))
+    defaults = option_defaults(variant.pe) if variant.pe else {}
+    have = {**defaults, **(entry.get("pe_options") or {})}
+    want = {**defaults, **variant.pe_options}
+    return all(have.get(k) == want.get(k) for k in keys)
+
+
+def _suite_tasks(p: dict, which: str) -> set[str]:
+    ev = p.get("eval") or {}
+    suites = ev.get("suites") or {}
+    return {t for s in ev.get(which) or [] for t in ((suites.get(s) or {}).get("tasks") or [])}
+
+
+def _has_tasks(tasks: set[str], leaves: list[str]) -> bool:
+    return all(t in tasks or MIRROR_TASKS.get(t) in tasks for t in leaves)
+
+
+def _diag_runs(p: dict, claim: Claim, variant: Variant, name: str) -> bool:
+    diag = p.get("diagnostics") or {}
+    train = diag.get("train") or {}
+    for entry in (diag.get("runs") or {}).values():
+        if not isinstance(entry, dict) or entry.get("task") != name or not _options_match(claim, variant, entry):
+            continue
+        given = {**(train.get("set") or {}), **((train.get("task_set") or {}).get(name) or {}), **entry}
+        if all(given.get(k, RUN_PARAM_DEFAULTS.get(k)) == v for k, v in claim.run_params.items()):
+            return True
+    return False
+
+
+def runs_variant(p: dict, claim: Claim, variant: Variant) -> bool:
+    """Whether the composed parameter file ``p`` produces ``variant``'s number for ``claim``."""
+    leaves = claim.leaves
+    diag = [records.split_diag_task(t) for t in leaves]
+    if all(d is not None for d in diag):
+        return all(_diag_runs(p, claim, variant, d[0]) for d in diag)
+    if variant.method:
+        return variant.method in ((p.get("adapt") or {}).get("methods") or []) and _has_tasks(
+            _suite_tasks(p, "adapt"), leaves
+        )
+    encodings = {k: e for k, e in (p.get("encodings") or {}).items() if isinstance(e, dict)}
+    mine = [k for k, e in encodings.items() if _options_match(claim, variant, e)]
+    if not mine:
+        return False
+    if leaves == ["train_val"]:
+        return True
+    if leaves == [records.SHIFT_TASK]:
+        return any(k in ((p.get("shift") or {}).get("encodings") or []) for k in mine)
+    return _has_tasks(_suite_tasks(p, "pretrain"), leaves)
+
+
+def measured_in(claim: Claim, names: tuple[str, ...], folder: str = str(PARAMS_DIR)) -> str:
+    """The first profile (:data:`ORDER`) whose parameter file runs every variant of ``names`` for ``claim``
+    and gives it a verdict (its training profile not in ``unlearned_at``), or 'none'."""
+    for prof, p in parameter_files(folder).items():
+        if str(p.get("profile")) in claim.unlearned_at:
+            continue
+        if all(runs_variant(p, claim, claim.variants[n]) for n in names):
+            return prof
+    return "none"
