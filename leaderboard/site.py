@@ -519,7 +519,8 @@ class Site:
                                 (2, "the papers' diagnostics"), (3, "zero-shot tasks")) if t in tiers]  # fmt: skip
         all_runs = self.table("runs_list", ["name", "kind", "pe", "checkpoint", "seed", "max_length",
                                             "training_length", "date", "source", "machine", "run"],
-                              run_rows)  # fmt: skip
+                              run_rows, table_cls="sticky")  # fmt: skip
+        all_runs = f'<div class="wide">{all_runs}</div>'
         self.files["index.html"] = pages.render(
             "index.html", title="leaderboard", prefix="", links=pages.nav(bool(self.claims_html)),
             budget=self.budget_line(info.get("train_len") or self.training_length(), info.get("longest")),
