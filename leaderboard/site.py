@@ -1,9 +1,12 @@
 """Build the static leaderboard site from the DuckDB store: plain HTML + inline SVG + one small
 script (sorting, filtering), so ``leaderboard/site/index.html`` opens from file:// offline.
 
-Pages: ``index.html`` (leaderboard: encodings x task groups, mean ± stderr over seeds; context
-extension; all runs), ``ppl.html``, ``passkey.html``, ``diagnostics.html``, ``training.html``,
-``efficiency.html``, ``runs/<run_id>.html`` (provenance + metrics + samples), ``claims.html``
+Pages: ``index.html`` (leaderboard/templates/index.html: the training length and budget in one line, the
+papers, each encoding against RoPE with its interval or the reason there is none, win rate and mean rank
+(``leaderboard/front.py``); then encodings x task groups, mean ± stderr over seeds with seeds and scored
+tokens / examples beside each number; context extension; all runs), ``ppl.html``, ``passkey.html``,
+``diagnostics.html``, ``training.html``, ``efficiency.html``, ``runs/<run_id>.html`` (provenance + metrics +
+samples), ``claims.html``
 (``leaderboard/claims_page.py``, from the claims stage's leaderboard/claims.duckdb when there is
 one, else from the store's claims tables) when there is a claims table, and ``data/<table>.csv|json``
 for every store table and every table shown. Every text from the store is HTML-escaped.
