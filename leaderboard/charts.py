@@ -8,10 +8,32 @@ Every text that reaches the SVG goes through :func:`html.escape`; each mark carr
 from __future__ import annotations
 
 import math
+import zlib
 from html import escape
 
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-           "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd")  # fmt: skip
+#: one colour per encoding, the same on every chart and page (peeval's 13 encodings, then the hashed rest)
+ENCODING_COLORS = {"rope": "#1f77b4", "tape": "#d62728", "pope": "#2ca02c", "cope": "#ff7f0e", "alibi": "#9467bd",
+                   "fire": "#8c564b", "kerple": "#e377c2", "learned": "#7f7f7f", "nope": "#bcbd22",
+                   "randpe": "#17becf", "sinusoidal": "#393b79", "t5": "#637939", "xpos": "#843c39"}  # fmt: skip
+#: colours of names that are no known encoding (picked by a hash of the name, so fixed across charts too)
+OTHER_COLORS = ("#000000", "#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363", "#ad494a", "#8c6d31")
+#: dash patterns: an encoding trained here is solid; an adapted model dashed; a model as shipped / other dotted
+DASH_ADAPTED, DASH_OTHER = "7 3", "2 3"
+
+
+def series_style(name: str) -> tuple[str, str]:
+    """(colour, SVG dash pattern) of a series, a function of its name alone so an encoding looks the same on
+    every chart: ``learned(max_positions=4096)`` is ``learned``'s colour, solid; ``SmolLM2-135M + tape`` is
+    tape's colour, dashed; anything else a hashed colour, dotted."""
+    base = name.split("(", 1)[0].strip().lower()
+    if base in ENCODING_COLORS:
+        return ENCODING_COLORS[base], ""
+    if " + " in name:
+        method = name.rsplit(" + ", 1)[1].strip().lower()
+        if method in ENCODING_COLORS:
+            return ENCODING_COLORS[method], DASH_ADAPTED
+        return OTHER_COLORS[zlib.crc32(method.encode()) % len(OTHER_COLORS)], DASH_ADAPTED
+    return OTHER_COLORS[zlib.crc32(name.encode()) % len(OTHER_COLORS)], DASH_OTHER
 
 
 def _fmt(v: float) -> str:
@@ -53,8 +75,12 @@ def line_chart(
     logy: bool = False,
     width: int = 640,
     height: int = 340,
+    vlines: list[tuple[float, str]] | None = None,
+    bands: dict[str, list[tuple[float, float, float]]] | None = None,
 ) -> str:
-    """One polyline (+ points) per series; non-finite or non-positive-on-log values are dropped."""
+    """One polyline (+ points) per series, styled by :func:`series_style`; non-finite or non-positive-on-log
+    values are dropped. ``vlines``: (x, label) marks such as the training length (a dashed vertical line);
+    ``bands``: per series, (x, lo, hi) points of a shaded band around its line (e.g. the range over seeds)."""
     base = 2 if logx else None
 
     def tx(v):
@@ -71,8 +97,14 @@ def line_chart(
             clean[name] = sorted(ok)
     if not clean:
         return f'<p class="empty">{escape(title)}: no data</p>'
+    bands = {n: sorted(b for b in pts if all(v is not None and math.isfinite(v) for v in b)
+                       and (not logx or b[0] > 0) and (not logy or b[1] > 0))
+             for n, pts in (bands or {}).items() if n in clean}  # fmt: skip
     xs = [tx(x) for pts in clean.values() for x, _ in pts]
-    ys = [ty(y) for pts in clean.values() for _, y in pts]
+    ys = [ty(y) for pts in clean.values() for _, y in pts] + [ty(v) for b in bands.values() for _, lo, hi in b
+                                                             for v in (lo, hi)]  # fmt: skip
+    vlines = [(x, lab) for x, lab in (vlines or []) if x is not None and (not logx or x > 0)]
+    xs += [tx(x) for x, _ in vlines]
     x0, x1 = min(xs), max(xs)
     y0, y1 = min(ys), max(ys)
     if x1 == x0:
@@ -107,16 +139,31 @@ def line_chart(
     out.append(f'<text x="{L + W / 2}" y="{height - 6}" class="label" text-anchor="middle">{escape(xlabel)}</text>')
     out.append(f'<text transform="translate(14 {T + H / 2}) rotate(-90)" class="label" text-anchor="middle">'
                f"{escape(ylabel)}</text>")  # fmt: skip
+    for x, lab in vlines:
+        out.append(f'<line x1="{px(x):.1f}" x2="{px(x):.1f}" y1="{T}" y2="{T + H}" class="vline" stroke="#555" '
+                   f'stroke-dasharray="4 3"><title>{escape(lab)}</title></line>'
+                   f'<text x="{px(x) + 4:.1f}" y="{T + 12}" class="tick vlabel">{escape(lab)}</text>')  # fmt: skip
+    for name, b in bands.items():
+        if len(b) < 2:
+            continue
+        c, _ = series_style(name)
+        ring = [(x, hi) for x, _, hi in b] + [(x, lo) for x, lo, _ in reversed(b)]
+        d = " ".join(f"{'M' if j == 0 else 'L'}{px(x):.1f},{py(y):.1f}" for j, (x, y) in enumerate(ring)) + " Z"
+        out.append(f'<path d="{d}" class="band" fill="{c}" fill-opacity="0.15" stroke="none">'
+                   f"<title>{escape(name)}: range</title></path>")  # fmt: skip
     for i, (name, pts) in enumerate(clean.items()):
-        c = PALETTE[i % len(PALETTE)]
+        c, dash = series_style(name)
+        da = f' stroke-dasharray="{dash}"' if dash else ""
         d = " ".join(f"{'M' if j == 0 else 'L'}{px(x):.1f},{py(y):.1f}" for j, (x, y) in enumerate(pts))
-        out.append(f'<path d="{d}" class="mark line" stroke="{c}" fill="none"><title>{escape(name)}</title></path>')
+        out.append(f'<path d="{d}" class="mark line" stroke="{c}"{da} fill="none" data-series="{escape(name)}">'
+                   f"<title>{escape(name)}</title></path>")  # fmt: skip
         for x, y in pts if len(pts) <= 40 else []:
             out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{c}" class="mark">'
                        f"<title>{escape(name)}: {_fmt(x)} → {_fmt(y)}</title></circle>")  # fmt: skip
         ly = T + 12 + i * 16
-        out.append(f'<rect x="{L + W + 12}" y="{ly - 8}" width="10" height="10" fill="{c}"/>'
-                   f'<text x="{L + W + 26}" y="{ly + 1}" class="legend">{escape(name[:28])}</text>')  # fmt: skip
+        out.append(f'<line x1="{L + W + 8}" x2="{L + W + 26}" y1="{ly - 3}" y2="{ly - 3}" stroke="{c}"{da} '
+                   f'stroke-width="3"/><text x="{L + W + 30}" y="{ly + 1}" class="legend">'
+                   f"{escape(name[:28])}</text>")  # fmt: skip
     out.append("</svg>")
     return "".join(out)
 
@@ -128,6 +175,20 @@ def _color(v: float | None) -> str:
     v = min(1.0, max(0.0, v))
     r, g, b = (int(255 + (t - 255) * v) for t in (8, 81, 156))
     return f"rgb({r},{g},{b})"
+
+
+def cell_label(v: float | None) -> str:
+    """The text of a heatmap cell: an accuracy in [0, 1) with two decimals, or three when two would round it to 1
+    (0.9967 -> '.997', never '.00'; 0.9996 -> '>.999'), without the leading 0; 1 -> '1'; '' when missing."""
+    if v is None or not math.isfinite(v):
+        return ""
+    if 0 <= v < 1:
+        for digits in (2, 3):
+            text = f"{v:.{digits}f}"
+            if float(text) < 1:
+                return text[1:]
+        return ">.999"
+    return f"{v:.0f}" if v == int(v) else _fmt(v)
 
 
 def heatmap(
@@ -161,7 +222,7 @@ def heatmap(
             v = values.get((r, c))
             x = L + j * cell
             fg = "#fff" if v is not None and math.isfinite(v) and v > 0.55 else "#222"
-            label = "" if v is None else f"{v:.2f}"[1:] if 0 <= v < 1 else f"{v:.0f}"
+            label = cell_label(v)
             out.append(f'<rect x="{x}" y="{y}" width="{cell - 1}" height="{cell - 1}" fill="{_color(v)}" class="mark">'
                        f"<title>{escape(f'{row_label} {r}, {col_label} {c}: {_fmt(v)}')}</title></rect>"
                        f'<text x="{x + cell / 2}" y="{y + cell / 2 + 4}" class="cell" fill="{fg}" '

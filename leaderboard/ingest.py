@@ -44,7 +44,6 @@ from peeval.records import (
     PPL_BASES,
     PPL_PREFIX,
     PROVENANCE_KEY,
-    adapt_label,
     adapted_name,
     base_model_label,
     encoding_label,
@@ -555,7 +554,8 @@ def parse_checkpoint_dir(ck: Path, root: Path) -> dict[str, list[dict]]:
             raise IngestError(f"{f}: no 'method' (partial adapt summary)")
         try:
             rows["efficiency"].append({
-                "checkpoint": key, "pe": adapt_label(s["method"]), "params": _int(s.get("trainable_params"),
+                "checkpoint": key, "pe": None, "method": s["method"], "pe_options": None,
+                "params": _int(s.get("trainable_params"),
                 "'trainable_params'"), "flops_per_token": None,
                 "tokens_per_s": _real(s.get("tokens_per_s"), "'tokens_per_s'"),
                 "train_time_s": _real(s.get("train_time_s"), "'train_time_s'"),
@@ -574,7 +574,8 @@ def parse_checkpoint_dir(ck: Path, root: Path) -> dict[str, list[dict]]:
             if not isinstance(s["pe"], str) or not isinstance(s.get("pe_options") or {}, dict):
                 raise ValueError("'pe' must be a name and 'pe_options' an object")
             rows["efficiency"].append({
-                "checkpoint": key, "pe": encoding_label(s["pe"], s.get("pe_options")),
+                "checkpoint": key, "pe": s["pe"], "pe_options": json.dumps(s.get("pe_options") or {}, sort_keys=True),
+                "method": None,
                 "params": _int(s["params"], "'params'", 1),
                 "flops_per_token": _real(s.get("flops_per_token"), "'flops_per_token'"),
                 "tokens_per_s": _real(s.get("tokens_per_s"), "'tokens_per_s'"),

@@ -123,7 +123,7 @@ CREATE TABLE IF NOT EXISTS training_curves (
 -- Cost of each checkpoint: train_summary.json (pretraining / diagnostics) or adapt_summary.json.
 CREATE TABLE IF NOT EXISTS efficiency (
     checkpoint      VARCHAR PRIMARY KEY,
-    pe              VARCHAR,        -- encoding, or 'adapt:<method>' for an adapter
+    pe              VARCHAR,        -- the encoding's name as in runs.pe (rope, learned, ...); NULL for an adapter
     params          BIGINT,         -- parameters (trainable parameters for an adapter)
     flops_per_token DOUBLE,
     tokens_per_s    DOUBLE,
@@ -134,7 +134,9 @@ CREATE TABLE IF NOT EXISTS efficiency (
     final_val_loss  DOUBLE,
     final_val_ppl   DOUBLE,
     total_params    BIGINT,         -- adapters: all parameters of the adapted model
-    summary         JSON            -- the whole summary file
+    summary         JSON,           -- the whole summary file
+    pe_options      JSON,           -- the encoding's options (as runs.pe_options); NULL for an adapter
+    method          VARCHAR         -- an adapter's method (lora, yarn, tape, ...); NULL for a trained model
 );
 
 -- Per-document outputs from samples_<task>.jsonl. Long texts keep their first and last 1500

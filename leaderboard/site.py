@@ -1,9 +1,12 @@
 """Build the static leaderboard site from the DuckDB store: plain HTML + inline SVG + one small
 script (sorting, filtering), so ``leaderboard/site/index.html`` opens from file:// offline.
 
-Pages: ``index.html`` (leaderboard: encodings x task groups, mean ± stderr over seeds; context
-extension; all runs), ``ppl.html``, ``passkey.html``, ``diagnostics.html``, ``training.html``,
-``efficiency.html``, ``runs/<run_id>.html`` (provenance + metrics + samples), ``claims.html``
+Pages: ``index.html`` (leaderboard/templates/index.html: the training length and budget in one line, the
+papers, each encoding against RoPE with its interval or the reason there is none, win rate and mean rank
+(``leaderboard/front.py``); then encodings x task groups, mean ± stderr over seeds with seeds and scored
+tokens / examples beside each number; context extension; all runs), ``ppl.html``, ``passkey.html``,
+``diagnostics.html``, ``training.html``, ``efficiency.html``, ``runs/<run_id>.html`` (provenance + metrics +
+samples), ``claims.html``
 (``leaderboard/claims_page.py``, from the claims stage's leaderboard/claims.duckdb when there is
 one, else from the store's claims tables) when there is a claims table, and ``data/<table>.csv|json``
 for every store table and every table shown. Every text from the store is HTML-escaped.
@@ -20,6 +23,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -29,7 +33,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from leaderboard import claims_page, pages
+from leaderboard import claims_page, front, pages
 from leaderboard._cli import run_command
 from leaderboard.charts import heatmap, line_chart
 from leaderboard.ingest import CLAIM_TABLES, TABLE_COLUMNS, StoreError, open_store
@@ -40,6 +44,10 @@ from peeval.records import (
     PASSKEY_TASK,
     PPL_PREFIX,
     SeedEstimate,
+    adapt_label,
+    adapted_name,
+    base_model_label,
+    encoding_label,
     fmt_number,
     headline_metrics,
     higher_is_better,
@@ -77,6 +85,14 @@ svg .label{font-size:12px;fill:#222}svg .ctitle{font-size:13px;font-weight:600;f
 svg .line{stroke-width:2}svg .cell{font-size:10px}pre{background:#fff;border:1px solid #ddd;padding:8px;
 white-space:pre-wrap;word-break:break-all;max-height:320px;overflow:auto;margin:0}.empty{color:#888}
 .best{font-weight:700}.note{color:#555;font-size:13px}
+.wide{overflow-x:auto;max-width:100%}table.sticky th:first-child,table.sticky td:first-child{position:sticky;left:0;
+z-index:1;background:#fff}table.sticky th:first-child{background:#eef2f7}.lead{font-size:15px;margin:8px 0}
+td .sub{display:block;color:#666;font-size:11px;white-space:normal;max-width:17em}
+.win{color:#1a7f37}.lose{color:#b42318}
+td .claim{display:block;font-size:10.5px;white-space:normal;max-width:11em}.papers a{margin-right:12px}
+table.sticky{font-size:13px}table.sticky th{white-space:normal;min-width:7em;max-width:11em;vertical-align:bottom}
+table.sticky td{padding:2px 6px}table.sticky td:first-child{max-width:11em;overflow-wrap:anywhere}
+table.sticky td .sub{max-width:11em;font-size:10.5px;line-height:1.25}
 """
 
 JS = """
@@ -95,7 +111,8 @@ document.querySelectorAll('table.sortable').forEach(function (t) {
       rows.sort(function (a, b) {
         var x = key(a), y = key(b);
         if (x[0] !== y[0]) return x[0] - y[0];
-        var d = x[1] < y[1] ? -1 : x[1] > y[1] ? 1 : 0;
+        var d = x[0] ? String(x[1]).localeCompare(String(y[1]), undefined, {numeric: true})
+                     : x[1] < y[1] ? -1 : x[1] > y[1] ? 1 : 0;
         return asc ? d : -d;
       });
       rows.forEach(function (r) { body.appendChild(r); });
@@ -111,6 +128,11 @@ document.querySelectorAll('input.filter').forEach(function (inp) {
   });
 });
 """
+
+
+def natural_key(text: str) -> tuple:
+    """Sort key reading the numbers inside a text as numbers: acc@256 before acc@1024, ppl@512 before ppl@4096."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", text) if p)
 
 
 def column_tier(task: str) -> int:
@@ -159,6 +181,9 @@ class Site:
         self.files: dict[str, str] = {}
         self.claims_html = claims_page.render_claims_page(self.claims_con)
         self.table_ids: set[str] = set()
+        self.claims: list[dict] = []
+        self.chosen: dict[str, tuple[str, str]] = {}
+        self.cells: dict = {}
 
     # -- helpers
     def q(self, sql: str, params: list | None = None) -> list[dict]:
@@ -178,7 +203,16 @@ class Site:
         records = [{h: _jsonable(v) for h, v in zip(headers, r)} for r in rows]
         self.files[f"data/{tid}.json"] = json.dumps(records, indent=1, default=str)
 
-    def table(self, tid: str, headers: list[str], rows: list[list[Any]], *, prefix: str = "", filt: bool = True) -> str:
+    def table(
+        self,
+        tid: str,
+        headers: list[str],
+        rows: list[list[Any]],
+        *,
+        prefix: str = "",
+        filt: bool = True,
+        table_cls: str = "",
+    ) -> str:
         """A sortable, filterable table plus its CSV / JSON downloads."""
         assert tid not in self.table_ids, tid
         self.table_ids.add(tid)
@@ -203,7 +237,8 @@ class Site:
                 cls = f' class="{c.cls}"' if c.cls else ""
                 tds.append(f"<td{cls}{sort}>{inner}{c.extra}</td>")
             body.append("<tr>" + "".join(tds) + "</tr>")
-        return (f'{tools}<table id="{tid}" class="sortable"><thead><tr>{head}</tr></thead>'
+        tcls = f"sortable {table_cls}".strip()
+        return (f'{tools}<table id="{tid}" class="{tcls}"><thead><tr>{head}</tr></thead>'
                 f'<tbody>{"".join(body)}</tbody></table>')  # fmt: skip
 
     def page(self, path: str, title: str, body: str) -> None:
@@ -212,10 +247,18 @@ class Site:
                                         links=pages.nav(bool(self.claims_html)), body=pages.Markup(body))  # fmt: skip
 
     # -- leaderboard
+    def training_length(self) -> int | None:
+        """The context length the encodings were pretrained at (the most common one of the pretrain runs)."""
+        r = self.q("select training_length L, count(*) k from runs where kind = 'pretrain' and training_length is not "
+                   "null group by 1 order by k desc, L limit 1")  # fmt: skip
+        return r[0]["L"] if r else None
+
     def columns(self, kinds: tuple[str, ...]) -> tuple[list[str], dict[str, dict[str, list[tuple]]], list[bool]]:
-        """(column labels, name -> label -> [(value, stderr, n, proportion)], lower-is-better flags) for runs of
-        ``kinds``: each task's headline metric (``peeval.records.headline_metrics``), its direction the
-        registry's or, for a metric it does not know, lm-eval's (ingest: runs.params.higher_is_better)."""
+        """(column labels, name -> label -> [(value, stderr, n, proportion, run_id, scored tokens)], lower-is-better
+        flags) for runs of ``kinds``: each task's headline metric (``peeval.records.headline_metrics``), its
+        direction the registry's or, for a metric it does not know, lm-eval's (ingest: runs.params.higher_is_better).
+        Perplexity: at the training length (else the shortest measured) and the longest; ``self.chosen[label]``:
+        its (task, metric)."""
         rows = self.q(
             "select r.name, r.run_id, m.task, m.metric, m.value, m.stderr, m.n from metrics m join runs r using "
             "(run_id) where m.filter = 'none' and list_contains(?, r.kind) order by r.name, m.task, m.metric",
@@ -229,15 +272,21 @@ class Site:
             for task, ms in (params.get("higher_is_better") or {}).items():
                 lm_eval.update({(task, m): up for m, up in ms.items()})
         by_task: dict[str, set[str]] = defaultdict(set)
+        tokens: dict[tuple[str, str, int], int] = {}  # (run_id, task, L) -> scored tokens of ppl@L
         for r in rows:
             if r["task"] not in hidden:
                 by_task[r["task"]].add(r["metric"])
+            pm = parse_ppl_metric(r["metric"])
+            if pm and pm[0] == "tokens" and r["value"] is not None and math.isfinite(r["value"]):
+                tokens[(r["run_id"], r["task"], pm[1])] = int(r["value"])
+        train_len = self.training_length()
         chosen: list[tuple[str, str, str]] = []  # (task, metric, label)
         for task in sorted(by_task, key=lambda t: (column_tier(t), t)):
             ms = by_task[task]
             if (corpus := ppl_corpus(task)) is not None:
                 lengths = sorted(pm[1] for m in ms if (pm := parse_ppl_metric(m)) and pm[0] == "ppl")
-                for L in sorted({lengths[0], lengths[-1]}) if lengths else []:
+                first = train_len if train_len in lengths else lengths[0] if lengths else None
+                for L in sorted({first, lengths[-1]}) if lengths else []:
                     chosen.append((task, ppl_metric("ppl", L), f"{corpus} {ppl_metric('ppl', L)}"))
             elif task.startswith(DIAG_PREFIX):  # every headline accuracy (flip-flop: acc and seq_acc)
                 chosen += [(task, m, f"{task[len(DIAG_PREFIX) :]} {m}") for m in headline_metrics(ms)]
@@ -247,12 +296,15 @@ class Site:
                 if m:
                     chosen.append((task, m, "passkey acc" if task == PASSKEY_TASK else f"{task} {m}"))
         want = {(t, m): label for t, m, label in chosen}
+        self.chosen = {label: (t, m) for t, m, label in chosen}
         cells: dict[str, dict[str, list[tuple]]] = defaultdict(lambda: defaultdict(list))
         for r in rows:
             label = want.get((r["task"], r["metric"]))
             if label:
                 proportion = metric_kind(r["task"], r["metric"]) == "fraction"
-                cells[r["name"]][label].append((r["value"], r["stderr"], r["n"], proportion))
+                pm = parse_ppl_metric(r["metric"])
+                tok = tokens.get((r["run_id"], r["task"], pm[1])) if pm else None
+                cells[r["name"]][label].append((r["value"], r["stderr"], r["n"], proportion, r["run_id"], tok))
         labels = [label for _, _, label in chosen]
         lower = [not higher_is_better(m, lm_eval.get((t, m))) for t, m, _ in chosen]
         return labels, cells, lower
@@ -263,22 +315,56 @@ class Site:
         """(column labels, name -> label -> mean ± stderr over its runs, lower-is-better flags): the one
         estimate the claims show too (``peeval.records.seed_estimate``)."""
         labels, cells, lower = self.columns(kinds)
+        self.cells = cells
         stats: dict[str, dict[str, SeedEstimate]] = {}
         for name, by in cells.items():
             stats[name] = {}
             for label, vals in by.items():
-                per_run = [(v, se, n) for v, se, n, _ in vals if v is not None]
+                per_run = [(v[0], v[1], v[2]) for v in vals if v[0] is not None]
                 if per_run:
                     stats[name][label] = seed_estimate(per_run, proportion=vals[0][3])
         return labels, stats, lower
 
+    def decided_claims(self) -> list[dict]:
+        """The claims with a decided verdict (reproduced / contradicted): id, task, metric, verdict, run ids."""
+        con = self.claims_con
+        if not con.execute("select 1 from information_schema.tables where table_name = 'claims'").fetchall():
+            return []
+        out = []
+        for cid, task, metric, verdict, ids in con.execute(
+            "select claim_id, task, metric, verdict, run_ids from claims where verdict in ('reproduced', "
+            "'contradicted') order by claim_id"
+        ).fetchall():
+            try:
+                run_ids = set(json.loads(ids) if isinstance(ids, str) else ids or [])
+            except ValueError:
+                run_ids = set()
+            out.append({"claim_id": cid, "task": task, "metric": metric, "verdict": verdict, "run_ids": run_ids})
+        return out
+
+    def cell_claims(self, label: str, run_ids: set[str]) -> list[tuple[str, str]]:
+        """(claim_id, verdict) of the decided claims on this column's task and metric that used these runs."""
+        task, metric = self.chosen.get(label, (None, None))
+        return [(c["claim_id"], c["verdict"]) for c in self.claims
+                if c["task"] == task and c["metric"] == metric and c["run_ids"] & run_ids]  # fmt: skip
+
+    def claim_links(self, claims: list[tuple[str, str]]) -> str:
+        if not self.claims_html:
+            return ""
+        return "".join(f'<a class="claim" href="claims.html#{escape(cid)}" title="{escape(cid)}">claim {escape(v)}: '
+                       f"{escape(cid.split(':', 1)[-1])}</a>" for cid, v in claims)  # fmt: skip
+
     def leaderboard_table(self, tid: str, kinds: tuple[str, ...], first: str) -> str:
+        """Mean ± stderr (seeds), with its support beside every number: the scored tokens of a perplexity, the
+        examples of an accuracy. Bold = best in a column, only among cells with a standard error (a number
+        without one is never 'best')."""
         labels, stats, lower = self.leaderboard_stats(kinds)
         if not stats:
             return '<p class="empty">no runs yet</p>'
         best = {}
         for label, low in zip(labels, lower):
-            vs = [s[label].value for s in stats.values() if label in s and math.isfinite(s[label].value)]
+            vs = [s[label].value for s in stats.values() if label in s and math.isfinite(s[label].value)
+                  and s[label].stderr is not None]  # fmt: skip
             if len(vs) > 1:
                 best[label] = min(vs) if low else max(vs)
         headers = [first] + [f"{lab} {'↓' if low else '↑'}" for lab, low in zip(labels, lower)]
@@ -290,12 +376,134 @@ class Site:
                 if s is None:
                     row.append(Cell("–", None, cls="num"))
                     continue
+                vals = self.cells[name][label]
+                support = [f"{s.seeds} seed{'s' if s.seeds > 1 else ''}"]
+                toks = sorted({v[5] for v in vals if v[5] is not None})
+                if parse_ppl_metric(self.chosen[label][1]):
+                    support.append(
+                        f"{toks[0]:,} tokens" + (" per seed" if s.seeds > 1 else "")
+                        if len(toks) == 1
+                        else "tokens " + "/".join(f"{t:,}" for t in toks)
+                        if toks
+                        else "tokens unknown"
+                    )
+                elif s.n is not None:
+                    support.append(f"n={s.n:,}")
+                if s.stderr is None:
+                    support.append("no stderr")
                 extra = f' <span class="se">± {escape(fmt(s.stderr))}</span>' if s.stderr is not None else ""
-                extra += f' <span class="se">({s.seeds} seed{"s" if s.seeds > 1 else ""})</span>'
-                cls = "num best" if best.get(label) == s.value else "num"
+                extra += f'<span class="sub">{escape(", ".join(support))}</span>'
+                extra += self.claim_links(self.cell_claims(label, {v[4] for v in vals}))
+                cls = "num best" if best.get(label) == s.value and s.stderr is not None else "num"
                 row.append(Cell(fmt(s.value), s.value, cls=cls, extra=extra))
             rows.append(row)
-        return self.table(tid, headers, rows)
+        return f'<div class="wide">{self.table(tid, headers, rows, table_cls="sticky")}</div>'
+
+    def front_columns(self) -> list[front.Column]:
+        """The headline columns of the comparison with RoPE: perplexity at the training length and the longest
+        length of each corpus, passkey, and each diagnostic split's first headline accuracy."""
+        cols, seen_diag = [], set()
+        for label, (task, metric) in self.chosen.items():
+            pm = parse_ppl_metric(metric)
+            if pm:
+                cols.append(front.Column(task, metric, label, "ppl", pm[1]))
+            elif task.startswith(DIAG_PREFIX) and task not in seen_diag:
+                seen_diag.add(task)
+                cols.append(front.Column(task, metric, label, "acc"))
+            elif task == PASSKEY_TASK:
+                cols.append(front.Column(task, metric, label, "acc"))
+        return cols
+
+    def vs_rope_table(self) -> tuple[str, dict]:
+        """The answer-first table (leaderboard.front) and what the page says about it."""
+        cols = self.front_columns()
+        base = front.BASELINE
+        info: dict[str, Any] = {"baseline": base, "has_baseline": base in self.cells}
+        if not cols or base not in self.cells:
+            return '<p class="empty">no RoPE runs to compare with</p>', info
+        runs = {name: {c.label: [front.Run(v[0], v[1], v[2], v[5], v[4]) for v in by.get(c.label, [])]
+                       for c in cols} for name, by in self.cells.items()}  # fmt: skip
+        values = {name: {c.label: e.value for c in cols if (e := front.estimate(c, by[c.label])) is not None}
+                  for name, by in runs.items()}  # fmt: skip
+        ranks = front.mean_ranks(cols, values)
+        train_len, longest = self.training_length(), max((c.length or 0 for c in cols), default=0)
+        headers = ["encoding"]
+        for c in cols:
+            if c.kind == "ppl":
+                corpus = ppl_corpus(c.task)
+                where = ("in distribution" if c.length == train_len else
+                         f"{c.length / train_len:g}× train" if train_len else f"L={c.length}")  # fmt: skip
+                headers.append(f"{corpus} ppl ÷ RoPE @{c.length} ({where}) ↓")
+            else:
+                headers.append(f"{c.label} − RoPE ↑" if c.task == PASSKEY_TASK else
+                               f"{c.label[: -len(c.metric) - 1].replace('_', ' ')} {c.metric} − RoPE ↑")  # fmt: skip
+        headers += ["wins vs RoPE", "mean rank ↓"]
+        order = sorted(runs, key=lambda n: (ranks.get(n, (math.inf, 0))[0], n))
+        rows = []
+        for name in order:
+            row: list[Any] = [Cell(name, name)]
+            cells = []
+            for c in cols:
+                if name == base:
+                    row.append(Cell("baseline", None, cls="num", extra=self._base_sub(c, runs[name][c.label])))
+                    continue
+                vc = front.compare(c, runs[name][c.label], runs[base][c.label])
+                cells.append(vc)
+                if vc is None:
+                    row.append(Cell("not run", None, cls="num"))
+                    continue
+                vc.claims = self.cell_claims(c.label, {r.run_id for r in runs[name][c.label]})
+                cls = "num " + ("win" if vc.better else "lose" if vc.better is False else "")
+                extra = f'<span class="sub">{escape(vc.sub)}</span>' + self.claim_links(vc.claims)
+                row.append(Cell(vc.text, vc.sort, cls=cls.strip(), extra=extra))
+            if name == base:
+                row.append(Cell("–", None, cls="num", extra='<span class="sub">the baseline</span>'))
+            else:
+                wr = front.win_rate(cells)
+                row.append(Cell(wr.text, wr.wins / wr.compared if wr.compared else None, cls="num",
+                                extra=f'<span class="sub">{escape(wr.sub)}</span>'))  # fmt: skip
+            rk = ranks.get(name)
+            row.append(Cell(f"{rk[0]:.1f}" if rk else "–", rk[0] if rk else None, cls="num",
+                            extra=f'<span class="sub">over {rk[1]} column{"s" if rk[1] != 1 else ""}</span>'
+                            if rk else ""))  # fmt: skip
+            rows.append(row)
+        info.update(longest=longest, train_len=train_len)
+        return f'<div class="wide">{self.table("vs_rope", headers, rows, table_cls="sticky", filt=False)}</div>', info
+
+    @staticmethod
+    def _base_sub(c: front.Column, runs: list[front.Run]) -> str:
+        e = front.estimate(c, runs)
+        if e is None:
+            return '<span class="sub">not run</span>'
+        return f'<span class="sub">{escape(fmt(e.value))} ({e.seeds} seed{"s" if e.seeds > 1 else ""})</span>'
+
+    def budget_line(self, train_len: int | None, longest: int | None) -> str:
+        """One line: the training length and the budget every encoding got (from runs and efficiency)."""
+        pre = self.q("select e.params, e.steps, e.tokens, r.name, r.seed from runs r join efficiency e using "
+                     "(checkpoint) where r.kind = 'pretrain' and e.task is null")  # fmt: skip
+        bits = [f"Pretrained at context length {train_len:,} tokens" if train_len else "Training length unknown"]
+        if pre:
+            names = sorted({r["name"] for r in pre})
+            params = sorted({r["params"] for r in pre if r["params"]})
+            steps = sorted({r["steps"] for r in pre if r["steps"] is not None})
+            toks = sorted({r["tokens"] for r in pre if r["tokens"] is not None})
+            seeds = max(len({r["seed"] for r in pre if r["name"] == n}) for n in names)
+
+            def span(xs, f=lambda v: f"{v:,}"):
+                return "–" if not xs else f(xs[0]) if xs[0] == xs[-1] else f"{f(xs[0])}–{f(xs[-1])}"
+
+            bits.append(
+                f"{len(names)} encodings, each {span(params, lambda v: f'{v / 1e6:.2f}M')} parameters, "
+                f"{span(toks)} training tokens in {span(steps)} steps, {seeds} seed{'s' if seeds > 1 else ''}"
+            )
+        diag = self.q("select e.task, min(e.steps) s, min(e.tokens) t, count(distinct r.seed) k, "
+                      "string_agg(distinct r.pe, ', ' order by r.pe) pes from runs r join efficiency e using "
+                      "(checkpoint) where r.kind = 'diagnostic' group by 1 order by 1")  # fmt: skip
+        for d in diag:
+            bits.append(f"{d['task']}: {d['pes']}, {d['s']:,} steps ({d['t']:,} tokens), {d['k']} seeds")
+        if longest and train_len:
+            bits.append(f"perplexity up to {longest:,} tokens ({longest / train_len:g}× the training length)")
+        return " · ".join(bits)
 
     def index(self) -> None:
         runs = self.q("select * from runs order by kind, name, date")
@@ -305,26 +513,25 @@ class Site:
                      Cell(r["run_id"], r["run_id"], href=f"runs/{r['run_id']}.html")] for r in runs]  # fmt: skip
         profiles = {(published_profile(r["source"]), r["machine"]) for r in runs}
         published = sorted((p, m) for p, m in profiles if p is not None)
-        origin = ""
-        if published:
-            origin = (
-                '<p class="note">Rows named <b>… @&lt;profile&gt;</b> are published results of a profile run '
-                "elsewhere (leaderboard/published/): "
-                + "; ".join(f"{escape(profile)} on {escape(str(m))}" for profile, m in published)
-                + ". Every other row was computed on this machine by its own pipeline.</p>"
-            )
-        body = (
-            '<p class="note">Rows: encodings trained with identical data, budget and hyper-parameters (only the '
-            "positional encoding differs); columns: perplexity within and beyond the training length first, then "
-            "passkey, the papers' diagnostics and zero-shot tasks. Mean ± standard error over seeds, or lm-eval's "
-            "stderr for a single run. Click a header to sort, type to filter. Bold = best in column.</p>" + origin +
-            "<h2>Encodings</h2>" + self.leaderboard_table("leaderboard", ("pretrain", "diagnostic"), "encoding") +
-            "<h2>Context extension (adapted and external models)</h2>" +
-            self.leaderboard_table("extension", ("adapt", "external"), "model / method") +
-            "<h2>All runs</h2>" + self.table("runs_list", ["name", "kind", "pe", "checkpoint", "seed", "max_length",
-                                             "training_length", "date", "source", "machine", "run"], run_rows)
+        self.claims = self.decided_claims()
+        encodings = self.leaderboard_table("leaderboard", ("pretrain", "diagnostic"), "encoding")
+        tiers = sorted({column_tier(self.chosen[lab][0]) for lab in self.chosen})
+        vs, info = self.vs_rope_table()
+        extension = self.leaderboard_table("extension", ("adapt", "external"), "model / method")
+        kinds = [k for t, k in ((0, "perplexity within and beyond the training length"), (1, "passkey retrieval"),
+                                (2, "the papers' diagnostics"), (3, "zero-shot tasks")) if t in tiers]  # fmt: skip
+        all_runs = self.table("runs_list", ["name", "kind", "pe", "checkpoint", "seed", "max_length",
+                                            "training_length", "date", "source", "machine", "run"],
+                              run_rows, table_cls="sticky")  # fmt: skip
+        all_runs = f'<div class="wide">{all_runs}</div>'
+        self.files["index.html"] = pages.render(
+            "index.html", title="leaderboard", prefix="", links=pages.nav(bool(self.claims_html)),
+            budget=self.budget_line(info.get("train_len") or self.training_length(), info.get("longest")),
+            papers=front.PAPERS, vs_rope=pages.Markup(vs), baseline=info["baseline"], level=int(front.LEVEL * 100),
+            columns_text=", then ".join(kinds), encodings=pages.Markup(encodings),
+            extension=pages.Markup(extension), all_runs=pages.Markup(all_runs),
+            published=[(str(p), str(m)) for p, m in published], claims=bool(self.claims_html),
         )  # fmt: skip
-        self.page("index.html", "leaderboard", body)
 
     # -- charts
     def over_runs(self, view: str, keys: list[str], values: list[str], *, order: list[str],
@@ -349,6 +556,9 @@ class Site:
         self.page(path, title, f'{note}<div class="charts">{shown}</div><h2>Table</h2>{table}')
 
     def ppl_page(self) -> None:
+        """Perplexity per tokenizer family on its own axes (models trained here share one 2k-token vocabulary;
+        adapted / external models have their own, so their perplexities are not comparable with ours); bits per
+        byte, which does not depend on the tokenizer, puts every model on one axis. The training length marked."""
         headers, rows = self.over_runs(
             "ppl_by_length",
             ["corpus", "length"],
@@ -356,18 +566,35 @@ class Site:
             order=["corpus", "name", "length"],
             runs=True,
         )
+        here = {r["name"] for r in self.q("select distinct name from runs where kind in ('pretrain', 'diagnostic')")}
+        train_len = self.training_length()
+        mark = [(train_len, f"training length {train_len}")] if train_len else []
+        groups = (("models trained here (one tokenizer)", lambda n: n in here, mark),
+                  ("adapted / external models (their own tokenizer)", lambda n: n not in here, []))  # fmt: skip
         charts = []
         for corpus in sorted({r["corpus"] for r in rows}):
-            for metric in ("ppl", "bpb"):
+            for group, member, marks in groups:
                 series: dict[str, list] = defaultdict(list)
                 for r in rows:
-                    if r["corpus"] == corpus:
-                        series[r["name"]].append((r["length"], r[metric]))
-                charts.append(line_chart(series, title=f"{corpus}: {metric} vs context length",
-                                         xlabel="context length (tokens)", ylabel=metric, logx=True,
-                                         logy=metric == "ppl"))  # fmt: skip
+                    if r["corpus"] == corpus and member(r["name"]):
+                        series[r["name"]].append((r["length"], r["ppl"]))
+                if series:
+                    charts.append(line_chart(series, title=f"{corpus}: ppl vs context length, {group}",
+                                             xlabel="context length (tokens)", ylabel="ppl", logx=True, logy=True,
+                                             vlines=marks))  # fmt: skip
+            series = defaultdict(list)
+            for r in rows:
+                if r["corpus"] == corpus:
+                    series[r["name"]].append((r["length"], r["bpb"]))
+            bmark = [(train_len, f"training length {train_len} (models trained here)")] if train_len else []
+            charts.append(line_chart(series, title=f"{corpus}: bits per byte vs context length (every model)",
+                                     xlabel="context length (tokens)", ylabel="bpb", logx=True,
+                                     vlines=bmark))  # fmt: skip
         note = ("Disjoint windows of exactly L tokens (every predicted token scored), averaged over runs of the "
-                "same name. Infinite / exploding values are listed in the table and left off the charts.")  # fmt: skip
+                "same name. Perplexity is per token of a model's own tokenizer, so models with different tokenizers "
+                "get separate perplexity charts; bits per byte compares them all. Each encoding keeps one colour "
+                "(and dash) on every chart; the dashed vertical line is the training length. Infinite / exploding "
+                "values are listed in the table and left off the charts.")  # fmt: skip
         self.chart_page("ppl.html", "perplexity vs context length", charts, note=note, empty="no perplexity runs",
                         tid="ppl_by_length_table", rows=rows, headers=headers)  # fmt: skip
 
@@ -415,30 +642,59 @@ class Site:
                         tid="diagnostics_table", rows=rows, headers=headers)  # fmt: skip
 
     def training_page(self) -> None:
-        rows = self.q("select c.*, e.pe, e.task from training_curves c left join efficiency e using (checkpoint) "
-                      "order by checkpoint, step")  # fmt: skip
+        """Loss curves per encoding; a name trained with several seeds is drawn as the mean over its seeds with
+        the band of their range (min to max), never as one line zig-zagging through the seeds."""
+        rows = self.q("select c.*, e.pe, e.pe_options, e.method, e.task from training_curves c left join efficiency e "
+                      "using (checkpoint) order by checkpoint, step")  # fmt: skip
+        bases = {
+            r["checkpoint"]: base_model_label(json.loads(r["summary"]).get("gguf_file"))
+            for r in self.q(
+                "select checkpoint, summary from efficiency where method is not null and summary is not null"
+            )
+        }
+        labels: dict[str, str] = {}
+        for r in rows:
+            ck = r["checkpoint"]
+            if ck not in labels:
+                opts = json.loads(r["pe_options"]) if r["pe_options"] else None
+                base = bases.get(ck)
+                labels[ck] = ((adapted_name(base, r["method"]) if base else adapt_label(r["method"])) if r["method"]
+                              else encoding_label(r["pe"], opts) if r["pe"] else ck)  # fmt: skip
+            r["label"] = labels[ck]
+            r["group"] = "adaptation" if r["method"] else r["task"] or ""
         charts = []
-        groups = sorted({r["task"] or "" for r in rows})
+        groups = sorted({r["group"] for r in rows})
         for task in groups:
             for col in ("train_loss", "val_loss"):
-                series: dict[str, list] = defaultdict(list)
+                by: dict[str, dict[int, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
                 for r in rows:
-                    if (r["task"] or "") == task and r[col] is not None:
-                        series[r["pe"] or r["checkpoint"]].append((r["step"], r[col]))
+                    if r["group"] == task and r[col] is not None and math.isfinite(r[col]):
+                        by[r["label"]][r["step"]][r["checkpoint"]] = r[col]
+                series: dict[str, list] = {}
+                bands: dict[str, list] = {}
+                for label, steps in by.items():
+                    seeds = len({ck for vs in steps.values() for ck in vs})
+                    name = label if seeds == 1 else f"{label} (mean of {seeds} seeds)"
+                    series[name] = [(st, sum(vs.values()) / len(vs)) for st, vs in sorted(steps.items())]
+                    if seeds > 1:
+                        bands[name] = [(st, min(vs.values()), max(vs.values())) for st, vs in sorted(steps.items())]
                 if series:
-                    charts.append(line_chart(series, title=f"{task or 'text pretraining'}: {col}", xlabel="step",
-                                             ylabel=col))  # fmt: skip
+                    note = ", band: range over seeds" if bands else ""
+                    charts.append(line_chart(series, title=f"{task or 'text pretraining'}: {col}{note}", xlabel="step",
+                                             ylabel=col, bands=bands))  # fmt: skip
+        for r in rows:
+            del r["label"], r["group"]
         self.chart_page("training.html", "training curves", charts, empty="no training curves",
                         tid="training_curves_table", rows=rows, headers=["checkpoint", "step", "tokens", "lr",
-                        "train_loss", "val_loss", "elapsed_s", "pe", "task"])  # fmt: skip
+                        "train_loss", "val_loss", "elapsed_s", "pe", "pe_options", "method", "task"])  # fmt: skip
 
     def efficiency_page(self) -> None:
         rows = self.q(
-            "select checkpoint, pe, task, params, total_params, flops_per_token, tokens_per_s, "
-            "train_time_s, steps, tokens, final_val_loss, final_val_ppl from efficiency order by task, pe"
+            "select checkpoint, pe, pe_options, method, task, params, total_params, flops_per_token, tokens_per_s, "
+            "train_time_s, steps, tokens, final_val_loss, final_val_ppl from efficiency order by task, pe, method"
         )
-        headers = ["checkpoint", "pe", "task", "params", "total_params", "flops_per_token", "tokens_per_s",
-                   "train_time_s", "steps", "tokens", "final_val_loss", "final_val_ppl"]  # fmt: skip
+        headers = ["checkpoint", "pe", "pe_options", "method", "task", "params", "total_params", "flops_per_token",
+                   "tokens_per_s", "train_time_s", "steps", "tokens", "final_val_loss", "final_val_ppl"]  # fmt: skip
         body = ('<p class="note">Parameters (trainable ones for adapters), FLOPs per token and throughput of each '
                 "training / adaptation run on the machine it ran on.</p>" +
                 self.table("efficiency_table", headers, [list(r.values()) for r in rows]))  # fmt: skip
@@ -448,8 +704,8 @@ class Site:
         for run in self.q("select * from runs"):
             rid = run["run_id"]
             prov = "".join(f"<tr><th>{escape(k)}</th><td>{self._prov_value(k, v)}</td></tr>" for k, v in run.items())
-            metrics = self.q("select task, metric, filter, value, stderr, n from metrics where run_id = ? "
-                             "order by task, metric", [rid])  # fmt: skip
+            metrics = self.q("select task, metric, filter, value, stderr, n from metrics where run_id = ?", [rid])
+            metrics.sort(key=lambda m: (m["task"], natural_key(m["metric"]), m["filter"]))
             samples = self.q(
                 "select task, doc_id, prompt, target, response, correct from ("
                 "select *, row_number() over (partition by task order by doc_id) k from samples "

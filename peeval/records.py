@@ -29,6 +29,7 @@ API (all pure functions of strings and numbers; ``decode`` returns None for "not
   ``metric_kind(task, m)``, ``headline_metrics(ms)``, ``is_count(m)``, ``is_outcome(m)``;
 - statistics: ``mean_stderr(xs)`` (mean, stdev/sqrt(n) or None for n < 2), ``seed_stderr(xs)``, and the one
   mean ± stderr over seeds that the leaderboard and the claims show, :func:`seed_estimate`;
+- the interval of a difference of two such estimates: :func:`welch_difference` (Student's ``t_quantile``);
 - the site's number format: ``fmt_number(v, digits=4)``.
 """
 
@@ -509,6 +510,100 @@ def seed_estimate(
     else:
         se, method = own(*per_seed[0], kinds[0])
     return SeedEstimate(mean, se, n_tot, k, method)
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularized incomplete beta function (modified Lentz)."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 400):
+        m2 = 2 * m
+        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + aa / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    lbt = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(lbt) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(lbt) * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """P(T <= t) of Student's t with ``df`` degrees of freedom (any real df > 0; df = inf: the normal)."""
+    if math.isinf(df):
+        return 0.5 * math.erfc(-t / math.sqrt(2.0))
+    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (bisection on :func:`t_cdf`): the
+    critical value of an interval, e.g. ``t_quantile(0.975, 2)`` = 4.303 (not the normal's 1.96)."""
+    if not 0.0 < p < 1.0 or not df > 0:
+        raise ValueError(f"t_quantile: needs 0 < p < 1 and df > 0, got p={p}, df={df}")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        lo, hi = hi, hi * 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return (lo + hi) / 2.0
+
+
+@dataclass
+class Difference:
+    """``a - b`` of two :class:`SeedEstimate`s with its ``level`` interval [lo, hi]; ``df``: the Welch degrees
+    of freedom (inf: both sides one run each, the runs' own standard errors over examples, a normal interval)."""
+
+    value: float
+    lo: float
+    hi: float
+    df: float
+    level: float = 0.95
+
+
+def welch_difference(a: SeedEstimate, b: SeedEstimate, level: float = 0.95) -> Difference | None:
+    """The difference ``a - b`` and its Welch interval: ``t_quantile((1 + level) / 2, df)`` standard errors either
+    side, df by Welch-Satterthwaite from each side's seeds - 1. Both sides one run: their own standard errors
+    over examples and the normal quantile. None when an interval cannot be justified: a stderr missing or not
+    finite, or one side one run and the other several (a run's spread over examples is not a spread over seeds)."""
+    if a.stderr is None or b.stderr is None or not (math.isfinite(a.stderr) and math.isfinite(b.stderr)):
+        return None
+    if not (math.isfinite(a.value) and math.isfinite(b.value)):
+        return None
+    diff, se = a.value - b.value, math.hypot(a.stderr, b.stderr)
+    if a.seeds == 1 and b.seeds == 1:
+        df = math.inf
+    elif a.seeds >= 2 and b.seeds >= 2:
+        num = se**4
+        den = a.stderr**4 / (a.seeds - 1) + b.stderr**4 / (b.seeds - 1)
+        df = num / den if den > 0 else float(a.seeds + b.seeds - 2)
+    else:
+        return None
+    half = t_quantile((1.0 + level) / 2.0, df) * se
+    return Difference(diff, diff - half, diff + half, df, level)
 
 
 # ----------------------------------------------------------------------------- number format

@@ -1,0 +1,176 @@
+"""The front page's answer: each encoding against RoPE (the baseline every paper compares with), column by
+column, with the interval the runs justify and nothing more; a HELM-style summary (win rate, mean rank).
+
+Pure functions of per-run numbers (no store, no HTML), so each rule is tested on its own:
+
+- perplexity: the ratio ppl_X / ppl_RoPE; with >= 2 seeds on both sides a Welch interval on log ppl
+  (``peeval.records.welch_difference``), else the cell says why there is none ("1 seed, 1,020 scored tokens:
+  no interval") and the ratio stands alone;
+- an accuracy: the difference X - RoPE with its Welch interval (both sides >= 2 seeds) or, both sides one run
+  with a standard error over examples, the normal one; seeds on each side are stated;
+- win rate: over the columns where both have a number, the share where X is better, and how many of those
+  wins lie beyond the interval; mean rank: X's rank among all encodings, averaged over its columns.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from peeval.records import Difference, SeedEstimate, fmt_number, seed_estimate, welch_difference
+
+#: the baseline every comparison on the front page is against
+BASELINE = "rope"
+#: (short name, title, arXiv address) of the papers whose claims peeval checks
+PAPERS = (
+    ("TAPE", "Rethinking Addressing in Language Models via Contextualized Equivariant Positional Encoding",
+     "https://arxiv.org/abs/2501.00712"),
+    ("CoPE", "Contextual Position Encoding: Learning to Count What's Important", "https://arxiv.org/abs/2405.18719"),
+    ("PoPE", "Decoupling the \u201cWhat\u201d and \u201cWhere\u201d With Polar Coordinate Positional Embeddings",
+     "https://arxiv.org/abs/2509.10534"),
+)  # fmt: skip
+#: interval level of every difference shown
+LEVEL = 0.95
+
+
+@dataclass
+class Run:
+    """One run's number in a column: value, its own stderr (over examples), examples, scored tokens, id."""
+
+    value: float
+    stderr: float | None = None
+    n: int | None = None
+    tokens: int | None = None
+    run_id: str = ""
+
+
+@dataclass
+class Column:
+    """A headline column: ``kind`` 'ppl' (lower is better, compared as a ratio) or 'acc' (a share of examples,
+    higher is better, compared as a difference); ``length`` the context length of a perplexity column."""
+
+    task: str
+    metric: str
+    label: str
+    kind: str
+    length: int | None = None
+
+    @property
+    def lower(self) -> bool:
+        return self.kind == "ppl"
+
+
+@dataclass
+class VsCell:
+    """One encoding against the baseline in one column."""
+
+    text: str  # the ratio or difference
+    sub: str  # its support: the interval and seeds, or why there is no interval
+    better: bool | None  # X better than the baseline (None: a tie or no number)
+    beyond: bool = False  # the interval excludes "no difference", on X's side when better
+    sort: float | None = None
+    diff: Difference | None = None
+    claims: list[tuple[str, str]] = field(default_factory=list)  # (claim_id, verdict) resting on these runs
+
+
+def _tokens(runs: list[Run]) -> str:
+    """The scored tokens behind each run's perplexity (every run of a cell)."""
+    toks = sorted({r.tokens for r in runs if r.tokens is not None})
+    if not toks:
+        return "scored tokens unknown"
+    return f"{toks[0]:,} tokens each" if len(toks) == 1 else f"{toks[0]:,}–{toks[-1]:,} tokens each"
+
+
+def _finite(runs: list[Run]) -> list[Run]:
+    return [r for r in runs if r.value is not None and math.isfinite(r.value)]
+
+
+def compare(col: Column, x: list[Run], base: list[Run]) -> VsCell | None:
+    """X against the baseline in ``col``; None when either side has no finite number."""
+    x, base = _finite(x), _finite(base)
+    if not x or not base:
+        return None
+    seeds = f"{len(x)} vs {len(base)} seeds" if (len(x), len(base)) != (1, 1) else "1 seed each"
+    if col.kind == "ppl":
+        if any(r.value <= 0 for r in x + base):
+            return None
+        ex = seed_estimate([(math.log(r.value), None, r.n) for r in x], proportion=False)
+        eb = seed_estimate([(math.log(r.value), None, r.n) for r in base], proportion=False)
+        ratio = math.exp(ex.value - eb.value)
+        better = None if ratio == 1 else ratio < 1
+        d = welch_difference(ex, eb, LEVEL) if len(x) >= 2 and len(base) >= 2 else None
+        if d is None:
+            sub = f"{seeds}, {_tokens(x + base)}: no interval"
+            return VsCell(f"×{ratio:.3f}", sub, better, False, ratio)
+        lo, hi = math.exp(d.lo), math.exp(d.hi)
+        beyond = hi < 1 or lo > 1
+        sub = f"{int(LEVEL * 100)}% CI ×{lo:.3f} to ×{hi:.3f}; {seeds}, Welch df {d.df:.1f}"
+        return VsCell(f"×{ratio:.3f}", sub, better, beyond, ratio, d)
+    ex = seed_estimate([(r.value, r.stderr, r.n) for r in x], proportion=True)
+    eb = seed_estimate([(r.value, r.stderr, r.n) for r in base], proportion=True)
+    d = welch_difference(ex, eb, LEVEL)
+    diff = ex.value - eb.value
+    better = None if diff == 0 else diff > 0
+    text = f"{diff:+.3f}"
+    if d is None:
+        return VsCell(text, f"{seeds}: no interval (seed spread on one side only)", better, False, diff)
+    how = f"Welch df {d.df:.1f}" if math.isfinite(d.df) else "normal, over examples"
+    sub = f"{int(LEVEL * 100)}% CI {d.lo:+.3f} to {d.hi:+.3f}; {seeds}, {how}"
+    return VsCell(text, sub, better, d.lo > 0 or d.hi < 0, diff, d)
+
+
+def estimate(col: Column, runs: list[Run]) -> SeedEstimate | None:
+    """The column's one number over a name's runs (the leaderboard's mean ± stderr)."""
+    runs = _finite(runs)
+    if not runs:
+        return None
+    return seed_estimate([(r.value, r.stderr, r.n) for r in runs], proportion=col.kind == "acc")
+
+
+def mean_ranks(cols: list[Column], values: dict[str, dict[str, float]]) -> dict[str, tuple[float, int]]:
+    """name -> (mean rank, columns ranked in): in each column the names with a finite number ranked 1 = best
+    (ties share the mean of their ranks), then averaged over the columns each name has a number in."""
+    got: dict[str, list[float]] = {}
+    for c in cols:
+        vs = sorted(((v, n) for n, by in values.items() if (v := by.get(c.label)) is not None and math.isfinite(v)),
+                    key=lambda t: t[0] if c.lower else -t[0])  # fmt: skip
+        i = 0
+        while i < len(vs):
+            j = i
+            while j + 1 < len(vs) and vs[j + 1][0] == vs[i][0]:
+                j += 1
+            for k in range(i, j + 1):
+                got.setdefault(vs[k][1], []).append((i + j) / 2 + 1)
+            i = j + 1
+    return {n: (sum(r) / len(r), len(r)) for n, r in got.items()}
+
+
+@dataclass
+class WinRate:
+    wins: int
+    beyond: int  # wins whose interval excludes no difference
+    losses_beyond: int
+    compared: int
+
+    @property
+    def text(self) -> str:
+        if not self.compared:
+            return "–"
+        return f"{self.wins}/{self.compared}"
+
+    @property
+    def sub(self) -> str:
+        if not self.compared:
+            return "no column in common with RoPE"
+        return f"{self.wins / self.compared:.0%}; beyond the interval: {self.beyond} won, {self.losses_beyond} lost"
+
+
+def win_rate(cells: list[VsCell | None]) -> WinRate:
+    """Over the columns where both have a number: how often X is better, and beyond its interval."""
+    done = [c for c in cells if c is not None]
+    return WinRate(sum(1 for c in done if c.better), sum(1 for c in done if c.better and c.beyond),
+                   sum(1 for c in done if c.better is False and c.beyond), len(done))  # fmt: skip
+
+
+__all__ = ["BASELINE", "LEVEL", "PAPERS", "Column", "Run", "VsCell", "WinRate", "compare", "estimate", "fmt_number",
+           "mean_ranks", "win_rate"]  # fmt: skip

@@ -1,0 +1,319 @@
+"""Issue 31: the front page answers "better than RoPE, by how much, how sure" first; charts do not mislead
+(one colour per encoding on every chart, the training length marked, seeds as a mean and a band); every
+number shows its support; the store's efficiency.pe means what runs.pe means.
+
+The store here: rope, tape, pope pretrained at 64 tokens (one seed, perplexity at 64 / 128 / 256 with the
+scored tokens, passkey with lm-eval's stderr), and a flip-flop diagnostic with three seeds of rope and tape.
+Expected numbers are worked out by hand (or by scipy, an independent implementation) from the inputs.
+The new modules are imported inside the tests that need them, so the rest of this file runs (and fails) on
+the code before issue 31."""
+
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+from conftest import REPO
+from helpers.browser import CHROMIUM, CHROMIUM_FLAGS
+
+sys.path.insert(0, REPO)
+from leaderboard.charts import heatmap, line_chart  # noqa: E402
+from leaderboard.ingest import ingest, table_ddl  # noqa: E402
+from leaderboard.site import build_site  # noqa: E402
+
+TRAIN = 64
+LENGTHS = (64, 128, 256)
+#: name -> (pe_options, ppl at LENGTHS, passkey acc); hand-picked
+PRETRAIN = {
+    "rope": ({}, (40.0, 60.0, 400.0), 0.5),
+    "tape": ({"equivariant": False}, (30.0, 33.0, 48.0), 0.75),
+    "pope": ({}, (36.0, 42.0, 100.0), 0.25),
+}
+#: flip-flop test accuracy per seed
+FLIP = {"rope": (0.60, 0.70, 0.80), "tape": (0.9960, 0.9967, 0.9974)}  # tape: mean 0.9967
+TOKENS = {64: 252, 128: 508, 256: 1020}  # scored tokens per length
+CLAIM = "tape-f3-passkey:tape-vs-rope"
+
+
+def _prov(ckpt: Path) -> dict:
+    return {"peeval_version": "0.1.0", "git_commit": "abc", "model": "peeval", "model_args": {"pretrained": str(ckpt)},
+            "checkpoint": str(ckpt), "pe": "x", "max_length": 320, "training_length": TRAIN, "dtype": "torch.float32",
+            "protocol": {"ppl": "disjoint windows"}, "seed": 0, "versions": {"lm_eval": "0.4.13"},
+            "date": "2026-11-22T10:00:00+00:00"}  # fmt: skip
+
+
+def _checkpoint(d: Path, pe: str, opts: dict, task=None, seed=0, loss0=6.0):
+    d.mkdir(parents=True)
+    (d / "train_summary.json").write_text(json.dumps({"pe": pe, "pe_options": opts, "task": task, "seed": seed,
+        "params": 1000, "steps": 3, "tokens": 300, "train_time_s": 2.0, "tokens_per_s": 150.0,
+        "flops_per_token": 6000.0, "final_val_loss": loss0 - 1, "final_val_ppl": math.exp(loss0 - 1),
+        "training_length": TRAIN}))  # fmt: skip
+    rows = "".join(f"{s},{100 * s},0.001,{loss0 - 0.4 * s - 0.1 * seed},{loss0 - 0.3 * s + 0.1 * seed},{s}\n"
+                   for s in (1, 2, 3))  # fmt: skip
+    (d / "train_curve.csv").write_text("step,tokens,lr,train_loss,val_loss,elapsed_s\n" + rows)
+
+
+def _results(d: Path, ckpt: Path, results: dict):
+    d.mkdir(parents=True)
+    (d / "results.json").write_text(json.dumps({"results": results, "peeval": _prov(ckpt)}))
+
+
+def make_store(root: Path) -> Path:
+    for pe, (opts, ppl, pk) in PRETRAIN.items():
+        ck = root / "checkpoints" / pe
+        _checkpoint(ck, pe, opts)
+        res = {
+            "peeval_ppl_pg19": {f"ppl@{L},none": v for L, v in zip(LENGTHS, ppl)}
+            | {f"bpb@{L},none": math.log2(v) / 4 for L, v in zip(LENGTHS, ppl)}
+            | {f"tokens@{L},none": TOKENS[L] for L in LENGTHS},
+            "peeval_passkey": {"acc,none": pk, "acc_stderr,none": 0.1}
+            | {f"acc@{L}@{d},none": pk for L in LENGTHS for d in (0.0, 1.0)},
+        }
+        _results(root / "results" / pe, ck, res)
+    for pe, accs in FLIP.items():
+        for seed, acc in enumerate(accs):
+            ck = root / "checkpoints" / f"{pe}-flip-s{seed}"
+            _checkpoint(ck, pe, PRETRAIN[pe][0], task="flip_flop", seed=seed, loss0=2.0)
+            res = {"peeval_diag_flip_flop_test": {"acc,none": acc, "acc_stderr,none": 0.01}}
+            _results(root / "results" / f"{pe}-flip-s{seed}", ck, res)
+    db = root / "peeval.duckdb"
+    ingest([root / "results", root / "checkpoints"], db, root=root)
+    # a decided claim resting on tape's passkey run (the claims stage's own file, beside the store)
+    con = duckdb.connect(str(db), read_only=True)
+    tape_pk = con.execute("select run_id from metrics join runs using (run_id) where kind = 'pretrain' and pe = "
+                          "'tape' and task = 'peeval_passkey' limit 1").fetchone()[0]  # fmt: skip
+    con.close()
+    cc = duckdb.connect(str(root / "claims.duckdb"))
+    cc.execute(table_ddl("claims"))
+    cc.execute("insert into claims (claim_id, paper, ref, task, metric, compared, paper_value, peeval_value, stderr, "
+               "n, seeds, verdict, test, setting_diff, run_ids) values (?, 'TAPE', 'fig 3', 'peeval_passkey', 'acc', "
+               "'tape vs rope', 0.5, 0.25, 0.1, 10, 1, 'reproduced', 'se', '', ?)",
+               [CLAIM, json.dumps([tape_pk])])  # fmt: skip
+    cc.close()
+    return db
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("front")
+    return build_site(make_store(root), root / "site")
+
+
+def _row(html: str, table: str, name: str) -> str:
+    body = html.split(f'id="{table}"', 1)[1].split("</table>", 1)[0]
+    rows = re.findall(r"<tr>(.*?)</tr>", body, flags=re.S)
+    return next(r for r in rows if re.match(rf"<td[^>]*>{re.escape(name)}</td>", r))
+
+
+def _cells(row: str) -> list[str]:
+    return [re.sub(r"<[^>]+>", " ", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row, flags=re.S)]
+
+
+# ----------------------------------------------------------------------------- statistics
+def test_t_quantile_is_students_not_the_normal():
+    from peeval.records import t_quantile
+
+    # printed t tables (two-sided 95%): df 1: 12.706, 2: 4.303, 4: 2.776, 10: 2.228; the normal's 1.960
+    for df, want in ((1, 12.706), (2, 4.303), (4, 2.776), (10, 2.228), (math.inf, 1.960)):
+        assert t_quantile(0.975, df) == pytest.approx(want, abs=5e-4)
+    stats = pytest.importorskip("scipy.stats")
+    for df in (1.47, 2.6, 7.3):
+        assert t_quantile(0.975, df) == pytest.approx(stats.t.ppf(0.975, df), rel=1e-8)
+
+
+def test_welch_interval_of_two_seed_estimates():
+    from peeval.records import SeedEstimate, welch_difference
+
+    stats = pytest.importorskip("scipy.stats")
+    a = SeedEstimate(0.85, 0.05, 200, 2)
+    b = SeedEstimate(0.60, 0.10, 200, 2)
+    d = welch_difference(a, b)
+    se = math.sqrt(0.05**2 + 0.10**2)
+    df = se**4 / (0.05**4 / 1 + 0.10**4 / 1)
+    half = stats.t.ppf(0.975, df) * se
+    assert (d.value, d.df) == (pytest.approx(0.25), pytest.approx(df))
+    assert (d.lo, d.hi) == (pytest.approx(0.25 - half), pytest.approx(0.25 + half))
+    assert d.lo < 0 < d.hi  # with z = 2 the interval would wrongly exclude 0 (0.25 - 2 * 0.1118 > 0)
+    # one seed against three: a spread over examples is no spread over seeds -> no interval
+    assert welch_difference(SeedEstimate(0.9, 0.02, 100, 1), SeedEstimate(0.6, 0.05, 300, 3)) is None
+    assert welch_difference(SeedEstimate(0.9, None, 100, 1), SeedEstimate(0.6, None, 100, 1)) is None
+
+
+def test_compare_perplexity_without_seeds_says_so():
+    from leaderboard import front
+
+    col = front.Column("peeval_ppl_pg19", "ppl@64", "pg19 ppl@64", "ppl", 64)
+    c = front.compare(col, [front.Run(30.0, None, None, 252, "x")], [front.Run(40.0, None, None, 252, "r")])
+    assert c.text == "×0.750" and c.better is True and c.diff is None and not c.beyond
+    assert "no interval" in c.sub and "252" in c.sub and "1 seed" in c.sub
+    # several seeds each: an interval on the log scale
+    c = front.compare(col, [front.Run(v) for v in (30.0, 31.0, 29.0)], [front.Run(v) for v in (40.0, 41.0, 39.0)])
+    assert c.diff is not None and "CI" in c.sub and c.beyond  # 0.75 with that little spread: clearly better
+
+
+def test_win_rate_and_mean_rank():
+    from leaderboard import front
+
+    cols = [front.Column("t", "m1", "a", "ppl", 1), front.Column("t", "m2", "b", "acc")]
+    values = {"rope": {"a": 10.0, "b": 0.5}, "x": {"a": 8.0, "b": 0.4}, "y": {"a": 12.0}}
+    # a (lower better): x 1, rope 2, y 3; b (higher better): rope 1, x 2
+    assert front.mean_ranks(cols, values) == {"x": (1.5, 2), "rope": (1.5, 2), "y": (3.0, 1)}
+    cells = [front.VsCell("", "", True, True), front.VsCell("", "", False, False), None]
+    wr = front.win_rate(cells)
+    assert (wr.wins, wr.beyond, wr.losses_beyond, wr.compared) == (1, 1, 0, 2) and wr.text == "1/2"
+
+
+# ----------------------------------------------------------------------------- charts
+def test_heatmap_prints_values_near_one():
+    svg = heatmap(["a"], ["x", "y", "z"], {("a", "x"): 0.9967, ("a", "y"): 0.5, ("a", "z"): 1.0}, title="t",
+                  row_label="r", col_label="c")  # fmt: skip
+    labels = re.findall(r'class="cell"[^>]*>([^<]*)</text>', svg)
+    assert labels == [".997", ".50", "1"]  # 0.9967 was printed '.00'
+
+
+def _strokes(svg: str) -> dict[str, tuple[str, str]]:
+    out = {}
+    for m in re.finditer(r"<path d=\"[^\"]*\" class=\"mark line\" stroke=\"([^\"]+)\"( stroke-dasharray=\"([^\"]+)\")?"
+                         r"[^>]*><title>([^<]*)</title>", svg):  # fmt: skip
+        out[m[4]] = (m[1], m[3] or "")
+    return out
+
+
+def test_an_encoding_keeps_its_colour_across_charts_and_no_two_share_one():
+    pts = [(1, 1.0), (2, 2.0)]
+    one = _strokes(line_chart({"alibi": pts, "rope": pts}, title="a", xlabel="x", ylabel="y"))
+    two = _strokes(line_chart({"cope": pts, "tape": pts, "alibi": pts}, title="b", xlabel="x", ylabel="y"))
+    assert one["alibi"] == two["alibi"]  # was palette[0] on one chart, palette[2] on the other
+    smol = ["SmolLM2-135M (as shipped)", "SmolLM2-135M + lora", "SmolLM2-135M + tape", "SmolLM2-135M + yarn"]
+    names = ["alibi", "cope", "fire", "kerple", "learned(max_positions=4096)", "nope", "pope", "rope", "sinusoidal",
+             "randpe(eval_length=4096,max_positions=8192)", "t5", "tape", "xpos", *smol]  # fmt: skip
+
+    styles = _strokes(line_chart({n: pts for n in names}, title="c", xlabel="x", ylabel="y"))
+    assert len(styles) == 17 and len(set(styles.values())) == 17  # 16 colours for 17 lines shared one before
+
+
+# ----------------------------------------------------------------------------- the site
+def test_front_page_states_training_length_budget_and_papers(site):
+    html = site.read_text()
+    budget = re.search(r'id="budget">(.*?)</p>', html, flags=re.S)[1]
+    assert f"context length {TRAIN} tokens" in budget and "300 training tokens in 3 steps" in budget
+    assert "1 seed" in budget and "flip_flop" in budget and "3 seeds" in budget
+    for arxiv in ("2501.00712", "2405.18719", "2509.10534"):  # TAPE, CoPE, PoPE
+        assert f'href="https://arxiv.org/abs/{arxiv}"' in html
+
+
+def test_front_page_differences_against_rope(site):
+    html = site.read_text()
+    tape = _cells(_row(html, "vs_rope", "tape(equivariant=False)"))
+    # pg19 ppl at the training length (64) and at 4x (256): 30 / 40 and 48 / 400; one seed each: no interval
+    assert "×0.750" in tape[1] and "no interval" in tape[1] and "252 tokens" in tape[1]
+    assert "×0.120" in tape[2] and "no interval" in tape[2] and "1,020 tokens" in tape[2]
+    # passkey: 0.75 - 0.5, one run each with lm-eval's stderr 0.1: normal interval over examples
+    assert "+0.250" in tape[3] and "normal" in tape[3]
+    lo, hi = 0.25 - 1.959964 * math.hypot(0.1, 0.1), 0.25 + 1.959964 * math.hypot(0.1, 0.1)
+    assert f"{lo:+.3f} to {hi:+.3f}" in tape[3]
+    # flip-flop with 3 seeds each: Welch, t not z
+    a, b = FLIP["tape"], FLIP["rope"]
+    ma, mb = sum(a) / 3, sum(b) / 3
+    sa = math.sqrt(sum((x - ma) ** 2 for x in a) / 2 / 3)
+    sb = math.sqrt(sum((x - mb) ** 2 for x in b) / 2 / 3)
+    df = (sa**2 + sb**2) ** 2 / (sa**4 / 2 + sb**4 / 2)
+    assert f"{ma - mb:+.3f}" in tape[4] and "3 vs 3 seeds" in tape[4] and f"df {df:.1f}" in tape[4]
+    # the claim decided on tape's passkey run is linked from that cell
+    assert f'href="claims.html#{CLAIM}"' in _row(html, "vs_rope", "tape(equivariant=False)")
+    # pope has no flip-flop runs; wins: pope beats rope on ppl@64, ppl@256, loses passkey -> 2 of 3
+    pope = _cells(_row(html, "vs_rope", "pope"))
+    assert "not run" in pope[4] and "2/3" in pope[5]
+
+
+def test_numbers_show_their_support_and_no_unsupported_best(site):
+    html = site.read_text()
+    body = html.split('id="leaderboard"', 1)[1].split("</table>", 1)[0]
+    head = re.findall(r"<th>(.*?)</th>", body)
+    rows = re.findall(r"<tr>(.*?)</tr>", body, flags=re.S)[1:]
+    for row in rows:
+        tds = re.findall(r"<td([^>]*)>(.*?)</td>", row, flags=re.S)
+        for h, (attrs, text) in zip(head, tds):
+            if " ppl@" in h and "–" not in text:
+                assert "tokens" in text and "no stderr" in text, (h, text)
+                assert "best" not in attrs, (h, text)  # a perplexity without an error is never 'best'
+            if h.startswith("passkey"):
+                assert "±" in text, (h, text)
+            if "best" in attrs:  # only where there is an error: passkey (lm-eval's) and flip-flop (3 seeds)
+                assert h.startswith(("passkey", "flip_flop")) and "±" in text, (h, text)
+    assert "best" in body
+
+
+def test_run_page_sorts_lengths_as_numbers(site):
+    run = next(p for p in (site.parent / "runs").glob("*.html") if "<td>peeval_passkey</td>" in p.read_text())
+    metrics = re.findall(r"<td>(acc@\d+@[\d.]+)</td>", run.read_text())
+    lengths = [int(m.split("@")[1]) for m in metrics]
+    assert lengths and lengths == sorted(lengths)  # acc@128 before acc@64 before
+
+
+def test_charts_mark_training_length_and_draw_seeds_as_a_band(site):
+    ppl = (site.parent / "ppl.html").read_text()
+    assert f"training length {TRAIN}" in ppl and 'class="vline"' in ppl
+    training = (site.parent / "training.html").read_text()
+    flip = next(s for s in re.findall(r"<svg.*?</svg>", training, flags=re.S) if "flip_flop: val_loss" in s)
+    lines = _strokes(flip)
+    assert set(lines) == {"rope (mean of 3 seeds)", "tape(equivariant=False) (mean of 3 seeds)"}  # not one zig-zag
+    assert flip.count('class="band"') == 2
+
+
+def test_efficiency_pe_is_the_encodings_name(site):
+    """``where pe = 'tape'`` finds the same checkpoints in efficiency as in runs (options live in pe_options)."""
+    con = duckdb.connect(str(site.parent.parent / "peeval.duckdb"), read_only=True)
+    try:
+        runs = con.execute("select count(distinct checkpoint) from runs where pe = 'tape'").fetchone()[0]
+        eff = con.execute("select count(*) from efficiency where pe = 'tape'").fetchone()[0]
+        assert runs == eff == 4  # pretrain + 3 flip-flop seeds; was 0 (pe held 'tape(equivariant=False)')
+        opts = con.execute("select distinct pe_options from efficiency where pe = 'tape'").fetchall()
+    finally:
+        con.close()
+    assert [json.loads(o) for (o,) in opts] == [{"equivariant": False}]
+
+
+def test_first_screen_at_1400px(site):
+    """What a visitor sees without scrolling: the differences against RoPE and the training length, the
+    encoding column in view after scrolling the table sideways; a heatmap value of 0.9967 printed; rope drawn
+    in one colour on two charts."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto(site.as_uri())
+            budget = page.locator("#budget")
+            assert budget.is_visible() and f"context length {TRAIN}" in budget.inner_text()
+            assert budget.bounding_box()["y"] + budget.bounding_box()["height"] <= 900
+            cell = page.locator("#vs_rope tbody tr", has_text="tape(equivariant=False)").locator("td").nth(1)
+            box = cell.bounding_box()
+            assert box and box["y"] + box["height"] <= 900 and box["x"] + box["width"] <= 1400
+            assert "×0.750" in cell.inner_text()
+            for tid in ("vs_rope", "leaderboard"):  # wide tables: the encoding column stays in view
+                wrap = page.locator(f"#{tid}").locator("xpath=..")
+                wrap.evaluate("e => { e.scrollLeft = e.scrollWidth; }")
+                first = page.locator(f"#{tid} tbody tr td:first-child").first.bounding_box()
+                outer = wrap.bounding_box()
+                assert first and first["x"] >= outer["x"] - 1, tid
+            page.goto((site.parent / "diagnostics.html").as_uri())
+            texts = page.evaluate(
+                "() => Array.from(document.querySelectorAll('svg.chart text.cell'), t => t.textContent)"
+            )
+            assert ".997" in texts, texts
+            page.goto((site.parent / "ppl.html").as_uri())
+            strokes = page.evaluate(
+                "() => Array.from(document.querySelectorAll('svg.chart')).map(s => "
+                "Array.from(s.querySelectorAll('path.line')).filter(p => p.dataset.series === 'rope')"
+                ".map(p => getComputedStyle(p).stroke)).filter(a => a.length)"
+            )
+            assert len(strokes) >= 2 and len({s[0] for s in strokes}) == 1, strokes
+        finally:
+            browser.close()
