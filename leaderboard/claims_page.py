@@ -22,8 +22,7 @@ from html import escape
 from typing import Any
 
 from leaderboard import pages
-from leaderboard.claims.decision import t_quantile
-from peeval.records import fmt_number
+from peeval.records import fmt_number, t_quantile
 
 PAPER_ORDER = ("PoPE", "CoPE", "TAPE")
 #: the four states, in the page's order, and their CSS class
