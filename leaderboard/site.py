@@ -331,22 +331,25 @@ class Site:
         if not con.execute("select 1 from information_schema.tables where table_name = 'claims'").fetchall():
             return []
         out = []
-        for cid, task, metric, verdict, ids in con.execute(
-            "select claim_id, task, metric, verdict, run_ids from claims where verdict in ('reproduced', "
+        for cid, task, metric, verdict, ids, compared in con.execute(
+            "select claim_id, task, metric, verdict, run_ids, compared from claims where verdict in ('reproduced', "
             "'contradicted') order by claim_id"
         ).fetchall():
             try:
                 run_ids = set(json.loads(ids) if isinstance(ids, str) else ids or [])
             except ValueError:
                 run_ids = set()
-            out.append({"claim_id": cid, "task": task, "metric": metric, "verdict": verdict, "run_ids": run_ids})
+            out.append({"claim_id": cid, "task": task, "metric": metric, "verdict": verdict, "run_ids": run_ids,
+                        "other": str(compared or "").rpartition(" vs ")[2]})  # fmt: skip
         return out
 
-    def cell_claims(self, label: str, run_ids: set[str]) -> list[tuple[str, str]]:
-        """(claim_id, verdict) of the decided claims on this column's task and metric that used these runs."""
+    def cell_claims(self, label: str, run_ids: set[str], against: str | None = None) -> list[tuple[str, str]]:
+        """(claim_id, verdict) of the decided claims on this column's task and metric that used these runs
+        (``against``: only the claims comparing with that encoding, e.g. rope in the table against RoPE)."""
         task, metric = self.chosen.get(label, (None, None))
         return [(c["claim_id"], c["verdict"]) for c in self.claims
-                if c["task"] == task and c["metric"] == metric and c["run_ids"] & run_ids]  # fmt: skip
+                if c["task"] == task and c["metric"] == metric and c["run_ids"] & run_ids
+                and (against is None or c["other"] == against)]  # fmt: skip
 
     def claim_links(self, claims: list[tuple[str, str]]) -> str:
         if not self.claims_html:
@@ -452,7 +455,7 @@ class Site:
                 if vc is None:
                     row.append(Cell("not run", None, cls="num"))
                     continue
-                vc.claims = self.cell_claims(c.label, {r.run_id for r in runs[name][c.label]})
+                vc.claims = self.cell_claims(c.label, {r.run_id for r in runs[name][c.label]}, against=base)
                 cls = "num " + ("win" if vc.better else "lose" if vc.better is False else "")
                 extra = f'<span class="sub">{escape(vc.sub)}</span>' + self.claim_links(vc.claims)
                 row.append(Cell(vc.text, vc.sort, cls=cls.strip(), extra=extra))

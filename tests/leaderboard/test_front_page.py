@@ -36,6 +36,7 @@ PRETRAIN = {
 FLIP = {"rope": (0.60, 0.70, 0.80), "tape": (0.9960, 0.9967, 0.9974)}  # tape: mean 0.9967
 TOKENS = {64: 252, 128: 508, 256: 1020}  # scored tokens per length
 CLAIM = "tape-f3-passkey:tape-vs-rope"
+OTHER_CLAIM = "tape-f3-passkey:tape-vs-nope"
 
 
 def _prov(ckpt: Path) -> dict:
@@ -92,6 +93,10 @@ def make_store(root: Path) -> Path:
                "n, seeds, verdict, test, setting_diff, run_ids) values (?, 'TAPE', 'fig 3', 'peeval_passkey', 'acc', "
                "'tape vs rope', 0.5, 0.25, 0.1, 10, 1, 'reproduced', 'se', '', ?)",
                [CLAIM, json.dumps([tape_pk])])  # fmt: skip
+    cc.execute("insert into claims (claim_id, paper, ref, task, metric, compared, paper_value, peeval_value, stderr, "
+               "n, seeds, verdict, test, setting_diff, run_ids) values (?, 'TAPE', 'fig 3', 'peeval_passkey', 'acc', "
+               "'tape vs nope', 0.5, 0.25, 0.1, 10, 1, 'reproduced', 'se', '', ?)",
+               [OTHER_CLAIM, json.dumps([tape_pk])])  # fmt: skip
     cc.close()
     return db
 
@@ -224,6 +229,8 @@ def test_front_page_differences_against_rope(site):
     assert f"{ma - mb:+.3f}" in tape[4] and "3 vs 3 seeds" in tape[4] and f"df {df:.1f}" in tape[4]
     # the claim decided on tape's passkey run is linked from that cell
     assert f'href="claims.html#{CLAIM}"' in _row(html, "vs_rope", "tape(equivariant=False)")
+    # a claim on the same run against another encoding is not shown in a column about RoPE
+    assert OTHER_CLAIM not in _row(html, "vs_rope", "tape(equivariant=False)")
     # pope has no flip-flop runs; wins: pope beats rope on ppl@64, ppl@256, loses passkey -> 2 of 3
     pope = _cells(_row(html, "vs_rope", "pope"))
     assert "not run" in pope[4] and "2/3" in pope[5]
