@@ -20,7 +20,7 @@ ENV = jinja2.Environment(
 #: every page of the site, in the navigation's order (claims.html only when there is a claims table)
 NAV = (("index.html", "Leaderboard"), ("ppl.html", "Perplexity"), ("passkey.html", "Passkey"),
        ("diagnostics.html", "Diagnostics"), ("training.html", "Training"), ("efficiency.html", "Efficiency"),
-       ("claims.html", "Claims"), ("data.html", "Data"))  # fmt: skip
+       ("claims.html", "Claims"), ("compare.html", "Compare"), ("data.html", "Data"))  # fmt: skip
 
 
 def nav(claims: bool) -> list[tuple[str, str]]:

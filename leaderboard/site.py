@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -33,7 +34,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from leaderboard import claims_page, front, pages
+from leaderboard import claims_page, compare, front, pages
 from leaderboard._cli import run_command
 from leaderboard.charts import heatmap, line_chart
 from leaderboard.ingest import CLAIM_TABLES, TABLE_COLUMNS, StoreError, open_store
@@ -62,6 +63,8 @@ from peeval.records import (
 )
 
 DEFAULT_OUT = Path(__file__).with_name("site")
+#: the compare page's script (looks up the numbers compare.py computed)
+COMPARE_JS = Path(__file__).with_name("compare.js")
 #: every table of the store and of the claims stage (read from its own database when the site has one)
 STORE_TABLES = (*TABLE_COLUMNS, *CLAIM_TABLES)
 SAMPLES_PER_TASK = 100
@@ -745,6 +748,47 @@ class Site:
                 pass
         return escape(fmt(v))
 
+    def compare_page(self) -> None:
+        """Any two runs, task by task (:mod:`leaderboard.compare`): the numbers are computed here and embedded;
+        the page's script only looks them up for the two runs picked."""
+        runs = self.q("select run_id, name, kind, seed from runs order by kind, name, seed, run_id")
+        outcomes: dict[str, dict[str, dict[int, tuple[str, bool]]]] = defaultdict(lambda: defaultdict(dict))
+        for r in self.q("select run_id, task, doc_id, prompt, target, correct from samples where correct is not null"):
+            outcomes[r["run_id"]][r["task"]][r["doc_id"]] = (f"{r['prompt']}\x00{r['target']}", bool(r["correct"]))
+        pairs = compare.all_pairs(outcomes)
+        shown: dict[str, set[int]] = defaultdict(set)
+        for tasks in pairs.values():
+            for p in tasks:
+                shown[p.task].update(p.a_only, p.b_only)
+        examples: dict[str, dict[int, list]] = defaultdict(dict)
+        responses: dict[str, dict[str, dict[int, str]]] = defaultdict(lambda: defaultdict(dict))
+        for r in self.q("select run_id, task, doc_id, prompt, target, response from samples where correct is not null"):
+            if r["doc_id"] in shown.get(r["task"], ()):
+                examples[r["task"]][r["doc_id"]] = [(r["prompt"] or "")[-compare.CLIP :], r["target"]]
+                responses[r["run_id"]][r["task"]][r["doc_id"]] = r["response"]
+        by_run: dict[str, dict[str, dict[str, tuple]]] = defaultdict(lambda: defaultdict(dict))
+        for m in self.q("select run_id, task, metric, value, stderr from metrics where filter = 'none'"):
+            by_run[m["run_id"]][m["task"]][m["metric"]] = (m["value"], m["stderr"])
+        metrics = {rid: {t: {m: ms[m] for m in compare.headline(ms)} for t, ms in tasks.items()}
+                   for rid, tasks in by_run.items()}  # fmt: skip
+        data = {"pairs": {k: [dataclasses.asdict(p) for p in v] for k, v in pairs.items()}, "metrics": metrics,
+                "examples": examples, "responses": responses}  # fmt: skip
+        text = json.dumps(data, default=_jsonable, separators=(",", ":")).replace("</", "<\\/")
+        first, second = (next(iter(pairs)).split("|") if pairs else [r["run_id"] for r in runs[:2]] + [None, None])[:2]
+        labels = [{"run_id": r["run_id"], "label": f"{r['name']} · {r['kind']} · seed {fmt(r['seed'])} · {r['run_id']}"}
+                  for r in runs]  # fmt: skip
+        self.files["compare.html"] = pages.render(
+            "compare.html",
+            title="compare two runs",
+            prefix="",
+            links=pages.nav(bool(self.claims_html)),
+            runs=labels,
+            first=first,
+            second=second,
+            data=pages.Markup(text),
+        )
+        self.files["assets/compare.js"] = COMPARE_JS.read_text(encoding="utf-8")
+
     def data_page(self) -> None:
         items = []
         for t in STORE_TABLES:
@@ -775,6 +819,7 @@ class Site:
         self.training_page()
         self.efficiency_page()
         self.run_pages()
+        self.compare_page()
         if self.claims_html:
             self.files["claims.html"] = self.claims_html
         self.data_page()

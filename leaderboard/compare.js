@@ -1,0 +1,57 @@
+// The compare page: looks up what leaderboard/compare.py computed for the two runs picked (no statistics here).
+(function () {
+  var data = JSON.parse(document.getElementById('compare-data').textContent);
+  var a = document.getElementById('run-a'), b = document.getElementById('run-b');
+  function esc(s) { var d = document.createElement('div'); d.textContent = s == null ? '' : String(s); return d.innerHTML; }
+  function num(v, digits) { return v == null ? '–' : (Math.abs(v) >= 1000 ? v.toFixed(0) : v.toPrecision(digits || 4)); }
+  function table(head, rows) {
+    return '<table><thead><tr>' + head.map(function (h) { return '<th>' + esc(h) + '</th>'; }).join('') +
+      '</tr></thead><tbody>' + rows.map(function (r) { return '<tr>' + r.join('') + '</tr>'; }).join('') + '</tbody></table>';
+  }
+  function render() {
+    var ra = a.value, rb = b.value, flip = ra > rb, key = flip ? rb + '|' + ra : ra + '|' + rb;
+    var pairs = data.pairs[key] || [], paired = {}, rows = [], ex = [];
+    pairs.forEach(function (p) {
+      var d = flip ? -p.diff : p.diff, lo = flip ? (p.hi == null ? null : -p.hi) : p.lo, hi = flip ? (p.lo == null ? null : -p.lo) : p.hi;
+      var ao = flip ? p.b_only : p.a_only, bo = flip ? p.a_only : p.b_only;
+      var ac = flip ? p.b_only_count : p.a_only_count, bc = flip ? p.a_only_count : p.b_only_count;
+      paired[p.task] = true;
+      rows.push(['<td>' + esc(p.task) + '</td>', '<td class="num">' + p.n + '</td>',
+        '<td class="num">' + num(flip ? p.b_acc : p.a_acc) + '</td>', '<td class="num">' + num(flip ? p.a_acc : p.b_acc) + '</td>',
+        '<td class="num diff">' + (d >= 0 ? '+' : '') + num(d) + '</td>',
+        '<td class="num">' + (lo == null ? 'no interval' : '[' + num(lo) + ', ' + num(hi) + ']') + '</td>',
+        '<td class="num">' + num(p.mcnemar_p, 3) + '</td>', '<td class="num">' + ac + ' / ' + bc + '</td>']);
+      [[ao, 'A right, B wrong', ac], [bo, 'B right, A wrong', bc]].forEach(function (g) {
+        if (!g[0].length) return;
+        ex.push('<h3>' + esc(p.task) + ': ' + g[1] + ' (' + g[2] + (g[2] > g[0].length ? ', first ' + g[0].length : '') + ')</h3>' +
+          table(['doc', 'prompt', 'target', 'A answered', 'B answered'], g[0].map(function (doc) {
+            var e = (data.examples[p.task] || {})[doc] || ['', ''], resp = data.responses;
+            return ['<td class="num">' + doc + '</td>', '<td><pre>' + esc(e[0]) + '</pre></td>', '<td><pre>' + esc(e[1]) + '</pre></td>',
+              '<td><pre>' + esc(((resp[ra] || {})[p.task] || {})[doc]) + '</pre></td>',
+              '<td><pre>' + esc(((resp[rb] || {})[p.task] || {})[doc]) + '</pre></td>'];
+          })));
+      });
+    });
+    document.getElementById('paired').innerHTML = rows.length ? table(['task', 'shared examples', 'A acc', 'B acc',
+      'A − B', '95 % interval', 'McNemar p', 'A-only / B-only right'], rows) :
+      '<p class="empty">these two runs share no examples with per-example outcomes</p>';
+    var ma = data.metrics[ra] || {}, mb = data.metrics[rb] || {}, side = [];
+    Object.keys(ma).sort().forEach(function (t) {
+      if (!(t in mb)) return;
+      Object.keys(ma[t]).sort().forEach(function (m) {
+        if (!(m in mb[t])) return;
+        var x = ma[t][m], y = mb[t][m];
+        side.push(['<td>' + esc(t) + '</td>', '<td>' + esc(m) + '</td>',
+          '<td class="num">' + num(x[0]) + (x[1] == null ? '' : ' <span class="se">± ' + num(x[1], 2) + '</span>') + '</td>',
+          '<td class="num">' + num(y[0]) + (y[1] == null ? '' : ' <span class="se">± ' + num(y[1], 2) + '</span>') + '</td>',
+          '<td>' + (paired[t] ? 'paired above' : 'not paired') + '</td>']);
+      });
+    });
+    document.getElementById('side').innerHTML = side.length ? table(['task', 'metric', 'A', 'B', ''], side) :
+      '<p class="empty">no task run by both</p>';
+    document.getElementById('examples').innerHTML = ex.join('') || '<p class="empty">none</p>';
+  }
+  a.addEventListener('change', render);
+  b.addEventListener('change', render);
+  render();
+})();

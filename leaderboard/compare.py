@@ -1,0 +1,71 @@
+"""The compare page's numbers: any two runs, task by task. Where both runs answered the same examples (the
+``samples`` table's per-example ``correct``, same prompt and target), the paired difference of their
+accuracies with its t interval (``claims.paired.paired_anova`` for one seed pair: var(d)/n on n − 1 degrees
+of freedom), McNemar's exact p, and the examples one got right and the other wrong. The page's script only
+looks these up (no statistics in JavaScript); runs without shared examples are shown side by side."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from leaderboard.claims.paired import mcnemar_exact, paired_anova
+from peeval.records import headline_metrics, is_cell, is_count, t_quantile
+
+#: fewer shared examples than this: no paired interval (as the claims' paired test)
+MIN_SHARED = 10
+#: discordant examples shown per direction, and the characters of a prompt shown
+SHOWN, CLIP = 10, 400
+
+
+@dataclass
+class PairedTask:
+    task: str
+    n: int
+    a_acc: float
+    b_acc: float
+    diff: float
+    lo: float | None
+    hi: float | None
+    df: float | None
+    mcnemar_p: float
+    a_only: list[int] = field(default_factory=list)  # doc ids A got right and B wrong (the first SHOWN)
+    b_only: list[int] = field(default_factory=list)
+    a_only_count: int = 0
+    b_only_count: int = 0
+
+
+def paired_task(task: str, a: dict[int, tuple[str, bool]], b: dict[int, tuple[str, bool]]) -> PairedTask | None:
+    """``a``, ``b``: doc_id -> (prompt and target, correct) of one run each. None when they share fewer than
+    ``MIN_SHARED`` examples (same doc id with the same prompt and target)."""
+    shared = sorted(d for d in a.keys() & b.keys() if a[d][0] == b[d][0])
+    if len(shared) < MIN_SHARED:
+        return None
+    xa = [float(a[d][1]) for d in shared]
+    xb = [float(b[d][1]) for d in shared]
+    diff, se, df = paired_anova([xa], [xb])
+    half = t_quantile(0.975, df) * se if df else None
+    a_only = [d for d in shared if a[d][1] and not b[d][1]]
+    b_only = [d for d in shared if b[d][1] and not a[d][1]]
+    n = len(shared)
+    return PairedTask(task, n, sum(xa) / n, sum(xb) / n, diff, None if half is None else diff - half,
+                      None if half is None else diff + half, df, mcnemar_exact(len(a_only), len(b_only)),
+                      a_only[:SHOWN], b_only[:SHOWN], len(a_only), len(b_only))  # fmt: skip
+
+
+def all_pairs(outcomes: dict[str, dict[str, dict[int, tuple[str, bool]]]]) -> dict[str, list[PairedTask]]:
+    """``outcomes``: run_id -> task -> doc_id -> (prompt and target, correct). Every pair of runs (key
+    ``"<a>|<b>"``, a < b) with at least one task of shared examples: its paired tasks."""
+    out: dict[str, list[PairedTask]] = {}
+    for a, b in itertools.combinations(sorted(outcomes), 2):
+        tasks = [p for t in sorted(outcomes[a].keys() & outcomes[b].keys())
+                 if (p := paired_task(t, outcomes[a][t], outcomes[b][t])) is not None]  # fmt: skip
+        if tasks:
+            out[f"{a}|{b}"] = tasks
+    return out
+
+
+def headline(metrics: dict[str, tuple[float | None, float | None]]) -> list[str]:
+    """The metrics of one task shown side by side: its headline ones, else every plain non-count metric."""
+    plain = [m for m in metrics if not is_cell(m) and not is_count(m)]
+    return headline_metrics(plain) or sorted(plain)

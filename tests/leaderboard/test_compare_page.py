@@ -1,0 +1,96 @@
+"""Issue 32 item 5: the compare page. Any two runs, task by task: where both answered the same examples, the
+paired difference with its t interval over examples and McNemar's exact p (computed in Python, checked here by
+hand), and the examples one got right and the other wrong; seen in Chromium."""
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+from helpers.browser import CHROMIUM, CHROMIUM_FLAGS
+
+sys.path.insert(0, REPO)
+from leaderboard import compare  # noqa: E402
+from leaderboard.ingest import ingest  # noqa: E402
+from leaderboard.site import build_site  # noqa: E402
+
+#: per-example outcomes of two runs on the same 12 prompts, chosen by hand: A right on 9, B right on 5;
+#: A-only right on docs 0, 1, 2, 3, 4 (5), B-only right on doc 11 (1), both right on 5..8, both wrong on 9, 10
+A = [1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0]
+B = [0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 1]
+
+
+def _outcomes(xs, prompt="p"):
+    return {i: (f"{prompt}{i}\x00t", bool(x)) for i, x in enumerate(xs)}
+
+
+def test_paired_difference_by_hand():
+    got = compare.paired_task("t", _outcomes(A), _outcomes(B))
+    d = [a - b for a, b in zip(A, B)]  # 1 x5, 0 x6, -1 x1: mean 4/12
+    mean = sum(d) / 12
+    var = sum((x - mean) ** 2 for x in d) / 11
+    se = math.sqrt(var / 12)
+    assert got.n == 12 and got.diff == pytest.approx(1 / 3) and got.df == 11
+    assert got.lo == pytest.approx(mean - 2.200985 * se, abs=1e-5)  # t(0.975, 11) = 2.201 (tables)
+    assert got.hi == pytest.approx(mean + 2.200985 * se, abs=1e-5)
+    assert got.mcnemar_p == pytest.approx(2 * (1 + 6) / 2**6)  # b = 5, c = 1: 2·P(X <= 1), X ~ Bin(6, 1/2)
+    assert (got.a_only, got.b_only, got.a_only_count, got.b_only_count) == ([0, 1, 2, 3, 4], [11], 5, 1)
+
+
+def test_only_the_same_examples_are_paired():
+    assert compare.paired_task("t", _outcomes(A[:9]), _outcomes(B[:9])) is None  # fewer than 10 shared
+    assert compare.paired_task("t", _outcomes(A), _outcomes(B, prompt="other")) is None  # other prompts
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("compare")
+    for name, xs in (("a", A), ("b", B)):
+        d = root / "results" / name
+        d.mkdir(parents=True)
+        prov = {"peeval_version": "0.1.0", "model": "hf", "model_args": {"pretrained": f"/models/{name}"},
+                "checkpoint": f"/models/{name}", "seed": 0, "date": "2026-11-22T10:00:00+00:00",
+                "versions": {}}  # fmt: skip
+        res = {"peeval_passkey": {"acc,none": sum(xs) / 12, "acc_stderr,none": 0.1}}
+        (d / "results.json").write_text(json.dumps({"results": res, "peeval": prov}))
+        samples = [{"doc_id": i, "target": "t", "arguments": [[f"p{i}", {}]], "filtered_resps": [f"answer {name}{i}"],
+                    "filter": "none", "metrics": ["acc"], "acc": float(x)} for i, x in enumerate(xs)]  # fmt: skip
+        (d / "samples_peeval_passkey.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+    db = root / "peeval.duckdb"
+    ingest([root / "results"], db, root=root)
+    return build_site(db, root / "site").parent
+
+
+def test_compare_page_in_chromium(site):
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium)")
+    from playwright.sync_api import sync_playwright
+
+    errors = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto((site / "compare.html").as_uri())
+            run = {t.split(" · ")[0]: v for t, v in zip(page.locator("#run-a option").all_inner_texts(),
+                   page.locator("#run-a option").evaluate_all("os => os.map(o => o.value)"))}  # fmt: skip
+            page.select_option("#run-a", run["hf:a"])
+            page.select_option("#run-b", run["hf:b"])
+            paired = page.locator("#paired tbody tr td").all_inner_texts()
+            assert paired[:2] == ["peeval_passkey", "12"], paired
+            assert paired[4] == "+0.3333" and paired[7] == "5 / 1", paired
+            examples = page.locator("#examples").inner_text()
+            assert "A right, B wrong (5)" in examples and "answer a0" in examples and "answer b11" in examples
+            # swap the runs: the difference changes sign, the counts swap
+            a, b = page.locator("#run-a").input_value(), page.locator("#run-b").input_value()
+            page.select_option("#run-a", b)
+            page.select_option("#run-b", a)
+            paired = page.locator("#paired tbody tr td").all_inner_texts()
+            assert paired[4] == "-0.3333" and paired[7] == "1 / 5", paired
+            assert page.locator("a[href='compare.html']").count() == 1  # in the navigation
+        finally:
+            browser.close()
+    assert not errors, errors
