@@ -193,3 +193,43 @@ def test_data_stage_error_names_no_spec(tmp_path):
     mirror = yaml.safe_load(params)["data"]["mirror"]
     assert len(lines) == len(mirror) and all(any(rel in ln for ln in lines) for rel in mirror), r.stderr
     assert not (work / "empty-mirror").exists() and not (work / "data" / "manifest.json").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (MIRROR / "local" / "gutenberg-train").is_dir(), reason="no data mirror to serve")
+def test_leaderboard_smoke_from_a_loopback_hub(tmp_path):
+    """Issue 32 item 1, done-when: a fresh copy with no ../shared beside it and the mirror served only by a
+    loopback hub: `make leaderboard PROFILE=smoke` fetches, verifies and runs end to end; then `peeval data`
+    reads the copies offline (server stopped)."""
+    from helpers.worktree import copy_working_tree
+
+    work = copy_working_tree(tmp_path / "clone" / "repo")
+    assert not (work.parent / "shared").exists()
+    entries = json.loads((Path(REPO) / "peeval/data_manifest.json").read_text())["folders"]
+    folders = yaml.safe_load((Path(REPO) / "params/smoke.yaml").read_text())["data"]["mirror"]
+    files = {f"{rel}/{name}": MIRROR / rel / name for rel in folders for name in entries[rel]["files"]}
+    venv = Path(sys.executable).parent.parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "PEEVAL_DATA"))}
+    env |= {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(work), "HF_HOME": str(tmp_path / "hf-home"),
+            "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}  # fmt: skip
+    subprocess.run(
+        [str(venv / "bin" / "dvc"), "config", "--local", "core.no_scm", "true"], cwd=work, env=env, check=True
+    )
+    with LoopbackHub({("dataset", REPO_ID): files}) as hub:
+        make = ["make", "leaderboard", "PROFILE=smoke", f"VENV={venv}", "-o", f"{venv}/.peeval-installed"]
+        r = subprocess.run(make, cwd=work, env=env | {"HF_ENDPOINT": hub.endpoint, "PEEVAL_DATA_REPO": REPO_ID},
+                           capture_output=True, text=True, timeout=3600)  # fmt: skip
+        fetched = [p for c, p in hub.requests if c == "GET" and "/resolve/" in p]  # (not the library's /api/ calls)
+    assert r.returncode == 0, f"{r.stdout[-6000:]}\n{r.stderr[-6000:]}"
+    assert sorted(fetched) == sorted(f"/datasets/{REPO_ID}/resolve/main/{f}" for f in files)  # each file once
+    data = work.parent / "shared" / "data"  # params data.root: ../shared/data
+    for rel_name, src in files.items():
+        assert (data / rel_name).read_bytes() == src.read_bytes(), rel_name
+    assert (work / "leaderboard" / "site" / "index.html").is_file()
+    record = json.loads((work / "data" / "manifest.json").read_text())
+    assert set(record["sources"]) == set(folders)
+    # the server is gone and the hub is off: params.yaml's folders are read from the copies
+    again = subprocess.run([sys.executable, "-m", "peeval.cli", "data"], cwd=work, capture_output=True, text=True,
+                           env=env | {"HF_HUB_OFFLINE": "1"}, timeout=300)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count("verified in") == len(folders) and "download" not in again.stdout
