@@ -34,6 +34,38 @@ _SHA = re.compile(r"[0-9a-f]{64}")
 _REPO = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
 
+#: the mirror folder each evaluation task reads (lm-eval's own through the configured mirror, peeval's
+#: always; a group's subtasks share its prefix); a task not here reads no mirror folder (peeval_passkey)
+TASK_FOLDERS = (
+    (r"peeval_ppl_pg19", "local/gutenberg-eval"),  # deepmind/pg19 (peeval.data.LOCAL)
+    (r"peeval_ppl_proof_pile", "local/stacks-project"),  # hoskinson-center/proof-pile
+    (r"lambada_openai", "hf/EleutherAI/lambada_openai"),
+    (r"piqa", "hf/baber/piqa"),
+    (r"arc_(easy|challenge)", "hf/allenai/ai2_arc"),
+    (r"peeval_hellaswag", "hf/Rowan/hellaswag"),
+    (r"blimp(_\w+)?", "hf/nyu-mll/blimp"),
+    (r"mmlu(_\w+)?", "hf/cais/mmlu"),
+)
+
+
+def task_folders(tasks: Iterable[str]) -> list[str]:
+    """The mirror folders the evaluation ``tasks`` read, in order, each once."""
+    out: list[str] = []
+    for task in tasks:
+        for pattern, folder in TASK_FOLDERS:
+            if re.fullmatch(pattern, task) and folder not in out:
+                out.append(folder)
+    return out
+
+
+def profile_folders(mirror: Iterable[str], suites: dict[str, Iterable[str]], used: Iterable[str]) -> list[str]:
+    """A parameter file's folders: ``data.mirror`` (the corpora it trains on), then those of the tasks of
+    every evaluation suite it runs (``used``: eval.pretrain + adapt + base)."""
+    folders = list(mirror)
+    tasks = [t for name in dict.fromkeys(used) for t in suites.get(name, ())]
+    return folders + [f for f in task_folders(tasks) if f not in folders]
+
+
 class DataError(ValueError):
     """One line: what is wrong with the manifest, an option or a downloaded file."""
 
@@ -230,8 +262,8 @@ def resolve(
 
 
 def params_data(params_dir: Path, profile: str | None) -> tuple[str, list[str]] | None:
-    """``data.root`` and ``data.mirror`` of params/<profile>.yaml (``extends`` followed), or of
-    params.yaml when ``profile`` is None; None when there is no params.yaml here."""
+    """``data.root`` and the folders (:func:`profile_folders`) of params/<profile>.yaml (``extends``
+    followed), or of params.yaml when ``profile`` is None; None when there is no params.yaml here."""
     import yaml
 
     from .settings import SettingsError, compose
@@ -256,4 +288,8 @@ def params_data(params_dir: Path, profile: str | None) -> tuple[str, list[str]] 
     mirror = data.get("mirror")
     if not isinstance(mirror, list) or not all(isinstance(m, str) for m in mirror):
         raise DataError(f"{path}: data.mirror: a list of mirror folders")
-    return data["root"], mirror
+    ev = composed.get("eval") if isinstance(composed.get("eval"), dict) else {}
+    raw = ev.get("suites") if isinstance(ev.get("suites"), dict) else {}
+    suites = {k: v.get("tasks") or [] for k, v in raw.items() if isinstance(v, dict)}
+    used = [s for key in ("pretrain", "adapt", "base") for s in (ev.get(key) or [])]
+    return data["root"], profile_folders(mirror, suites, used)

@@ -1,8 +1,9 @@
-"""Stage `data`: every mirror folder params.yaml names (`data.mirror` under `data.root`) verified
-against the committed manifest (peeval/data_manifest.json: sizes + sha256), a missing or changed one
-downloaded, as `peeval data` does (peeval.data_sources.resolve); then data/manifest.json records the
-files and where each folder's copy comes from, so that a changed corpus reruns the stages after it.
-DVC itself watches the mirror folders (dvc.yaml deps under params.yaml `data.root`)."""
+"""Stage `data`: every mirror folder params.yaml reads (`data.mirror` under `data.root`, and the folders
+of the evaluation suites' tasks) verified against the committed manifest (peeval/data_manifest.json:
+sizes + sha256), a missing or changed one downloaded, as `peeval data` does
+(peeval.data_sources.resolve); then data/manifest.json records the files and where each folder's copy
+comes from, so that a changed corpus reruns the stages after it. DVC itself watches the corpora
+(dvc.yaml deps under params.yaml `data.root`)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ import sys
 from common import params, use_mirror
 
 from peeval._io import atomic_write_text
-from peeval.data_sources import DataError, load_manifest, resolve
+from peeval.data_sources import DataError, load_manifest, profile_folders, resolve
 
 
 def main() -> None:
     root = use_mirror()
-    folders = params().data.mirror
+    p = params()
+    suites = {name: suite.tasks for name, suite in p.eval.suites.items()}
+    folders = profile_folders(p.data.mirror, suites, [*p.eval.pretrain, *p.eval.adapt, *p.eval.base])
     try:
         sources, problems = resolve(root, folders, log=lambda m: print(f"data: {m}"))
     except DataError as e:

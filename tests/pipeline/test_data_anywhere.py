@@ -233,3 +233,51 @@ def test_leaderboard_smoke_from_a_loopback_hub(tmp_path):
                            env=env | {"HF_HUB_OFFLINE": "1"}, timeout=300)  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert again.stdout.count("verified in") == len(folders) and "download" not in again.stdout
+
+
+def _lm_eval_dataset_path(task: str) -> str:
+    """``dataset_path`` of lm-eval's own YAML for ``task`` (or the template it includes), read from the
+    installed lm-eval's files."""
+    import lm_eval
+
+    for f in sorted((Path(lm_eval.__file__).parent / "tasks").rglob("*.yaml")):
+        text = f.read_text(errors="replace")
+        if task not in text:
+            continue
+        doc = yaml.safe_load(text.replace("!function", "")) or {}
+        if not isinstance(doc, dict) or doc.get("task") != task:
+            continue
+        if "dataset_path" not in doc and doc.get("include"):
+            doc = {**(yaml.safe_load((f.parent / doc["include"]).read_text().replace("!function", "")) or {}), **doc}
+        return doc["dataset_path"]
+    raise AssertionError(f"lm-eval has no task {task}")
+
+
+@pytest.mark.parametrize(
+    "task, hub_id",
+    [("lambada_openai", "EleutherAI/lambada_openai"), ("piqa", "baber/piqa"), ("arc_easy", "allenai/ai2_arc"),
+     ("arc_challenge", "allenai/ai2_arc"), ("blimp_adjunct_island", "nyu-mll/blimp"),
+     ("mmlu_philosophy", "cais/mmlu")],
+)  # fmt: skip
+def test_task_folders_are_what_lm_eval_reads(task, hub_id):
+    from peeval.data_sources import task_folders
+
+    assert _lm_eval_dataset_path(task) == hub_id
+    assert task_folders([task]) == [f"hf/{hub_id}"]
+
+
+def test_profile_folders_include_the_suites_datasets(tmp_path):
+    """cpu's zero-shot suites read six hub datasets through the mirror; smoke's suite reads only data.mirror's."""
+    from peeval.data_sources import params_data
+
+    root, smoke = params_data(Path(REPO), "smoke")
+    assert (
+        root == "../shared/data"
+        and smoke == yaml.safe_load((Path(REPO) / "params/smoke.yaml").read_text())["data"]["mirror"]
+    )
+    _, cpu = params_data(Path(REPO), "cpu")
+    assert cpu[: len(smoke)] == smoke
+    assert set(cpu[len(smoke) :]) == {"hf/EleutherAI/lambada_openai", "hf/baber/piqa", "hf/allenai/ai2_arc",
+                                      "hf/Rowan/hellaswag", "hf/nyu-mll/blimp", "hf/cais/mmlu"}  # fmt: skip
+    _, claims = params_data(Path(REPO), "cpu-claims")  # extends cpu
+    assert claims == cpu
