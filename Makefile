@@ -44,6 +44,7 @@ bench: $(STAMP)
 # offline, no git or DVC remote; stage scripts run with the venv's python first on PATH
 leaderboard: $(STAMP)
 	@if [ -n "$(PROFILE)" ]; then $(PY) pipelines/use_profile.py $(PROFILE); fi
+	$(PY) -m peeval.cli data   # params.yaml's data.mirror folders: verified in data.root, else downloaded (pinned, sha256)
 	PATH="$(abspath $(VENV))/bin:$$PATH" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(PY) pipelines/repro.py --jobs $(JOBS)
 	@echo "leaderboard: file://$(abspath leaderboard/site/index.html)"
 

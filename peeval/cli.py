@@ -1,4 +1,4 @@
-"""The ``peeval`` command: ``eval``, ``train``, ``tokenizer``, ``adapt``: argument parsing, dispatch
+"""The ``peeval`` command: ``eval``, ``train``, ``tokenizer``, ``adapt``, ``data``: argument parsing, dispatch
 and the one error path (:func:`main`); ``peeval eval`` itself is :mod:`peeval.evaluation`.
 """
 
@@ -86,6 +86,40 @@ def cmd_adapt(args) -> int:
     return _done("adapt", summary, keys, f"adapter in {args.out}")
 
 
+def cmd_data(args) -> int:
+    """The mirror folders a profile reads: verified, else downloaded (``peeval.data_sources``);
+    one line per problem, exit 2."""
+    import os
+    from pathlib import Path
+
+    from .data_sources import params_data, resolve
+
+    here = Path.cwd()
+    params = params_data(here, args.profile)
+    folders = [f for f in args.folders.split(",") if f] if args.folders else (params[1] if params else None)
+    root = args.root or os.environ.get("PEEVAL_DATA_MIRROR") or (str(here / params[0]) if params else None)
+    if root is None:
+        raise ValueError("--root: no mirror folder named (no --root, PEEVAL_DATA_MIRROR or params.yaml here)")
+    sources, problems = resolve(Path(root), folders, manifest=args.manifest, repo=args.repo,
+                                log=lambda m: print(f"peeval data: {m}"))  # fmt: skip
+    for line in problems:
+        print(f"peeval data: error: {line}", file=sys.stderr)
+    return 2 if problems else 0
+
+
+def _add_data_parsers(sub) -> None:
+    d = sub.add_parser("data", help="verify the data mirror a profile reads; download what is missing (pinned, sha256)")
+    d.add_argument("--root", default=None, help="the mirror folder (default: $PEEVAL_DATA_MIRROR, else data.root)")
+    d.add_argument("--profile", default=None, help="read data.mirror of params/<name>.yaml (default: params.yaml)")
+    d.add_argument(
+        "--folders", default=None, help="comma-separated mirror folders instead (default: all in the manifest)"
+    )
+    d.add_argument("--manifest", default=None, help="files and sha256 to verify (default: peeval/data_manifest.json)")
+    d.add_argument("--repo", default=None, help="hub dataset org/name[@revision] with the mirror's layout "
+                   "(default: $PEEVAL_DATA_REPO; else each folder's public source)")  # fmt: skip
+    d.set_defaults(func=cmd_data)
+
+
 def _add_train_parsers(sub) -> None:
     # the encoding names without importing torch/transformers: `peeval eval` starts without them
     from ._lm_eval_hook import encoding_names
@@ -156,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     e.set_defaults(func=cmd_eval)
     _add_train_parsers(sub)
+    _add_data_parsers(sub)
     return p
 
 

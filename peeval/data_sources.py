@@ -1,0 +1,295 @@
+"""``peeval data``: every folder of the data mirror that a profile reads, verified or downloaded.
+
+The committed manifest (``peeval/data_manifest.json``) names, for each mirror folder (``local/...``,
+``hf/<org>/<name>``, ``tokenizers/gpt2``), its files with size and sha256 and where a copy can be
+downloaded. :func:`resolve` reads a folder from the mirror root when every file there matches the
+manifest; otherwise it downloads the folder with huggingface_hub's own ``hf_hub_download`` from
+
+- ``$PEEVAL_DATA_REPO`` (``org/name[@revision]``): a hub dataset repository holding the mirror's
+  layout (``<folder>/<file>``), when one is named; else
+- the folder's public source in the manifest (hub repository, revision, file names); a folder with
+  none (``mirror_only``) cannot be downloaded and says so,
+
+verifies every file against the manifest (a mismatch is one line naming the file, and nothing is
+kept), and swaps the finished folder into ``<root>/<folder>`` so that the next run reads it offline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ._io import replace_dir
+
+MANIFEST = Path(__file__).with_name("data_manifest.json")
+REPO_ENV = "PEEVAL_DATA_REPO"
+_SHA = re.compile(r"[0-9a-f]{64}")
+_REPO = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
+#: the mirror folder each evaluation task reads (lm-eval's own through the configured mirror, peeval's
+#: always; a group's subtasks share its prefix); a task not here reads no mirror folder (peeval_passkey)
+TASK_FOLDERS = (
+    (r"peeval_ppl_pg19", "local/gutenberg-eval"),  # deepmind/pg19 (peeval.data.LOCAL)
+    (r"peeval_ppl_proof_pile", "local/stacks-project"),  # hoskinson-center/proof-pile
+    (r"lambada_openai", "hf/EleutherAI/lambada_openai"),
+    (r"piqa", "hf/baber/piqa"),
+    (r"arc_(easy|challenge)", "hf/allenai/ai2_arc"),
+    (r"peeval_hellaswag", "hf/Rowan/hellaswag"),
+    (r"blimp(_\w+)?", "hf/nyu-mll/blimp"),
+    (r"mmlu(_\w+)?", "hf/cais/mmlu"),
+)
+
+
+def task_folders(tasks: Iterable[str]) -> list[str]:
+    """The mirror folders the evaluation ``tasks`` read, in order, each once."""
+    out: list[str] = []
+    for task in tasks:
+        for pattern, folder in TASK_FOLDERS:
+            if re.fullmatch(pattern, task) and folder not in out:
+                out.append(folder)
+    return out
+
+
+def profile_folders(mirror: Iterable[str], suites: dict[str, Iterable[str]], used: Iterable[str]) -> list[str]:
+    """A parameter file's folders: ``data.mirror`` (the corpora it trains on), then those of the tasks of
+    every evaluation suite it runs (``used``: eval.pretrain + adapt + base)."""
+    folders = list(mirror)
+    tasks = [t for name in dict.fromkeys(used) for t in suites.get(name, ())]
+    return folders + [f for f in task_folders(tasks) if f not in folders]
+
+
+class DataError(ValueError):
+    """One line: what is wrong with the manifest, an option or a downloaded file."""
+
+
+def sha256(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _check_source(rel: str, src: Any, files: dict) -> None:
+    if not isinstance(src, dict):
+        raise DataError(f"manifest: {rel}.source: a mapping or null")
+    for key in ("repo_id", "revision"):
+        if not isinstance(src.get(key), str) or not src[key]:
+            raise DataError(f"manifest: {rel}.source.{key}: a non-empty string")
+    if src.get("repo_type", "dataset") not in ("dataset", "model"):
+        raise DataError(f"manifest: {rel}.source.repo_type: dataset or model")
+    mapping = src.get("files")
+    if not isinstance(mapping, dict) or not all(isinstance(v, str) and v for v in mapping.values()):
+        raise DataError(f"manifest: {rel}.source.files: a mapping of mirror file -> file in {src['repo_id']}")
+    unknown = sorted(set(mapping) - set(files))
+    if unknown:
+        raise DataError(f"manifest: {rel}.source.files names files the folder does not list: {', '.join(unknown)}")
+    missing = sorted(p for p, f in files.items() if p not in mapping and not f.get("optional"))
+    if missing:
+        raise DataError(f"manifest: {rel}.source.files: no source for {', '.join(missing)}")
+
+
+def load_manifest(path: str | os.PathLike | None = None) -> dict[str, dict]:
+    """The manifest's folders, checked: a malformed entry is one line naming it."""
+    path = Path(path) if path is not None else MANIFEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise DataError(f"manifest {path}: cannot read ({e})") from None
+    if not isinstance(data, dict) or data.get("format") != 1 or not isinstance(data.get("folders"), dict):
+        raise DataError(f"manifest {path}: a JSON object with format: 1 and folders: {{...}}")
+    for rel, entry in data["folders"].items():
+        parts = Path(rel).parts
+        if not rel or Path(rel).is_absolute() or ".." in parts or not isinstance(entry, dict):
+            raise DataError(f"manifest: folder {rel!r}: a relative path inside the mirror with a mapping")
+        files = entry.get("files")
+        if not isinstance(files, dict) or not files:
+            raise DataError(f"manifest: {rel}.files: a non-empty mapping of file -> {{bytes, sha256}}")
+        for name, f in files.items():
+            bad_path = Path(name).is_absolute() or ".." in Path(name).parts
+            if bad_path or not isinstance(f, dict) or not _SHA.fullmatch(str(f.get("sha256", ""))):
+                raise DataError(f"manifest: {rel}/{name}: a relative file name with a 64-hex sha256")
+            if not isinstance(f.get("bytes"), int) or f["bytes"] < 0:
+                raise DataError(f"manifest: {rel}/{name}.bytes: an integer >= 0")
+        if entry.get("source") is None:
+            if not isinstance(entry.get("mirror_only"), str):
+                raise DataError(f"manifest: {rel}: a source, or mirror_only saying why it has none")
+        else:
+            _check_source(rel, entry["source"], files)
+    return data["folders"]
+
+
+def parse_repo(spec: str | None) -> tuple[str, str] | None:
+    """``org/name[@revision]`` (``$PEEVAL_DATA_REPO`` / ``--repo``) -> (repo id, revision)."""
+    if spec is None or spec == "":
+        return None
+    repo, _, revision = spec.partition("@")
+    if not _REPO.fullmatch(repo) or (_ and not revision):
+        raise DataError(f"{REPO_ENV} / --repo {spec!r}: a hub dataset repository org/name, optionally @revision")
+    return repo, revision or "main"
+
+
+def problems_in(root: Path, rel: str, entry: dict) -> list[str]:
+    """What keeps ``<root>/<rel>`` from matching the manifest (missing files, sizes, sha256); [] when it does."""
+    found = []
+    for name, f in sorted(entry["files"].items()):
+        p = root / rel / name
+        if not p.is_file():
+            if not f.get("optional"):
+                found.append(f"{rel}/{name}: missing")
+        elif p.stat().st_size != f["bytes"]:
+            found.append(f"{rel}/{name}: {p.stat().st_size} bytes, the manifest pins {f['bytes']}")
+        elif sha256(p) != f["sha256"]:
+            found.append(f"{rel}/{name}: sha256 differs from the manifest's {f['sha256'][:12]}…")
+    return found
+
+
+def describe(rel: str, entry: dict, repo: tuple[str, str] | None = None) -> str:
+    """Where the folder's verified copy comes from (stable across runs: the stage output records it)."""
+    if repo is not None:
+        return f"hub dataset {repo[0]}@{repo[1]} ({rel}/)"
+    src = entry.get("source")
+    if src is None:
+        return entry["mirror_only"]
+    return f"hub {src.get('repo_type', 'dataset')} {src['repo_id']}@{src['revision']}"
+
+
+def _download(rel: str, entry: dict, repo: tuple[str, str] | None, staging: Path) -> Path:
+    """Download the folder's files into ``staging`` and verify them; the folder, arranged as the mirror has it."""
+    from huggingface_hub import constants, hf_hub_download
+
+    if repo is not None:
+        repo_id, revision, repo_type = repo[0], repo[1], "dataset"
+        mapping = {name: f"{rel}/{name}" for name in entry["files"]}
+    elif entry.get("source") is not None:
+        src = entry["source"]
+        repo_id, revision, repo_type = src["repo_id"], src["revision"], src.get("repo_type", "dataset")
+        mapping = dict(src["files"])
+    else:
+        raise DataError(
+            f"{rel}: not in the mirror and no public copy to download ({entry['mirror_only']}); set "
+            f"PEEVAL_DATA_MIRROR to a folder holding it, or {REPO_ENV}=org/name[@revision] to a hub dataset "
+            "repository with the mirror's layout"
+        )
+    where = f"{repo_id}@{revision} ({constants.ENDPOINT})"
+    got: dict[str, Path] = {}
+    for source_file in sorted(set(mapping.values())):
+        try:
+            got[source_file] = Path(
+                hf_hub_download(
+                    repo_id, source_file, repo_type=repo_type, revision=revision, local_dir=staging / "download"
+                )
+            )
+        except Exception as e:  # the library's own errors (offline mode, not found, HTTP): one line naming the file
+            reason = " ".join(str(e).split())[:300] or type(e).__name__
+            raise DataError(f"{rel}: cannot download {source_file} from {where}: {reason}") from None
+    folder = staging / "folder"
+    for name, source_file in sorted(mapping.items()):
+        want, path = entry["files"][name], got[source_file]
+        digest = sha256(path)
+        if digest != want["sha256"] or path.stat().st_size != want["bytes"]:
+            raise DataError(
+                f"{rel}/{name}: {source_file} from {where} has sha256 {digest[:12]}… ({path.stat().st_size} bytes); "
+                f"the manifest pins {want['sha256'][:12]}… ({want['bytes']} bytes): nothing kept"
+            )
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, folder / name)
+    return folder
+
+
+def fetch(root: Path, rel: str, entry: dict, repo: tuple[str, str] | None = None) -> None:
+    """Download ``rel`` and swap it in for ``<root>/<rel>``; on any failure nothing new is left behind."""
+    target = root / rel
+    made = [p for p in reversed(target.parents) if not p.exists()]  # parents this call creates
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-download-", dir=target.parent))
+    ok = False
+    try:
+        replace_dir(_download(rel, entry, repo, staging), target)
+        ok = True
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        if not ok:
+            for p in reversed(made):
+                if p.is_dir() and not any(p.iterdir()):
+                    p.rmdir()
+
+
+def resolve(
+    root: str | os.PathLike,
+    folders: Iterable[str] | None = None,
+    manifest: str | os.PathLike | None = None,
+    repo: str | None = None,
+    log=print,
+) -> tuple[dict[str, str], list[str]]:
+    """Every folder in ``folders`` (default: the manifest's) verified under ``root``, downloading those
+    that are missing or differ. Returns (folder -> where its copy comes from, problems: one line each)."""
+    entries = load_manifest(manifest)
+    folders = list(entries) if folders is None else list(folders)
+    unknown = [f for f in folders if f not in entries]
+    if unknown:
+        raise DataError(f"folders {', '.join(unknown)}: not in the manifest (known: {', '.join(entries)})")
+    repo_id = parse_repo(os.environ.get(REPO_ENV) if repo is None else repo)
+    root = Path(root)
+    sources: dict[str, str] = {}
+    problems: list[str] = []
+    for rel in folders:
+        entry = entries[rel]
+        found = problems_in(root, rel, entry)
+        if not found:
+            sources[rel] = describe(rel, entry)
+            log(f"{rel}: verified in {root} ({len(entry['files'])} files)")
+            continue
+        if (root / rel).exists():
+            log(f"{rel}: {found[0]}{f' (+{len(found) - 1} more)' if len(found) > 1 else ''}; downloading it again")
+        try:
+            fetch(root, rel, entry, repo_id)
+        except DataError as e:
+            problems.append(str(e))
+            continue
+        sources[rel] = describe(rel, entry)
+        size = sum(f["bytes"] for f in entry["files"].values()) / 2**20
+        log(f"{rel}: downloaded from {describe(rel, entry, repo_id)}, verified ({size:.1f} MiB) into {root / rel}")
+    return sources, problems
+
+
+def params_data(params_dir: Path, profile: str | None) -> tuple[str, list[str]] | None:
+    """``data.root`` and the folders (:func:`profile_folders`) of params/<profile>.yaml (``extends``
+    followed), or of params.yaml when ``profile`` is None; None when there is no params.yaml here."""
+    import yaml
+
+    from .settings import SettingsError, compose
+
+    if profile is None:
+        path = params_dir / "params.yaml"
+        if not path.is_file():
+            return None
+        composed = yaml.safe_load(path.read_text(encoding="utf-8"))
+    else:
+        table = {
+            p.stem: yaml.safe_load(p.read_text(encoding="utf-8")) for p in sorted(params_dir.glob("params/*.yaml"))
+        }
+        try:
+            composed = compose(table, profile, "parameter file (--profile)")
+        except SettingsError as e:
+            raise DataError(str(e)) from None
+        path = params_dir / "params" / f"{profile}.yaml"
+    data = composed.get("data") if isinstance(composed, dict) else None
+    if not isinstance(data, dict) or not isinstance(data.get("root"), str):
+        raise DataError(f"{path}: no data.root (the mirror folder, relative to the repository)")
+    mirror = data.get("mirror")
+    if not isinstance(mirror, list) or not all(isinstance(m, str) for m in mirror):
+        raise DataError(f"{path}: data.mirror: a list of mirror folders")
+    ev = composed.get("eval") if isinstance(composed.get("eval"), dict) else {}
+    raw = ev.get("suites") if isinstance(ev.get("suites"), dict) else {}
+    suites = {k: v.get("tasks") or [] for k, v in raw.items() if isinstance(v, dict)}
+    used = [s for key in ("pretrain", "adapt", "base") for s in (ev.get(key) or [])]
+    return data["root"], profile_folders(mirror, suites, used)
