@@ -575,8 +575,11 @@ class Site:
         here = {r["name"] for r in self.q("select distinct name from runs where kind in ('pretrain', 'diagnostic')")}
         train_len = self.training_length()
         mark = [(train_len, f"training length {train_len}")] if train_len else []
+        theirs = [(r["L"], f"training length {r['L']:,}") for r in self.q(
+            "select distinct training_length L from runs where kind in ('adapt', 'external') and training_length "
+            "is not null order by L")]  # fmt: skip
         groups = (("models trained here (one tokenizer)", lambda n: n in here, mark),
-                  ("adapted / external models (their own tokenizer)", lambda n: n not in here, []))  # fmt: skip
+                  ("adapted / external models (own tokenizer)", lambda n: n not in here, theirs))  # fmt: skip
         charts = []
         for corpus in sorted({r["corpus"] for r in rows}):
             for group, member, marks in groups:
@@ -585,9 +588,14 @@ class Site:
                     if r["corpus"] == corpus and member(r["name"]):
                         series[r["name"]].append((r["length"], r["ppl"]))
                 if series:
-                    charts.append(line_chart(series, title=f"{corpus}: ppl vs context length, {group}",
-                                             xlabel="context length (tokens)", ylabel="ppl", logx=True, logy=True,
-                                             vlines=marks))  # fmt: skip
+                    xs = [x for pts in series.values() for x, _ in pts]
+                    inside = [m for m in marks if xs and min(xs) <= m[0] <= max(xs)]
+                    beyond = [f"{m[0]:,}" for m in marks if m not in inside]  # said, not drawn: squashes the axis
+                    title = f"{corpus}: ppl vs context length, {group}"
+                    if beyond:  # e.g. "pg19: ppl, adapted / external models (own tokenizer; trained at 8,192)"
+                        title = f"{corpus}: ppl, {group[:-1]}; trained at {', '.join(beyond)})"
+                    charts.append(line_chart(series, title=title, xlabel="context length (tokens)", ylabel="ppl",
+                                             logx=True, logy=True, vlines=inside))  # fmt: skip
             series = defaultdict(list)
             for r in rows:
                 if r["corpus"] == corpus:
