@@ -760,8 +760,10 @@ class Site:
         """Any two runs, task by task (:mod:`leaderboard.compare`): the numbers are computed here and embedded;
         the page's script only looks them up for the two runs picked."""
         runs = self.q("select run_id, name, kind, seed from runs order by kind, name, seed, run_id")
+        rows = self.q("select run_id, task, doc_id, prompt, target, response, correct from samples "
+                      "where correct is not null")  # fmt: skip
         outcomes: dict[str, dict[str, dict[int, tuple[str, bool]]]] = defaultdict(lambda: defaultdict(dict))
-        for r in self.q("select run_id, task, doc_id, prompt, target, correct from samples where correct is not null"):
+        for r in rows:
             outcomes[r["run_id"]][r["task"]][r["doc_id"]] = (f"{r['prompt']}\x00{r['target']}", bool(r["correct"]))
         pairs = compare.all_pairs(outcomes)
         shown: dict[str, set[int]] = defaultdict(set)
@@ -770,7 +772,7 @@ class Site:
                 shown[p.task].update(p.a_only, p.b_only)
         examples: dict[str, dict[int, list]] = defaultdict(dict)
         responses: dict[str, dict[str, dict[int, str]]] = defaultdict(lambda: defaultdict(dict))
-        for r in self.q("select run_id, task, doc_id, prompt, target, response from samples where correct is not null"):
+        for r in rows:
             if r["doc_id"] in shown.get(r["task"], ()):
                 examples[r["task"]][r["doc_id"]] = [(r["prompt"] or "")[-compare.CLIP :], r["target"]]
                 responses[r["run_id"]][r["task"]][r["doc_id"]] = r["response"]

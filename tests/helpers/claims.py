@@ -16,3 +16,19 @@ CLAIM = {
     "cpu": "testable",
     "cpu_note": "n",
 }
+
+
+def write_claims_file(tmp_path, entries: list[dict], base: dict | None = None):
+    """A claims.yaml in ``tmp_path`` with one claim per entry: ``base`` (default :data:`CLAIM`) updated by it."""
+    import copy
+
+    import yaml
+
+    out = []
+    for e in entries:
+        d = copy.deepcopy(CLAIM if base is None else base)
+        d.update(e)
+        out.append(d)
+    p = tmp_path / "claims.yaml"
+    p.write_text(yaml.safe_dump({"version": 1, "claims": out}))
+    return p

@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 import yaml
-from helpers.claims import CLAIM
+from helpers.claims import CLAIM, write_claims_file
 
 from leaderboard import claims as C
 from leaderboard.claims import schema as CS
@@ -243,15 +243,7 @@ def _metric(con, run_id, task, metric, value, stderr=None, n=None):
 
 
 def _claims_file(tmp_path, entries) -> Path:
-    base = _one()["claims"][0]
-    out = []
-    for e in entries:
-        d = copy.deepcopy(base)
-        d.update(e)
-        out.append(d)
-    p = tmp_path / "claims.yaml"
-    p.write_text(yaml.safe_dump({"version": 1, "claims": out}))
-    return p
+    return write_claims_file(tmp_path, entries, base=_one()["claims"][0])
 
 
 def _pope_ahead_on_indirect_indexing(con) -> None:

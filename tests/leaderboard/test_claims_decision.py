@@ -6,14 +6,13 @@ Every expected value is a table's, a closed form's or worked by hand below, neve
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 
 import duckdb
 import pytest
 import yaml
-from helpers.claims import CLAIM
+from helpers.claims import CLAIM, write_claims_file
 
 from leaderboard import claims as C
 from leaderboard.claims import decision as D
@@ -126,14 +125,7 @@ def _metric(con, run_id, task, value, stderr, n=500):
 
 
 def _claims(tmp_path, entries):
-    out = []
-    for e in entries:
-        d = copy.deepcopy(CLAIM)
-        d.update(e)
-        out.append(d)
-    p = tmp_path / "claims.yaml"
-    p.write_text(yaml.safe_dump({"version": 1, "claims": out}))
-    return p
+    return write_claims_file(tmp_path, entries)
 
 
 FF, SC, II = ("peeval_diag_flip_flop_test", "peeval_diag_selective_copy_test", "peeval_diag_indirect_indexing_test")
