@@ -404,8 +404,10 @@ def lm_eval_provenance(doc: dict, path: Path) -> dict:
     ingested as an external run (no encoding, no training length): a row beside the baselines."""
     config = _obj(doc, "config", "")
     model_args = config.get("model_args") or {}
-    if isinstance(model_args, str):
-        model_args = dict(kv.split("=", 1) for kv in model_args.split(",") if "=" in kv)
+    if isinstance(model_args, str):  # older lm-eval releases wrote "k=v,k2=v2": lm-eval's own parser reads it
+        from lm_eval.utils import simple_parse_args_string
+
+        model_args = simple_parse_args_string(model_args)
     if not isinstance(model_args, dict) or not config.get("model"):
         raise IngestError(f"{path}: neither a 'peeval' provenance nor lm-eval's 'config' with a model")
     try:
