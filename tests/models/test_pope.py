@@ -187,3 +187,16 @@ def test_save_load_keeps_delta_and_recomputes_theta(tmp_ckpt):
 def test_bad_option_value():
     with pytest.raises(ValueError, match="delta_init"):
         tiny_config("pope", pe_options={"delta_init": "normal"})
+
+
+def test_delta_clamp_passes_the_gradient_at_its_bounds_on_every_torch():
+    """δ starts at the clamp's upper bound (init "zero"). torch 2.14 changed ``torch.clamp``'s gradient at a bound
+    to 0, which would freeze δ there for good; inside [−2π, 0] (bounds included) the gradient is 1, beyond 0."""
+    from peeval.models.encodings.pope import clamp_phase
+
+    two_pi = 2 * math.pi
+    d = torch.tensor([0.0, -two_pi, -1.0, 0.5, -7.0], dtype=torch.float64, requires_grad=True)
+    out = clamp_phase(d)
+    out.sum().backward()
+    assert out.tolist() == [0.0, -two_pi, -1.0, 0.0, -two_pi]
+    assert d.grad.tolist() == [1.0, 1.0, 1.0, 0.0, 0.0]

@@ -34,6 +34,14 @@ from .base import BOOL, Encoding, Option, PEContext
 TWO_PI = 2.0 * math.pi
 
 
+def clamp_phase(delta: torch.Tensor) -> torch.Tensor:
+    """δ clamped to [−2π, 0] with gradient 1 inside the closed interval and 0 beyond it. Spelled out because
+    ``torch.clamp``'s gradient at a bound changed in torch 2.14 (0 there, 1 before): δ starts at the bound
+    (init "zero"), so with a plain clamp it would never move and PoPE would silently train without δ."""
+    inside = (delta >= -TWO_PI) & (delta <= 0.0)
+    return torch.where(inside, delta, delta.detach().clamp(-TWO_PI, 0.0))
+
+
 class PoPE(Encoding):
     name = "pope"
     options = {
@@ -75,7 +83,7 @@ class PoPE(Encoding):
         """(Hk, d) clamped key-side phase of ``layer``, or None without δ."""
         if self.delta is None:
             return None
-        return self.delta[layer].clamp(-TWO_PI, 0.0)
+        return clamp_phase(self.delta[layer])
 
     def magnitude(self, x: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """μ = softplus(x) (float32, or ``dtype``), or x itself in the no-softplus ablation."""
