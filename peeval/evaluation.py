@@ -98,15 +98,13 @@ def checkpoint_hash(path: str | None) -> str | None:
 
 
 def _ppl_protocol(metadata: dict) -> str:
-    """Called sliding only where some window is longer than the stride (stride == L is disjoint)."""
-    from peeval.tasks.ppl.ppl import check_metadata
+    """The perplexity protocol in words (``peeval.tasks.ppl.ppl.describe_protocol``)."""
+    from peeval.tasks.ppl.ppl import describe_protocol
 
     try:
-        md = check_metadata(metadata)
+        return describe_protocol(metadata)
     except ValueError:  # no perplexity task read this metadata
-        return "disjoint windows"
-    stride = md["stride"]
-    return f"sliding, stride {stride}" if stride and stride < md["lengths"][-1] else "disjoint windows"
+        return describe_protocol({})
 
 
 def library_versions(libs) -> dict[str, str | None]:
@@ -355,6 +353,23 @@ def task_hashes(samples: dict) -> dict[str, str]:
             for task, rows in samples.items()}  # fmt: skip
 
 
+#: samples files keep this many characters of a longer text (head and tail; the doc_hash names the whole)
+SAMPLE_TEXT_LIMIT = 4000
+
+
+def clip_texts(value):
+    """``value`` with every string longer than SAMPLE_TEXT_LIMIT cut to its head and tail: a perplexity
+    row repeats its whole book in doc, target and arguments (22 books x 5 lengths: 166 MB a task)."""
+    if isinstance(value, str) and len(value) > SAMPLE_TEXT_LIMIT:
+        half = SAMPLE_TEXT_LIMIT // 2
+        return f"{value[:half]} [... {len(value) - 2 * half} characters ...] {value[-half:]}"
+    if isinstance(value, dict):
+        return {k: clip_texts(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clip_texts(v) for v in value]
+    return value
+
+
 def _evaluate(args, metadata: dict, limit, model_args: dict, out: Path) -> int:
     from lm_eval import evaluator
     from lm_eval.api.registry import get_model
@@ -398,7 +413,7 @@ def _evaluate(args, metadata: dict, limit, model_args: dict, out: Path) -> int:
     results.update(dataclasses.asdict(general))
     results[PROVENANCE_KEY] = provenance(args, lm, model_args, metadata)
     _check_output(out, args.overwrite)  # a run that finished meanwhile in the same folder is not replaced silently
-    files = {f"samples_{task}.jsonl": "".join(json.dumps(r, default=str) + "\n" for r in rows)
+    files = {f"samples_{task}.jsonl": "".join(json.dumps(clip_texts(r), default=str) + "\n" for r in rows)
              for task, rows in samples.items()}  # fmt: skip
     files["results.json"] = json.dumps(results, indent=1, default=str)  # last: the run is finished
     replace_files(out, files, stale=_earlier_run(out))  # the old run stays until the new one is written

@@ -157,7 +157,12 @@ class _PeevalHFLM(HFLM):
                 )
         return super().generate_until(requests, disable_tqdm)
 
-    # -- exact-window perplexity (peeval_ppl_*) -------------------------------------
+    # -- perplexity by length (peeval_ppl_*; the protocols' token plans: peeval.perplexity) ----------------
+    #: tokens per batch of windows (one length per batch), logit entries per batch and per loss chunk
+    PPL_BATCH_TOKENS = 16384
+    PPL_BATCH_LOGITS = 1 << 26
+    PPL_LOGITS_CHUNK = 1 << 24
+
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
         ours = [i for i, r in enumerate(requests) if isinstance(r.doc, dict) and "peeval_window" in r.doc]
         if not ours:
@@ -167,36 +172,111 @@ class _PeevalHFLM(HFLM):
         if others:
             for i, v in zip(others, super().loglikelihood_rolling([requests[i] for i in others], disable_tqdm)):
                 out[i] = v
-        for i in tqdm(ours, desc="peeval windows", disable=disable_tqdm or self.rank != 0):
-            out[i] = self.window_loglikelihood(requests[i].args[0], requests[i].doc)
+        scored = self.score_rows([(requests[i].args[0], requests[i].doc) for i in ours], disable_tqdm)
+        for i, v in zip(ours, scored):
+            out[i] = v
         return out
 
+    def _row_plan(self, n_tokens: int, doc: dict) -> tuple[list, tuple[int, int] | None]:
+        """The windows of one (document, length) row and its target run (None: windows protocol)."""
+        from peeval import perplexity as P
+
+        L = int(doc["peeval_window"])
+        if doc.get("peeval_protocol", "windows") == "targets":
+            span = P.target_span(n_tokens, per_doc=int(doc["peeval_targets"]), skip=int(doc["peeval_skip"]),
+                                 longest=int(doc["peeval_longest"]), seed=int(doc["peeval_seed"]),
+                                 doc_id=int(doc["doc_id"]))  # fmt: skip
+            return P.target_windows(span, L), span
+        stride = int(doc.get("peeval_stride") or L)
+        return P.disjoint_windows(n_tokens, L, stride, int(doc.get("peeval_max_windows") or 0)), None
+
     @torch.no_grad()
-    def window_loglikelihood(self, text: str, doc: dict) -> dict:
-        """Disjoint windows of exactly ``L`` tokens (or every ``stride``): sum log p of each
-        scored token, token and byte counts. Each window is one forward of length L."""
-        L, stride = int(doc["peeval_window"]), int(doc.get("peeval_stride") or doc["peeval_window"])
-        max_windows = int(doc.get("peeval_max_windows") or 0)  # 0: no limit (set by the task, never by a user)
-        if L < 2 or not 1 <= stride <= L or max_windows < 0:
-            raise ValueError(f"peeval window L={L}, stride={stride}, max_windows={max_windows}: need L >= 2, "
-                             "1 <= stride <= L, max_windows >= 0")  # fmt: skip
-        ids = self.tok_encode(text, add_special_tokens=False)
-        ll, n_tok, n_bytes, n_win = 0.0, 0, 0, 0
-        starts = range(0, len(ids) - L + 1, stride)
-        if max_windows:
-            starts = starts[:max_windows]
-        for s in starts:
-            window = torch.tensor(ids[s : s + L], device=self.device)[None]
-            # sliding protocol: score only tokens not scored by the previous window
-            first = 1 if s == 0 or stride >= L else L - stride
-            logits = self._model_call(window).float()
-            logp = torch.log_softmax(logits[0, first - 1 : L - 1], dim=-1)
-            target = window[0, first:L]
-            ll += logp.gather(-1, target[:, None]).sum().item()
-            n_tok += L - first
-            n_bytes += len(self.tokenizer.decode(target.tolist()).encode("utf-8"))
-            n_win += 1
-        return {"ll": ll, "tokens": n_tok, "bytes": n_bytes, "windows": n_win}
+    def score_rows(self, rows: list[tuple[str, dict]], disable_tqdm: bool = False) -> list[dict]:
+        """Each row's sum of log p over its scored tokens, token / byte / window counts, its target run,
+        and (rows of the longest length) the loss by position bucket. Windows of one length are batched
+        across rows; only the scored positions go through the output layer (``logits_to_keep``), except in
+        the longest windows when the loss by position is asked for."""
+        from peeval.perplexity import bucket_starts
+
+        cache: dict[str, torch.Tensor] = {}  # each document's token ids, once (its rows share them)
+        plans, work = [], []  # work: (length, full logits?, row, window)
+        for r, (text, doc) in enumerate(rows):
+            if text not in cache:
+                cache[text] = torch.tensor(self.tok_encode(text, add_special_tokens=False), dtype=torch.long)
+            windows, span = self._row_plan(len(cache[text]), doc)
+            L, n_buckets = int(doc["peeval_window"]), int(doc.get("peeval_buckets") or 0)
+            by_pos = n_buckets > 0 and int(doc.get("peeval_longest") or 0) == L
+            starts = bucket_starts(L, n_buckets) if by_pos else []
+            plans.append({"text": text, "span": span, "ll": 0.0, "tokens": 0, "bytes": 0, "windows": len(windows),
+                          "pos": [[0.0, 0] for _ in starts], "starts": starts})  # fmt: skip
+            work += [(L, by_pos, r, w) for w in windows]
+        work.sort(key=lambda t: (-t[0], t[1]))  # longest first: a memory error shows at once
+        bar = tqdm(total=len(work), desc="peeval ppl windows", disable=disable_tqdm or self.rank != 0)
+        vocab = int(getattr(self.model.config, "vocab_size", 0) or 1)
+        i = 0
+        while i < len(work):
+            L, by_pos = work[i][0], work[i][1]
+            rows_kept = L if by_pos else max(w.scored for *_, w in work[i : i + self.PPL_BATCH_TOKENS // L + 1]) + 1
+            batch = max(1, min(self.PPL_BATCH_TOKENS // L, self.PPL_BATCH_LOGITS // (rows_kept * vocab)))
+            group = [t for t in work[i : i + batch] if t[0] == L and t[1] == by_pos]
+            i += len(group)
+            self._score_batch(group, plans, cache)
+            bar.update(len(group))
+        bar.close()
+        out = []
+        for plan, (_, doc) in zip(plans, rows):
+            if plan["span"] is not None:  # the targets are the same at every length: their bytes once
+                targets = cache[plan["text"]][plan["span"][0] : plan["span"][1]].tolist()
+                plan["bytes"] = len(self.tokenizer.decode(targets).encode("utf-8"))
+            row = {"ll": plan["ll"], "tokens": plan["tokens"], "bytes": plan["bytes"], "windows": plan["windows"],
+                   "protocol": doc.get("peeval_protocol", "windows"), "length": int(doc["peeval_window"]),
+                   "span": list(plan["span"]) if plan["span"] else None}  # fmt: skip
+            if plan["starts"]:
+                row["nll_pos"] = plan["pos"]
+            out.append(row)
+        return out
+
+    def _score_batch(self, group: list, plans: list, cache: dict) -> None:
+        """One forward over windows of one length; adds each window's scored log-likelihoods to its row."""
+        L, by_pos = group[0][0], group[0][1]
+        x = torch.stack([cache[plans[r]["text"]][w.start : w.end] for _, _, r, w in group]).to(self.device)
+        keep = L if by_pos else max(w.scored for *_, w in group) + 1
+        logits = self._window_logits(x, keep)  # (B, keep, V): predictions of x[:, L-keep+1 :] (and one beyond)
+        pred, target = logits[:, :-1], x[:, L - keep + 1 :]
+        nll = self._nll(pred, target)  # (B, keep - 1)
+        for b, (_, _, r, w) in enumerate(group):
+            plan = plans[r]
+            plan["ll"] -= nll[b, nll.shape[1] - w.scored :].sum().item()
+            plan["tokens"] += w.scored
+            if plan["span"] is None:  # windows protocol: the bytes of each window's scored tokens
+                tail = x[b, L - w.scored :].tolist()
+                plan["bytes"] += len(self.tokenizer.decode(tail).encode("utf-8"))
+            if by_pos:  # target position p (p tokens of context) = column p - 1 of nll
+                n = len(plan["starts"])
+                pos = torch.arange(1, L, device=nll.device)
+                bucket = pos * n // L
+                sums = torch.zeros(n, dtype=torch.float64, device=nll.device).index_add_(0, bucket, nll[b].double())
+                counts = torch.bincount(bucket, minlength=n)
+                for k in range(n):
+                    plan["pos"][k][0] += sums[k].item()
+                    plan["pos"][k][1] += int(counts[k])
+
+    def _window_logits(self, x: torch.Tensor, keep: int) -> torch.Tensor:
+        """Logits of the last ``keep`` positions; a model without ``logits_to_keep`` computes them all."""
+        try:
+            return self.model(input_ids=x, logits_to_keep=keep).logits[:, -keep:]
+        except TypeError:
+            return self._model_call(x)[:, -keep:]
+
+    def _nll(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """−log p(target) per position in float32, the log-softmax in chunks of rows (never a full
+        float32 copy of a large-vocabulary logit tensor)."""
+        B, T, V = logits.shape
+        flat, tgt = logits.reshape(B * T, V), target.reshape(B * T)
+        rows = max(1, self.PPL_LOGITS_CHUNK // V)
+        parts = [torch.nn.functional.cross_entropy(flat[i : i + rows].float(), tgt[i : i + rows], reduction="none")
+                 for i in range(0, B * T, rows)]  # fmt: skip
+        return torch.cat(parts).view(B, T)
 
 
 class PeevalLM(_PeevalHFLM):

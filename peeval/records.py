@@ -111,6 +111,21 @@ def ppl_metric(base: str, length: int) -> str:
     return f"{base}@{length}"
 
 
+#: the loss by position inside the longest perplexity windows: ``nll_pos@<first context size of the bucket>``
+POSITION_BASE = "nll_pos"
+
+
+def position_metric(position: int) -> str:
+    """``nll_pos@<P>``: mean NLL of the targets predicted from P.. tokens of context (one position bucket)."""
+    return f"{POSITION_BASE}@{position}"
+
+
+def parse_position_metric(metric: str) -> int | None:
+    """``nll_pos@128`` -> 128; None for anything else."""
+    base, _, cell = metric.partition("@")
+    return int(cell) if base == POSITION_BASE and cell.isdigit() else None
+
+
 def parse_ppl_metric(metric: str) -> tuple[str, int] | None:
     """``ppl@512`` -> (``ppl``, 512); None unless base in PPL_BASES and L all digits."""
     base, _, cell = metric.partition("@")
@@ -179,7 +194,8 @@ def family_metric(task: str, metric: str) -> tuple[str, bool] | None:
         return f"{bases}, shift in {', '.join(SHIFTS)}", parse_shift_metric(metric) is not None
     if ppl_corpus(task) is not None:
         *first, last = (f"{b}@L" for b in PPL_BASES)
-        return f"{', '.join(first)} or {last} (L a length, {{max}} or {{train}})", parse_ppl_metric(metric) is not None
+        ok = parse_ppl_metric(metric) is not None or parse_position_metric(metric) is not None
+        return f"{', '.join(first)}, {last} (L a length, {{max}} or {{train}}) or {POSITION_BASE}@P", ok
     if task == PASSKEY_TASK:
         pk = parse_passkey_metric(metric)
         cell = pk is not None and pk[0].isdigit() and re.fullmatch(r"(0|1)(\.\d+)?", pk[1]) is not None
@@ -377,6 +393,7 @@ METRICS: dict[str, MetricSpec] = {
     "bpb": _BITS,
     "bits_per_byte": _BITS,
     "loss": MetricSpec("loss", False),
+    POSITION_BASE: MetricSpec("loss", False),  # perplexity tasks: the loss by position
     "tokens": _COUNT,
     "windows": _COUNT,
     "sample_len": _COUNT,

@@ -190,7 +190,8 @@ def smoke_twin(p: dict) -> dict:
         meta = suite.get("metadata") or {}
         if "lengths" in meta:
             meta["lengths"] = [32, 64]
-        meta.update({k: v for k, v in {"per_cell": 1, "max_docs": 1, "max_windows": 1}.items() if k in meta})
+        meta.update({k: v for k, v in {"per_cell": 1, "max_docs": 1, "max_windows": 1, "targets": 64, "skip": 0}.items()
+                     if k in meta})  # fmt: skip
         if "depths" in meta:
             meta["depths"] = [0.0, 1.0]
         suite["metadata"] = meta

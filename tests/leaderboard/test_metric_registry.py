@@ -151,8 +151,9 @@ def test_the_leaderboard_and_the_claims_show_one_stderr(tmp_path):
 def test_family_metrics_hand_checked():
     """What a task of the families peeval.records formats reports (claims.yaml's metric check reads it)."""
     assert R.family_metric("peeval_ppl_pg19", "bpb@512") == (
-        "ppl@L, bpb@L, tokens@L or windows@L (L a length, {max} or {train})", True)  # fmt: skip
+        "ppl@L, bpb@L, tokens@L, windows@L (L a length, {max} or {train}) or nll_pos@P", True)  # fmt: skip
     assert R.family_metric("peeval_ppl_pg19", "ppl@max")[1] is False
+    assert R.family_metric("peeval_ppl_pg19", "nll_pos@128")[1] and not R.family_metric("peeval_ppl_pg19", "nll_pos@x")[1]
     assert R.family_metric("peeval_passkey", "acc@512@0.25")[1] and R.family_metric("peeval_passkey", "acc")[1]
     assert not R.family_metric("peeval_passkey", "acc@512@2.0")[1]  # a depth is in [0, 1]
     assert R.family_metric("peeval_diag_flip_flop_test", "acc@seq_acc") == (

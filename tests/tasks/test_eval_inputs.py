@@ -163,10 +163,16 @@ def test_failed_overwrite_keeps_the_old_run(ckpts, tmp_path, capsys, monkeypatch
         ({"lengths": [0, 64]}, "lengths=0"),
         ({"lengths": [32.5]}, "lengths=32.5"),
         ({"lengths": []}, "lengths=[]"),
-        ({"lengths": [32], "max_windows": 0}, "max_windows=0"),
-        ({"lengths": [32], "max_windows": -1}, "max_windows=-1"),
-        ({"lengths": [32], "stride": 0}, "stride=0"),
-        ({"lengths": [32, 64], "stride": 48}, "stride=48 is larger than length 32"),
+        ({"lengths": [32], "protocol": "windows", "max_windows": 0}, "max_windows=0"),
+        ({"lengths": [32], "protocol": "windows", "max_windows": -1}, "max_windows=-1"),
+        ({"lengths": [32], "protocol": "windows", "stride": 0}, "stride=0"),
+        ({"lengths": [32, 64], "protocol": "windows", "stride": 48}, "stride=48 is larger than length 32"),
+        ({"lengths": [32], "stride": 16}, "stride=16: only the windows protocol reads it"),
+        ({"lengths": [32], "protocol": "windows", "skip": 16}, "skip=16: only the targets protocol reads it"),
+        ({"lengths": [32], "protocol": "sliding"}, "protocol='sliding'"),
+        ({"lengths": [32], "targets": 0}, "targets=0"),
+        ({"lengths": [32], "skip": -1}, "skip=-1"),
+        ({"lengths": [32], "position_buckets": -1}, "position_buckets=-1"),
         ({"lengths": [32], "max_docs": 0}, "max_docs=0"),
     ],
 )
@@ -181,8 +187,8 @@ def test_ppl_length_beyond_the_data_names_the_document(hub_offline):
     from peeval.tasks.ppl.ppl import build_dataset
 
     with pytest.raises(ValueError, match=r"length 10000000 is more than document 0 can give \(\d+ bytes"):
-        build_dataset("deepmind/pg19", lengths=[512, 10_000_000], max_docs=1)
-    rows = build_dataset("deepmind/pg19", lengths=[64], max_docs=1, max_windows=3, stride=64)["test"]
+        build_dataset("deepmind/pg19", lengths=[512, 10_000_000], max_docs=1, protocol="windows")
+    rows = build_dataset("deepmind/pg19", lengths=[64], max_docs=1, protocol="windows", max_windows=3, stride=64)["test"]
     assert rows["peeval_window"] == [64] and rows["peeval_max_windows"] == [3] and rows["peeval_stride"] == [64]
 
 
@@ -202,9 +208,9 @@ def test_window_guard_rejects_a_negative_window_count(ckpts):
     lm = get_model("peeval")(pretrained=str(ckpts["a"]), device="cpu", max_length=16)
     text = "The grass is green. The sky is blue. " * 4
     with pytest.raises(ValueError, match="max_windows"):
-        lm.window_loglikelihood(text, {"peeval_window": 8, "peeval_max_windows": -1})
+        lm.score_rows([(text, {"peeval_window": 8, "peeval_max_windows": -1})])
     with pytest.raises(ValueError, match="stride"):
-        lm.window_loglikelihood(text, {"peeval_window": 8, "peeval_stride": 9})
+        lm.score_rows([(text, {"peeval_window": 8, "peeval_stride": 9})])
 
 
 @pytest.mark.parametrize(
@@ -234,14 +240,15 @@ def test_passkey_metadata_is_validated_where_the_task_reads_it(metadata, needle)
         pytest.param(["--tasks", "peeval_nonesuch"], "peeval_nonesuch", marks=pytest.mark.slow),  # indexes all lm-eval
         (["--model_args", "pretrained=/nonexistent/ckpt"], "/nonexistent/ckpt"),
         (["--model", "no-such-model"], "no-such-model"),
-        (["--metadata", '{"lengths": [32], "max_windows": 0}'], "max_windows=0"),
+        (["--metadata", '{"lengths": [32], "protocol": "windows", "max_windows": 0}'], "max_windows=0"),
+        (["--metadata", '{"lengths": [32], "max_windows": 1}'], "only the windows protocol reads it"),
         (["--metadata", '{"lengths": [64], "depths": [1.8]}', "--tasks", "peeval_passkey"], "depths: 1.8"),
     ],
 )
 def test_bad_eval_inputs_are_one_line_and_write_nothing(ckpts, tmp_path, capsys, flags, needle):
     base = {"--model": "peeval", "--model_args": f"pretrained={ckpts['a']}", "--tasks": "peeval_ppl_pg19",
             "--limit": "1", "--device": "cpu", "--output_path": str(tmp_path / "out"),
-            "--metadata": '{"lengths": [32], "max_windows": 1}'}  # fmt: skip
+            "--metadata": '{"lengths": [32], "protocol": "windows", "max_windows": 1}'}  # fmt: skip
     for k, v in zip(flags[::2], flags[1::2]):
         base[k] = v
     one_line_error(*run_eval(capsys, *[x for kv in base.items() for x in kv]), needle)

@@ -82,7 +82,7 @@ def test_lm_eval_cli_end_to_end_passkey_and_ppl(ckpt):
     r = run([*base, "--tasks", "peeval_passkey", "--metadata", '{"lengths": [96, 160], "depths": [0, 1]}'])
     assert r.returncode == 0, r.stderr[-3000:]
     assert "acc@96@0.0" in r.stdout or "acc@160" in r.stdout
-    r = run([*base, "--tasks", "peeval_ppl_pg19", "--metadata", '{"lengths": [32, 128], "max_windows": 2}'])
+    r = run([*base, "--tasks", "peeval_ppl_pg19", "--metadata", '{"lengths": [32, 128], "targets": 256, "skip": 0, "max_docs": 2}'])
     assert r.returncode == 0, r.stderr[-3000:]
     assert "ppl@128" in r.stdout and "bpb@32" in r.stdout
 
@@ -98,7 +98,7 @@ def test_wrong_pe_is_a_clear_error(ckpt):
 def test_peeval_eval_writes_results_with_provenance(ckpt, tmp_path):
     r = run([str(BIN / "peeval"), "eval", "--model", "peeval", "--model_args", f"pretrained={ckpt}",
              "--tasks", "peeval_passkey,peeval_ppl_proof_pile", "--limit", "2", "--output_path", str(tmp_path),
-             "--run_name", "tiny", "--metadata", '{"lengths": [64], "depths": [0.5], "max_windows": 1}'])  # fmt: skip
+             "--run_name", "tiny", "--metadata", '{"lengths": [64], "depths": [0.5], "protocol": "windows", "max_windows": 1}'])  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.loads((tmp_path / "tiny" / "results.json").read_text())
     prov = res["peeval"]
@@ -118,7 +118,7 @@ def test_exact_windows_by_hand(ckpt):
     text = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. " * 3
     ids = lm.tok_encode(text, add_special_tokens=False)
     n, L = len(ids), 8
-    r = lm.window_loglikelihood(text, {"peeval_window": L})
+    (r,) = lm.score_rows([(text, {"peeval_window": L})])
     assert r["windows"] == n // L and r["tokens"] == (n // L) * (L - 1)
     with torch.no_grad():  # independent: score window k directly
         want = 0.0
@@ -127,7 +127,7 @@ def test_exact_windows_by_hand(ckpt):
             logp = torch.log_softmax(lm.model(w).logits[0, :-1].float(), -1)
             want += logp[torch.arange(L - 1), w[0, 1:]].sum().item()
     assert r["ll"] == pytest.approx(want, rel=1e-5)
-    slide = lm.window_loglikelihood(text, {"peeval_window": L, "peeval_stride": 4})
+    (slide,) = lm.score_rows([(text, {"peeval_window": L, "peeval_stride": 4})])
     k = len(range(0, n - L + 1, 4))
     assert slide["windows"] == k and slide["tokens"] == (L - 1) + (k - 1) * 4
 
@@ -155,7 +155,7 @@ def test_peeval_llama_on_smollm2_gguf(tmp_path):
     args = f"pretrained={_smollm2_dir()},gguf_file=SmolLM2-135M-Instruct.Q4_1.gguf"
     r = run([str(BIN / "peeval"), "eval", "--model", "peeval-llama", "--model_args", args, "--tasks",
              "peeval_passkey,peeval_ppl_pg19", "--limit", "2", "--output_path", str(tmp_path), "--run_name", "smol",
-             "--metadata", '{"lengths": [256], "depths": [0.5], "max_windows": 1}'])  # fmt: skip
+             "--metadata", '{"lengths": [256], "depths": [0.5], "protocol": "windows", "max_windows": 1}'])  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.loads((tmp_path / "smol" / "results.json").read_text())["results"]
     assert res["peeval_passkey"]["acc,none"] == 1.0

@@ -20,7 +20,7 @@ def test_limit_never_drops_a_length(limit, tmp_path, capsys):
 
     ck = save_tiny_checkpoint(tmp_path / "rope", ["the cat sat on the mat 0123456789 and the dog ran"], pe="rope",
                               vocab_size=300, max_positions=64)  # fmt: skip
-    md = {"lengths": [16, 32], "max_windows": 1}
+    md = {"lengths": [16, 32], "protocol": "windows", "max_windows": 1}
     argv = ["eval", "--model", "peeval", "--model_args", f"pretrained={ck}", "--tasks", "peeval_ppl_pg19", "--device",
             "cpu", "--limit", limit, "--metadata", json.dumps(md), "--output_path", str(tmp_path / "o")]  # fmt: skip
     rc = main(argv)

@@ -1,17 +1,25 @@
 """peeval_ppl_<corpus>: perplexity by context length on long documents.
 
-Each document is scored once per length L (``--metadata '{"lengths": [512, 2048]}'``,
-default 512…16384): disjoint windows of exactly L tokens of the model's tokenizer, each one
-forward of length L, every predicted token scored (L−1 per window; the remainder shorter
-than L is dropped). ``stride`` < L switches to the sliding protocol (each new token scored
-once, with up to L−1 tokens of context); the protocol is named in every metric's name-free
-config (``ppl_protocol``). Reported per length: token perplexity ``ppl@L`` (``inf`` when the
-model explodes), bits per byte ``bpb@L`` (comparable across tokenizers), and the counts
-``tokens@L`` and ``windows@L``. Windows are cut by the peeval model wrappers, which know the
-tokenizer (``loglikelihood_rolling`` requests carry ``peeval_window``); other lm-eval models
-are refused with a clear error. ``max_docs`` / ``max_windows`` (>= 1, or null for no limit)
-bound the cost on a CPU. Bad metadata is one ``ValueError`` naming the key, raised when the
-task is built (so ``lm_eval`` and ``peeval eval`` agree); a metric is never NaN.
+Each document is scored once per length L (``--metadata '{"lengths": [512, 2048]}'``, default
+512…16384) under one of two protocols (``protocol``; the token plans live in ``peeval.perplexity``):
+
+- ``targets`` (default): the same target tokens at every length, only the context grows. Each
+  document gets a seeded run of target tokens past its front matter (``targets`` in all, split evenly
+  over the documents; at least ``skip`` tokens in; ``seed``); at length L blocks of at most L // 2 of
+  them are scored, each by one forward over the L tokens that end at the block's end.
+- ``windows``: disjoint windows of exactly L tokens from each document's start (``max_windows``),
+  or the sliding protocol with ``stride`` < L. The text scored differs between lengths.
+
+Reported per length: token perplexity ``ppl@L`` (``inf`` when the model explodes), bits per byte
+``bpb@L`` (comparable across tokenizers), the counts ``tokens@L`` and ``windows@L``; and the loss by
+position inside the longest windows, ``nll_pos@P`` (mean NLL in nats of the targets with P.. tokens of
+context, ``position_buckets`` equal buckets; 0 turns it off). Each (document, length) row's sums are
+in the samples (log-likelihood, tokens, bytes, the target run), so two encodings or two lengths can be
+compared document by document. Windows are cut by the peeval model wrappers, which know the tokenizer
+(``loglikelihood_rolling`` requests carry ``peeval_window``); other lm-eval models are refused with a
+clear error. ``max_docs`` (>= 1, or null for all) bounds the cost on a CPU. Bad metadata is one
+``ValueError`` naming the key, raised when the task is built (so ``lm_eval`` and ``peeval eval``
+agree); a metric is never NaN.
 """
 
 from __future__ import annotations
@@ -24,36 +32,42 @@ import datasets
 from lm_eval.api.task import ConfigurableTask
 from pydantic import BeforeValidator
 
-from peeval.records import higher_is_better, ppl_metric
-from peeval.settings import Allowed, Invalid, Lenient, integer, nonempty, one_or_list, validated
+from peeval.perplexity import PROTOCOLS, bucket_starts
+from peeval.records import higher_is_better, position_metric, ppl_metric
+from peeval.settings import Allowed, Invalid, Lenient, choice, integer, nonempty, one_or_list, validated
 from peeval.tasks.metadata_keys import check_keys
 
 DEFAULT_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384)
-_NONE_SCORED = "{}: no token was scored (no evaluated document has that many tokens): use shorter lengths"
-
-
 _NO_LIMIT = "an integer >= 1 or null for no limit"
+#: the keys only one protocol reads (given with the other: an error, not ignored)
+PROTOCOL_KEYS = {"targets": ("targets", "skip", "targets_seed"), "windows": ("stride", "max_windows")}
 
 
 class Windows(Lenient):
     """What peeval_ppl reads from its metadata (the other keys: ``check_keys``)."""
 
+    protocol: choice(*PROTOCOLS) = "targets"
     lengths: Annotated[
         list[Annotated[integer(2), Allowed("an integer >= 2 (a window of L tokens scores L-1)")]],
         BeforeValidator(one_or_list),
         nonempty("a non-empty list of integers >= 2"),
         Allowed("a non-empty list of integers >= 2"),
     ] = list(DEFAULT_LENGTHS)
+    targets: Annotated[integer(1), Allowed("an integer >= 1 (target tokens per corpus)")] = 16384
+    skip: Annotated[integer(0), Allowed("an integer >= 0 (tokens of front matter skipped)")] = 4096
+    targets_seed: integer(0) = 0
+    position_buckets: Annotated[integer(0), Allowed("an integer >= 0 (0: no loss by position)")] = 32
     stride: Annotated[integer(1, null=True), Allowed("an integer >= 1 (omit it for disjoint windows)")] = None
     max_windows: Annotated[integer(1, null=True), Allowed(_NO_LIMIT)] = None
     max_docs: Annotated[integer(1, null=True), Allowed(_NO_LIMIT)] = None
 
 
 def check_metadata(metadata: dict) -> dict:
-    """The validated window settings: ``lengths`` (sorted ints >= 2: a window of L tokens scores
-    L-1 of them), ``stride`` (None, or 1 <= stride <= min(lengths)), ``max_windows`` and
-    ``max_docs`` (None for no limit, else >= 1). Raised here, where the task reads its metadata,
-    so plain ``lm_eval`` and ``peeval eval`` fail the same way, before any model work."""
+    """The validated settings: ``protocol``, ``lengths`` (sorted ints >= 2: a window of L tokens scores
+    L-1 of them), the targets protocol's ``targets`` / ``skip`` / ``targets_seed``, the windows protocol's
+    ``stride`` (None, or 1 <= stride <= min(lengths)) and ``max_windows``, ``position_buckets`` and
+    ``max_docs`` (None for no limit, else >= 1). Raised here, where the task reads its metadata, so
+    plain ``lm_eval`` and ``peeval eval`` fail the same way, before any model work."""
     check_keys("peeval_ppl", metadata)
     try:
         w = validated(Windows, metadata)
@@ -62,12 +76,30 @@ def check_metadata(metadata: dict) -> dict:
         shown, text = (p.item, p.item_text) if p.item is not ... else (p.value, p.text)
         raise ValueError(f"peeval_ppl metadata {p.key}={shown!r}: must be {text}") from None
     lengths = sorted(set(w.lengths))
+    for other, keys in PROTOCOL_KEYS.items():
+        given = [k for k in keys if metadata.get(k) is not None]
+        if other != w.protocol and given:
+            raise ValueError(
+                f"peeval_ppl metadata {given[0]}={metadata[given[0]]!r}: only the {other} protocol reads it "
+                f"(protocol is {w.protocol!r}; set protocol: {other}, or leave {given[0]} out)"
+            )
     if w.stride is not None and w.stride > lengths[0]:
         raise ValueError(
             f"peeval_ppl metadata stride={w.stride} is larger than length {lengths[0]}: sliding windows need "
             "1 <= stride <= every length (omit stride for disjoint windows)"
         )
-    return {"lengths": lengths, "stride": w.stride, "max_windows": w.max_windows, "max_docs": w.max_docs}
+    return {"protocol": w.protocol, "lengths": lengths, "targets": w.targets, "skip": w.skip,
+            "targets_seed": w.targets_seed, "position_buckets": w.position_buckets, "stride": w.stride,
+            "max_windows": w.max_windows, "max_docs": w.max_docs}  # fmt: skip
+
+
+def describe_protocol(metadata: dict) -> str:
+    """The protocol in words, as runs record it (``runs.protocol``)."""
+    md = check_metadata(metadata)
+    if md["protocol"] == "targets":
+        return f"fixed targets: {md['targets']} tokens, skip {md['skip']}, seed {md['targets_seed']}"
+    stride = md["stride"]
+    return f"sliding, stride {stride}" if stride and stride < md["lengths"][-1] else "disjoint windows"
 
 
 def _lengths(metadata: dict) -> list[int]:
@@ -75,9 +107,9 @@ def _lengths(metadata: dict) -> list[int]:
 
 
 def build_dataset(hub_id: str, split: str = "test", **metadata) -> datasets.DatasetDict:
-    """Rows (document, length): document-major, so ``--limit`` keeps every length. A length
-    that a document cannot give (fewer bytes than L, hence fewer than L tokens) is an error
-    naming the document, not a NaN row."""
+    """Rows (document, length): document-major, so ``--limit`` keeps every length. A document that
+    cannot give what the protocol needs (fewer bytes, hence fewer tokens, than the longest window, or
+    than the skip, the longest window and its targets) is an error naming it, not a NaN row."""
     from peeval.data import load_dataset
 
     md = check_metadata(metadata)
@@ -85,18 +117,26 @@ def build_dataset(hub_id: str, split: str = "test", **metadata) -> datasets.Data
     if md["max_docs"]:
         docs = docs.select(range(min(md["max_docs"], len(docs))))
     longest = md["lengths"][-1]
+    per_doc = -(-md["targets"] // max(1, len(docs)))  # the targets, split evenly over the documents
+    need = max(md["skip"], longest - 1) + per_doc if md["protocol"] == "targets" else longest
     for i, text in enumerate(docs["text"]):
         n_bytes = len(text.encode("utf-8"))
-        if n_bytes < longest:
+        if n_bytes < need:
+            what = f"length {longest}" if md["protocol"] == "windows" else f"the targets protocol's {need} tokens"
             raise ValueError(
-                f"peeval_ppl ({hub_id}) metadata lengths: length {longest} is more than document {i} can give "
+                f"peeval_ppl ({hub_id}) metadata lengths: {what} is more than document {i} can give "
                 f"({n_bytes} bytes, so fewer tokens): use lengths <= {n_bytes}" + (f" or max_docs <= {i}" if i else "")
             )
+    plan = {"peeval_protocol": md["protocol"], "peeval_longest": longest, "peeval_buckets": md["position_buckets"]}
+    if md["protocol"] == "targets":
+        plan |= {"peeval_targets": per_doc, "peeval_skip": md["skip"], "peeval_seed": md["targets_seed"]}
+    else:
+        plan |= {"peeval_max_windows": md["max_windows"] or 0}
     rows = []
     for i, text in enumerate(docs["text"]):
         for L in md["lengths"]:
-            rows.append({"doc_id": i, "text": text, "peeval_window": L, "peeval_stride": md["stride"] or L,
-                         "peeval_max_windows": md["max_windows"] or 0})  # fmt: skip
+            stride = (md["stride"] or L) if md["protocol"] == "windows" else None
+            rows.append({"doc_id": i, "text": text, "peeval_window": L, "peeval_stride": stride, **plan})
     return datasets.DatasetDict({split: datasets.Dataset.from_list(rows)})
 
 
@@ -127,6 +167,14 @@ def _bpb(items, where: str = "bpb") -> float:
             f"{where}: no token was scored (no evaluated document has that many tokens): use shorter lengths"
         )
     return -ll / (b * math.log(2))
+
+
+def _mean_nll(items) -> float:
+    """Mean NLL (nats per token) of a position bucket (every bucket holds >= 2 positions: never empty)."""
+    nll, n = sum(i[0] for i in items), sum(i[1] for i in items)
+    if n == 0:
+        raise ValueError("nll_pos: no token in a position bucket (fewer position_buckets)")
+    return nll / n
 
 
 NOT_A_PEEVAL_MODEL = (
@@ -185,17 +233,24 @@ class PerplexityTask(ConfigurableTask):
         limit = self.whole_documents(limit, samples)
         return super().doc_iterator(rank=rank, limit=limit, world_size=world_size, samples=samples)
 
+    def _buckets(self) -> list[int]:
+        md = check_metadata(self.config.metadata or {})
+        return bucket_starts(md["lengths"][-1], md["position_buckets"]) if md["position_buckets"] else []
+
     def process_results(self, doc, results):
         r = results[0]
         if not isinstance(r, dict):  # another lm-eval model class that scored the whole documents
             raise TypeError(NOT_A_PEEVAL_MODEL.format(task=self.config.task))
         L = doc["peeval_window"]
-        return {
+        out = {
             ppl_metric("ppl", L): (r["ll"], r["tokens"]),
             ppl_metric("bpb", L): (r["ll"], r["bytes"]),
             ppl_metric("tokens", L): r["tokens"],
             ppl_metric("windows", L): r["windows"],
         }
+        if doc["peeval_longest"] == L and r.get("nll_pos"):  # the loss by position, from the longest windows
+            out.update({position_metric(p): tuple(v) for p, v in zip(self._buckets(), r["nll_pos"], strict=True)})
+        return out
 
     def aggregation(self):
         agg = {}
@@ -204,6 +259,8 @@ class PerplexityTask(ConfigurableTask):
             bpb = functools.partial(_bpb, where=f"{self.config.task} {ppl_metric('bpb', L)}")
             agg.update({ppl_metric("ppl", L): ppl, ppl_metric("bpb", L): bpb, ppl_metric("tokens", L): sum,
                         ppl_metric("windows", L): sum})  # fmt: skip
+        for p in self._buckets():
+            agg[position_metric(p)] = _mean_nll
         return agg
 
     def higher_is_better(self):
