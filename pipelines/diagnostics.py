@@ -16,7 +16,7 @@ if __name__ == "__main__":
     run, seed = sys.argv[1], int(sys.argv[2])
     p = params()
     run_entry = entry(p.diagnostics.runs, "diagnostics.runs", run)
-    overrides = p.diagnostics.train.overrides(run_entry.task)
+    overrides = p.diagnostics.run_overrides(run)  # train.set, task_set, the run's task_params
     name = diag_name(run, seed)
     try:
         s = resumable(lambda rd: run_train(DIAG / name, run_entry.pe, run_entry.pe_options or None, task=run_entry.task,

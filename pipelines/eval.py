@@ -39,7 +39,8 @@ def argv_for(kind: str, name: str, what: str, p: PipelineParams) -> list[str]:
         cfg = p.diagnostics.eval
         task = entry(p.diagnostics.runs, "diagnostics.runs", name).task
         tasks = [diag_task(task, s) for s in splits(task) if s != "train"]
-        metadata = {"profile": cfg.profile, "n": cfg.n}
+        # the generator parameters the model trained with (counting's n_vars): its test splits use them too
+        metadata = {"profile": cfg.profile, "n": cfg.n, **p.diagnostics.run_task_params(name, p.profile)}
         args = ["--model", "peeval", "--model_args", f"pretrained={ck}", "--tasks", ",".join(tasks)]
         limit = cfg.limit
         out = RESULTS / "diag" / ck.name

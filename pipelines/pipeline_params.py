@@ -37,12 +37,14 @@ from peeval.settings import (
     Strict,
     check,
     compose,
+    did_you_mean,
     integer,
     nonempty,
     null_is_empty,
 )
+from peeval.tasks.diagnostics import generators
 from peeval.tasks.metadata_keys import check_requested
-from peeval.training.profiles import TRAIN_PROFILES
+from peeval.training.profiles import TRAIN_PROFILES, get_profile
 
 #: lm-eval tasks that cannot run on the offline mirror -> the peeval task that runs the same prompts
 #: (lm-eval's `hellaswag` builds its train split even at 0-shot; the mirror holds only validation)
@@ -104,11 +106,27 @@ def _task(v: str) -> str:
 
 
 class DiagRun(Strict):
-    """One diagnostics.runs entry: an encoding trained on one diagnostic task (a model per seed)."""
+    """One diagnostics.runs entry: an encoding trained on one diagnostic task (a model per seed), with the
+    task generator's parameters that define it (``task_params: {n_vars: 3}``: CoPE's 3-variable counting),
+    which its training and its evaluation both receive."""
 
     pe: Pe
     pe_options: SetMap = {}
     task: Annotated[str, AfterValidator(_task)]
+    task_params: SetMap = {}
+
+    @model_validator(mode="after")
+    def _generator_params(self):
+        allowed = generators.params(self.task)
+        for key, value in self.task_params.items():
+            if key not in allowed:
+                raise At(f"task_params.{key}", f"not a parameter of the {self.task} generator; allowed "
+                         f"{', '.join(sorted(allowed))}{did_you_mean(key, allowed)}", value)  # fmt: skip
+        try:  # a value the generator refuses (counting n_vars 0 or 9) fails here, not in a training stage
+            generators.generate(self.task, generators.VAL_SPLIT, 1, **self.task_params)
+        except (ValueError, TypeError, IndexError) as e:
+            raise At("task_params", f"a value the {self.task} generator accepts ({e})", self.task_params) from None
+        return self
 
 
 def _run_name(v: str) -> str:
@@ -167,6 +185,19 @@ class Diagnostics(Strict):
     def tasks(self) -> list[str]:
         """The tasks of the runs, in order of first appearance."""
         return list(dict.fromkeys(r.task for r in self.runs.values()))
+
+    def run_overrides(self, run: str) -> dict[str, Any]:
+        """What diagnostics@<run> trains with on top of the profile: train.set, train.task_set.<task>, then
+        the run's own task_params merged into theirs (a run without task_params: exactly train's)."""
+        r = self.runs[run]
+        out = self.train.overrides(r.task)
+        if r.task_params:
+            out["task_params"] = {**out.get("task_params", {}), **r.task_params}
+        return out
+
+    def run_task_params(self, run: str, profile: str) -> dict[str, Any]:
+        """The generator parameters diagnostics@<run> trained with under ``profile``: its evaluation's too."""
+        return dict(get_profile("diag", profile, self.run_overrides(run))["task_params"])
 
 
 class Suite(Strict):

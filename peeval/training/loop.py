@@ -51,15 +51,18 @@ def loss_and_correct(model, batch: dict, reduction: str = "mean") -> tuple[torch
 @torch.no_grad()
 def evaluate(model, batches: Batches, prof: dict, device, acc=None) -> tuple[float, float]:
     """(mean validation token loss, exact-match rate) over the first eval_batches x batch_size
-    validation rows (the same rows at every evaluation, whatever the number of processes:
-    under ``acc`` each process scores its share of every batch and the sums are added up)."""
+    validation rows of text, every validation row of a diagnostic (its profile has no eval_batches: a
+    number read from a prefix of the rows would depend on their order); the same rows at every
+    evaluation, whatever the number of processes: under ``acc`` each process scores its share of every
+    batch and the sums are added up."""
     was = model.training
     model.eval()
     world, rank = (acc.num_processes, acc.process_index) if acc is not None else (1, 0)
     n_val = batches.val["input_ids"].shape[0]
     b = prof["batch_size"]
     sums = torch.zeros(4, dtype=torch.float64, device=device)  # loss sum, tokens, right, sequences
-    for i in range(min(prof["eval_batches"], math.ceil(n_val / b))):
+    n_batches = math.ceil(n_val / b)
+    for i in range(min(prof.get("eval_batches", n_batches), n_batches)):
         idx = torch.arange(i * b, min(n_val, (i + 1) * b))[rank::world]
         if len(idx) == 0:
             continue

@@ -57,7 +57,6 @@ class _Common(Strict):
     grad_accum: integer(1)
     lr: number(0.0, lo_open=True)
     warmup_steps: integer(0)
-    eval_batches: integer(1)
 
 
 class _Net(_Common):
@@ -91,6 +90,7 @@ class _Net(_Common):
 class _Text(Strict):
     """The text a run reads (pretraining, adaptation)."""
 
+    eval_batches: integer(1)  # validation blocks scored (a diagnostic scores every validation row)
     seq_len: integer(2)
     corpus: str
     train_chars: integer(1, null=True)
@@ -105,7 +105,7 @@ class TrainSettings(_Net, _Text):
 
 class DiagSettings(_Net):
     train_examples: integer(1)
-    val_examples: integer(1)
+    val_examples: integer(1)  # held-out rows of the training distribution, every one scored
     task_params: Annotated[SetMap, Allowed("a JSON object")]
     gen_profile: choice(*GEN_PROFILES)
 

@@ -20,6 +20,7 @@ from helpers.claims import CLAIM
 from leaderboard import claims as C
 from leaderboard.claims import paired as P
 from leaderboard.ingest import schema_sql  # the store's schema: schema.sql with peeval.records' names
+from peeval import records
 
 ROOT = Path(__file__).resolve().parents[2]
 II = "peeval_diag_indirect_indexing_test"
@@ -382,3 +383,27 @@ def test_unlearned_at_keeps_the_numbers_but_gives_no_verdict(tmp_path, profile, 
 def test_unlearned_at_must_name_profiles(tmp_path):
     with pytest.raises(C.ClaimsError, match="unlearned_at"):
         C.compute_claims(_db(), _claims(tmp_path, unlearned_at="cpu"))
+
+
+def test_flip_flop_claims_read_every_read_and_stay_unpaired(tmp_path):
+    """CoPE table 2 replicates Liu et al.'s error over every read (``read_acc``); a sample's 0/1 ``correct``
+    is the final read alone, so pairing on it would test another quantity: the pair is compared unpaired
+    (across seeds), and the row says why."""
+    claims = yaml.safe_load((ROOT / "leaderboard" / "claims.yaml").read_text())["claims"]
+    flip_flop = [c for c in claims if str(c["task"]).startswith("peeval_diag_flip_flop")]
+    assert flip_flop and all(c["metric"] == "read_acc" for c in flip_flop)
+    ff = "peeval_diag_flip_flop_test"
+    con = _db()
+    for s in range(3):  # the final read: both always right; every read: cope 0.98 ± 0.01, rope 0.89 ± 0.01
+        for pe, read_acc in (("cope", 0.99 - 0.01 * s), ("rope", 0.90 - 0.01 * s)):
+            _run(con, f"{pe}{s}", pe, s, [1] * 100, task=ff)
+            con.execute(
+                "INSERT INTO metrics VALUES (?, ?, 'read_acc', 'none', ?, NULL, 100)", [f"{pe}{s}", ff, read_acc]
+            )
+    variants = {"a": {"pe": "cope", "paper": 0.0}, "b": {"pe": "rope", "paper": 1.8}}
+    path = _claims(tmp_path, task=ff, metric="read_acc", unit="err_pct", higher_is_better=False, variants=variants)
+    row = _row(con, path)
+    assert row["peeval_value"] == pytest.approx(2.0 - 11.0)  # error % over every read, cope - rope
+    assert row["test"] == "seeds" and row["stderr"] == pytest.approx(math.hypot(1 / math.sqrt(3), 1 / math.sqrt(3)))
+    assert "unpaired: no per-example outcome for 'read_acc' of a task" in row["setting_diff"], row["setting_diff"]
+    assert not records.is_outcome("read_acc") and records.is_outcome("acc")

@@ -87,6 +87,13 @@ BAD = [
     ("diagnostics.seeds", [], "diagnostics.seeds"),
     ("diagnostics.seeds", ["1"], "diagnostics.seeds"),
     ("diagnostics.train.task_set", {"flipflop": {"steps": 2}}, "diagnostics.train.task_set.flipflop"),
+    # a run's generator parameters: the generator's names, values it accepts
+    ("diagnostics.runs.tape-addition.task_params", {"n_var": 3}, "diagnostics.runs.tape-addition.task_params.n_var"),
+    (
+        "diagnostics.runs.t5-counting",
+        {"pe": "t5", "task": "counting", "task_params": {"n_vars": 9}},
+        "diagnostics.runs.t5-counting.task_params",
+    ),
     ("diagnostics.eval.profile", "gpu", "diagnostics.eval.profile"),
     ("diagnostics.eval.n", 0, "diagnostics.eval.n"),
     ("shift.encodings", ["alibi"], "shift.encodings"),

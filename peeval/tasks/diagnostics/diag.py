@@ -55,9 +55,10 @@ def build_dataset(**metadata) -> datasets.DatasetDict:
 
 
 def read_positions(prompt: str) -> list[tuple[str, str]]:
-    """Flip-flop: (context up to and including an ``r``, the bit that follows) for every read in the prompt."""
+    """Flip-flop: (context up to and including an ``r``, the bit that follows) for every read in the prompt
+    (the positions training supervises: ``generators.deterministic_positions``)."""
     toks = prompt.split()
-    return [(" ".join(toks[: i + 1]), toks[i + 1]) for i in range(0, len(toks) - 1, 2) if toks[i] == "r"]
+    return [(" ".join(toks[:i]), toks[i]) for i in generators.deterministic_positions("flip_flop", prompt)]
 
 
 def _mean(xs) -> float:

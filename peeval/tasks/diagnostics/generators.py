@@ -16,8 +16,9 @@ size is a parameter):
 - ``flip_flop`` (Liu et al. 2023, CoPE 5.1): ``n_instr`` instruction/bit pairs (paper 256), the first
   a write, the last a read; in between ``i`` with probability ``p_i`` and ``w``/``r`` with
   ``(1-p_i)/2`` each; every read's bit is the last written bit. The prompt ends with the final
-  ``r``, the answer is its bit (the bits of earlier reads are in the prompt, so per-read accuracy
-  can be scored too). Splits: ``test`` p_i 0.8, ``ood_sparse`` 0.98, ``ood_dense`` 0.1.
+  ``r``, the answer is its bit; the bits of earlier reads are in the prompt, and they are the task's
+  other deterministic tokens (``deterministic_positions``): Liu et al. train on and score every read.
+  Splits: ``test`` p_i 0.8, ``ood_sparse`` 0.98, ``ood_dense`` 0.1.
 - ``selective_copy`` (Gu & Dao, CoPE 5.2): 16 symbols = 14 data tokens + blank ``.`` + marker
   ``=``; ``n_copy`` data tokens (paper 256) scattered among ``n_blank`` blanks (paper 256; OOD dense
   half, sparse double), then the marker; the answer is the data tokens in order.
@@ -30,6 +31,12 @@ size is a parameter):
   uniformly from [1, n_max]^2 (bucketed: every pair equally frequent), ``test``: every cell of
   [1, 2 n_max]^2, ``per_cell`` examples each (the ``n`` argument is ignored), cells interleaved so a
   prefix covers the whole grid; ``meta`` holds ``len_a``/``len_b``.
+
+Every task also has the split ``val`` (not an lm-eval task, so not in ``splits``): held-out examples of
+the *training* distribution from their own random stream, what ``peeval train --task`` validates on.
+Addition's ``val`` covers every in-distribution cell [1, n_max]^2 alike, at least ``VAL_PER_CELL``
+examples each (``n`` is a lower bound): a validation drawn from ``test`` would be mostly lengths the
+model never trained on.
 """
 
 from __future__ import annotations
@@ -40,6 +47,10 @@ import string
 from peeval.records import DIAG_TASKS, GEN_PROFILES
 
 TASKS: tuple[str, ...] = DIAG_TASKS  # the names live in peeval.records (ingest reads them there)
+#: the training distribution's held-out split (validation during training; no lm-eval task)
+VAL_SPLIT = "val"
+#: addition's validation: at least this many examples per in-distribution (len_a, len_b) cell
+VAL_PER_CELL = 10
 
 _SPLITS = {
     "indirect_indexing": ["train", "test"],
@@ -95,12 +106,23 @@ def _check_task(task: str) -> None:
 
 
 def generate(task: str, split: str, n: int, seed: int = 0, profile: str = "cpu", **overrides) -> list[dict]:
-    """``n`` examples of ``task``/``split`` (addition ``test``: the full grid, ``n`` ignored)."""
-    if split not in splits(task):
-        raise ValueError(f"unknown split {split!r} for diagnostic {task!r}; choose one of {splits(task)}")
+    """``n`` examples of ``task``/``split`` (addition ``test``: the full grid, ``n`` ignored; addition
+    ``val``: at least ``n``, every in-distribution cell alike)."""
+    if split not in [*splits(task), VAL_SPLIT]:
+        raise ValueError(f"unknown split {split!r} for diagnostic {task!r}; choose one of {[*splits(task), VAL_SPLIT]}")
     p = params(task, profile, **overrides)
     rng = random.Random(f"peeval-diag/{task}/{split}/{seed}")
     return _GEN[task](rng, split, int(n), p)
+
+
+def deterministic_positions(task: str, prompt: str) -> list[int]:
+    """Indices of the prompt's tokens that its earlier tokens determine and a model is trained and
+    scored on besides the answer: flip-flop's bit after every ``r`` (Liu et al.'s reads); [] elsewhere."""
+    _check_task(task)
+    if task != "flip_flop":
+        return []
+    toks = prompt.split()
+    return [i + 1 for i in range(0, len(toks) - 1, 2) if toks[i] == "r"]
 
 
 def _example(prompt: list[str], answer: list[str], **meta) -> dict:
@@ -207,6 +229,10 @@ def _addition(rng: random.Random, split: str, n: int, p: dict) -> list[dict]:
     n_max = p["n_max"]
     if split == "train":
         return [_addition_example(rng, rng.randint(1, n_max), rng.randint(1, n_max)) for _ in range(n)]
+    if split == VAL_SPLIT:  # the training lengths only, every cell alike (cells interleaved)
+        cells = [(la, lb) for la in range(1, n_max + 1) for lb in range(1, n_max + 1)]
+        k = max(VAL_PER_CELL, -(-n // len(cells)))
+        return [_addition_example(rng, la, lb) for _ in range(k) for la, lb in cells]
     cells = [(la, lb) for la in range(1, 2 * n_max + 1) for lb in range(1, 2 * n_max + 1)]
     return [_addition_example(rng, la, lb) for _ in range(p["per_cell"]) for la, lb in cells]
 
