@@ -1,11 +1,17 @@
 """Context-extension adapters on a pretrained Llama-family model (TAPE table 2 methods).
 
 - ``tape``: TAPE-PEFT (SPEC 2.3, seeds/tape.txt §3.3). The Llama weights are copied into a
-  ``PeevalForCausalLM(pe="tape")`` of the same shape: TAPE's RoPE-initialised state with
-  w_a = 0 and W1 = 0 reproduces HF ``rotate_half`` RoPE exactly, so the adapted model equals
-  the base model at step 0. Trainable: the TAPE modules (ψ, W1, W2, w_a) and optionally the
-  embeddings / norms; q/k/v/o and MLP weights stay frozen. The reference's run also applied
-  linear rope scaling x2 (PI + TAPE): here an explicit option, recorded in the adapter.
+  ``PeevalForCausalLM(pe="tape")`` of the same shape, with the base model's RoPE unscaled.
+  Initialisation as §3.3 ("following Hu et al.": W2 = 0, ``zero_init: w2``; W1, ψ ~ N(0, σ))
+  and w_a = 0: TAPE's RoPE-initialised state then reproduces HF ``rotate_half`` RoPE exactly,
+  so the adapted model equals the base model at step 0. Trainable, as §3.3: "the weights for
+  position encoding contextualization including W1, W2 and the weights for the post-attention
+  linear layer" = ψ, W1, W2 and w_a (the reference's ``post_attention_linear``, the H×H map
+  applied to the attended E, which its einsum reduces to a per-head scale: SPEC 2.3); every
+  Llama weight (q/k/v/o, MLP) stays frozen, optionally the embeddings / norms / ``o_proj``
+  train too (``tape_extra_trainable``).
+- ``tape_pi``: the same TAPE-PEFT on linearly interpolated RoPE (positions / ``factor``), the
+  reference's Llama run (PI + TAPE); compare it with ``pi``, the interpolation alone.
 - ``lora``: peft LoRA, r=8, alpha=16 on q/k/v/o, original RoPE.
 - ``theta``: rope_theta raised (default: the NTK-aware base θ·s^(d/(d-2))) + the same LoRA.
 - ``pi``: linear position interpolation (rope_type="linear"), ``yarn``: YaRN; both are pure
@@ -31,7 +37,13 @@ from .._extras import require
 from .._io import atomic_write_text
 from .loading import check_weights, load_complete
 
-METHODS = ("tape", "lora", "theta", "pi", "yarn")
+METHODS = ("tape", "tape_pi", "lora", "theta", "pi", "yarn")
+#: the methods whose adapter is TAPE-PEFT (``tape_adapter.safetensors``); tape_pi adds linear interpolation
+TAPE_METHODS = ("tape", "tape_pi")
+#: TAPE options of a TAPE-PEFT adapter: §3.3's initialisation (W2 = 0)
+TAPE_PEFT_OPTIONS = {"zero_init": "w2"}
+#: what ``tape_extra_trainable`` may add to the TAPE modules (parameter-name fragments)
+TAPE_EXTRAS = {"embed": ("embed_tokens",), "norm": ("norm",), "o_proj": ("self_attn.o_proj",)}
 ADAPTER_JSON = "peeval_adapter.json"
 TAPE_WEIGHTS = "tape_adapter.safetensors"
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]
@@ -73,7 +85,7 @@ def rope_params_for(cfg, method: str, factor: float, theta: float | None = None)
     """The rope parameters an adapter of ``method`` runs with (transformers' names)."""
     params = dict(cfg.rope_parameters or {"rope_theta": getattr(cfg, "rope_theta", 10000.0)})
     params.setdefault("rope_type", "default")
-    if method in ("pi", "yarn") or (method == "tape" and factor and factor != 1.0):
+    if method in ("pi", "yarn", "tape_pi"):
         params.update(rope_type="linear" if method != "yarn" else "yarn", factor=float(factor))
         if method == "yarn":
             params.setdefault("original_max_position_embeddings", cfg.max_position_embeddings)
@@ -151,11 +163,12 @@ def tape_config_from_llama(llama_cfg, pe_options: dict | None = None):
 
 
 def llama_to_tape(llama, pe_options: dict | None = None):
-    """PeevalForCausalLM(pe="tape") carrying ``llama``'s weights; TAPE modules zero-initialised
-    (w_a = W1 = 0) so its logits equal ``llama``'s."""
+    """PeevalForCausalLM(pe="tape") carrying ``llama``'s weights, the TAPE options ``pe_options``
+    (default: ``TAPE_PEFT_OPTIONS``, §3.3's W2 = 0); w_a = 0 and one of W1, W2 zero, so its logits
+    equal ``llama``'s."""
     from .modeling_peeval import PeevalForCausalLM
 
-    cfg = tape_config_from_llama(llama.config, pe_options)
+    cfg = tape_config_from_llama(llama.config, TAPE_PEFT_OPTIONS if pe_options is None else pe_options)
     model = PeevalForCausalLM(cfg).to(torch.float32)
     missing, unexpected = model.load_state_dict(llama.state_dict(), strict=False)
     not_tape = [k for k in missing if not k.startswith("model.pe.") and k != "lm_head.weight"]
@@ -163,21 +176,22 @@ def llama_to_tape(llama, pe_options: dict | None = None):
         raise ValueError(f"Llama -> TAPE weight mismatch: missing {not_tape[:5]}, unexpected {unexpected[:5]}")
     if cfg.tie_word_embeddings:
         model.tie_weights()
-    model.model.pe.init_weights()  # w_a = 0, W1 = 0: identity at init
+    model.model.pe.init_weights()  # w_a = 0 and W2 (or W1) = 0: identity at init
     return model.eval()
 
 
 def tape_trainable(model, extra: str = "") -> list[str]:
-    """Freeze everything but the TAPE modules (+ ``extra``: "embed", "norm" or "embed,norm")."""
+    """Freeze everything but the TAPE modules (ψ, W1, W2, w_a) + ``extra``: a comma list of
+    "embed", "norm" (the reference's "embed,norm"), "o_proj" (the attention output projection)."""
     wanted = {w.strip() for w in extra.split(",") if w.strip()}
-    bad = wanted - {"embed", "norm"}
+    bad = wanted - set(TAPE_EXTRAS)
     if bad:
-        raise ValueError(f"tape trainable extras {sorted(bad)}: allowed 'embed', 'norm'")
+        allowed = ", ".join(repr(k) for k in TAPE_EXTRAS)
+        raise ValueError(f"tape_extra_trainable {','.join(sorted(bad))!r}: allowed a comma list of {allowed}")
+    fragments = [f for w in wanted for f in TAPE_EXTRAS[w]]
     names = []
     for n, p in model.named_parameters():
-        on = n.startswith("model.pe.")
-        on |= "embed" in wanted and "embed_tokens" in n
-        on |= "norm" in wanted and "norm" in n
+        on = n.startswith("model.pe.") or any(f in n for f in fragments)
         p.requires_grad_(on)
         if on:
             names.append(n)
@@ -192,7 +206,7 @@ def save_adapter(model, out_dir: Path, meta: dict) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     if meta.get("peft"):
         model.save_pretrained(str(out_dir))
-    elif meta["method"] == "tape":
+    elif meta["method"] in TAPE_METHODS:
         keep = set(meta["trained_tensors"])
         sd = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if k in keep}
         save_file(sd, str(out_dir / TAPE_WEIGHTS))
@@ -219,7 +233,7 @@ def load_adapted(base: str, adapter_dir: str | os.PathLike, gguf_file: str | Non
     if meta.get("max_position_embeddings"):
         llama.config.max_position_embeddings = int(meta["max_position_embeddings"])
     method = meta["method"]
-    if method == "tape":
+    if method in TAPE_METHODS:
         from safetensors.torch import load_file
 
         model = llama_to_tape(llama, meta.get("pe_options"))

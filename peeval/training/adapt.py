@@ -1,8 +1,9 @@
 """``peeval adapt``: extend a pretrained Llama-family model's context (TAPE table 2 methods).
 
-Methods (see ``peeval.models.llama_adapters``): ``tape`` (TAPE-PEFT, zero-initialised TAPE
-modules; with the reference's linear rope scaling unless ``tape_pi=false``), ``lora`` (r=8,
-alpha=16, q/k/v/o), ``theta`` (raised rope_theta + the same LoRA), ``pi`` and ``yarn``
+Methods (see ``peeval.models.llama_adapters``): ``tape`` (TAPE-PEFT as seeds/tape.txt §3.3:
+W1, W2, ψ and the post-attention w_a trained, W2 = w_a = 0 at init, RoPE unscaled), ``tape_pi``
+(the same on linear position interpolation by ``factor``, the reference's run; compare with
+``pi``), ``lora`` (r=8, alpha=16, q/k/v/o), ``theta`` (raised rope_theta + the same LoRA), ``pi`` and ``yarn``
 (training-free RoPE rescalings by default: steps=0, only the validation loss is measured; with
 ``--set steps=N`` the same LoRA is fine-tuned on the rescaled model, "PI/YaRN + LoRA").
 
@@ -54,9 +55,7 @@ def prepare_model(method: str, base: str, gguf_file: str | None, prof: dict):
     if method not in la.METHODS:
         raise ValueError(f"unknown adapt method {method!r}: allowed {', '.join(la.METHODS)}")
     cfg = la.base_config(base, gguf_file)
-    factor = float(prof["factor"])
-    use_factor = factor if (method != "tape" or prof["tape_pi"]) else 1.0
-    rope = la.rope_params_for(cfg, method, use_factor, prof.get("theta"))
+    rope = la.rope_params_for(cfg, method, float(prof["factor"]), prof.get("theta"))
     llama = la.load_base(base, gguf_file, rope_parameters=rope, max_layers=prof.get("max_layers"))
     meta = {
         "method": method,
@@ -66,11 +65,10 @@ def prepare_model(method: str, base: str, gguf_file: str | None, prof: dict):
         "max_layers": prof.get("max_layers"),
         "peft": method in ("lora", "theta") or (method in ("pi", "yarn") and prof["steps"] > 0),
     }
-    if method == "tape":
+    if method in la.TAPE_METHODS:
         model = la.llama_to_tape(llama)
         meta["pe_options"] = dict(model.config.pe_options)
         meta["trained_tensors"] = la.tape_trainable(model, prof["tape_extra_trainable"])
-        meta["tape_pi_factor"] = use_factor
         meta["trainable_extra"] = prof["tape_extra_trainable"]
     elif meta["peft"]:
         from peft import LoraConfig, get_peft_model
@@ -109,6 +107,8 @@ def run_adapt(
     out = Path(out_dir)
     state_path = Path(resume_dir if resume_dir is not None else out) / STATE_FILE
     check_out_dir(out, FINISHED_FILES, state_path, overwrite, "--overwrite")
+    if "tape_pi" in overrides:  # a setting until issue 29: say where it went
+        raise ValueError("--set tape_pi: no longer a setting: TAPE-PEFT on position interpolation is --method tape_pi")
     prof = get_profile("adapt", profile, overrides)
     if base is None:
         base, gguf = la.default_base()
@@ -117,7 +117,7 @@ def run_adapt(
         gguf = prof["gguf_file"]
     if method in ("pi", "yarn") and "steps" not in overrides:
         prof["steps"] = 0  # training-free rescalings
-    if method in ("tape", "lora", "theta") and prof["steps"] == 0:  # an untrained adapter is not this method
+    if method not in ("pi", "yarn") and prof["steps"] == 0:  # an untrained adapter is not this method
         raise ValueError(f"--set steps=0: allowed an integer >= 1 for --method {method} (0 only for pi, yarn)")
     check_weight_files(base, gguf)
     seed_all(seed)
@@ -162,8 +162,7 @@ def run_adapt(
             "settings": jsonable(prof),
             "device": "cuda" if torch.cuda.is_available() else "cpu",
         }
-        if method == "tape":
-            summary["tape_pi_factor"] = meta["tape_pi_factor"]
+        if method in la.TAPE_METHODS:
             summary["trainable_tensors"] = len(meta["trained_tensors"])
         if res["is_main_process"]:  # once per launch, not once per process
             atomic_write_text(out / "adapt_summary.json", json.dumps(summary, indent=1))

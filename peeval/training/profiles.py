@@ -114,7 +114,6 @@ class AdaptSettings(_Common, _Text):
     steps: integer(0)  # 0: a training-free rescaling (pi, yarn), only the validation loss
     factor: number(0.0, lo_open=True)
     theta: number(0.0, lo_open=True, null=True)
-    tape_pi: bool
     tape_extra_trainable: str
     gguf_file: Annotated[str | None, Allowed("a string or null")]
     max_layers: integer(1, null=True)

@@ -1,5 +1,6 @@
 """learned / sinusoidal / xpos / randpe: formulas by hand, errors, randomized positions."""
 
+import json
 import math
 
 import pytest
@@ -16,12 +17,22 @@ def _ctx(pos, keys=None, past=0):
 
 
 # -- sinusoidal ---------------------------------------------------------------------------
-@pytest.mark.parametrize("base,scale", [(10000, None), (100.0, None), (10000, 1.0), (10000, 0.5)])
+DEFAULT = object()  # the option left out
+
+
+@pytest.mark.parametrize(
+    "base,scale", [(10000, DEFAULT), (100.0, DEFAULT), (10000, "init_std"), (10000, None), (10000, 1.0), (10000, 0.5)]
+)
 def test_sinusoidal_values_by_hand(base, scale):
-    opts = {k: v for k, v in (("base", base), ("scale", scale)) if v not in (None, 10000)}
+    opts = {"base": base} if base != 10000 else {}
+    if scale is not DEFAULT:
+        opts["scale"] = scale
     m = tiny_model("sinusoidal", pe_options=opts)
     c = m.config.hidden_size
-    s = 1 / math.sqrt(c) if scale is None else scale  # default: Vaswani's token:position ratio
+    if scale in (DEFAULT, "init_std"):
+        s = math.sqrt(2) * m.config.initializer_range  # default: position RMS = token-embedding init std
+    else:
+        s = 1 / math.sqrt(c) if scale is None else scale  # null: the old 1/√C
     for p in (0, 7, 1000):  # 1000 >> max_position_embeddings=32: it extrapolates
         got = m.model.pe.embed(torch.zeros(1, 1, c), _ctx([p]))[0, 0]
         want = []
@@ -31,9 +42,28 @@ def test_sinusoidal_values_by_hand(base, scale):
         torch.testing.assert_close(got, torch.tensor(want), atol=1e-6, rtol=0)
 
 
+def test_sinusoidal_position_rms_equals_token_embedding_rms_at_init():
+    """The issue-29 scale: at initialisation the position signal is as loud as the tokens (ratio 1, not
+    the old 1/√C's 3.1 at C=128, std 0.02). Both RMS by hand in float64, from the model's own tensors."""
+    m = tiny_model("sinusoidal", hidden_size=128, vocab_size=512)
+    c, n = m.config.hidden_size, 64
+    added = m.model.pe.embed(torch.zeros(1, n, c), _ctx([list(range(n))]))[0].double()
+    pos_rms = math.sqrt(sum(float(x) ** 2 for x in added.flatten()) / added.numel())
+    # the same by hand: every row of the ±1 table has RMS 1/√2, times the scale √2·initializer_range
+    table = [math.sin(p / 10000 ** (2 * i / c)) for p in range(n) for i in range(c // 2)]
+    table += [math.cos(p / 10000 ** (2 * i / c)) for p in range(n) for i in range(c // 2)]
+    assert math.sqrt(sum(x * x for x in table) / len(table)) == pytest.approx(2**-0.5, rel=1e-12)
+    assert pos_rms == pytest.approx(m.config.initializer_range, rel=1e-6)
+    tokens = m.model.embed_tokens.weight.detach().double()
+    tok_rms = math.sqrt(float((tokens * tokens).sum()) / tokens.numel())
+    assert tok_rms == pytest.approx(m.config.initializer_range, rel=0.03)  # 65536 normal draws
+    assert pos_rms / tok_rms == pytest.approx(1.0, rel=0.05)
+
+
 def test_sinusoidal_scale_must_be_positive():
-    with pytest.raises(ValueError, match="scale"):
-        tiny_model("sinusoidal", pe_options={"scale": 0})
+    for bad in (0, -1.0, "1/sqrt(C)", True):
+        with pytest.raises(ValueError, match=r"scale.*'init_std'.*number > 0.*null"):
+            tiny_model("sinusoidal", pe_options={"scale": bad})
 
 
 def test_sinusoidal_is_added_to_the_tokens():
@@ -43,8 +73,26 @@ def test_sinusoidal_is_added_to_the_tokens():
     out = m.model.pe.embed(h, _ctx(pos))
     zero = m.model.pe.embed(torch.zeros_like(h), _ctx(pos))
     torch.testing.assert_close(out, h + zero)
-    c = m.config.hidden_size  # position 0: sin 0, cos 1 (times the default scale 1/√C)
-    assert zero[1, 0, 0::2].abs().max() == 0 and torch.allclose(zero[1, 0, 1::2], torch.tensor(c**-0.5))
+    s = math.sqrt(2) * m.config.initializer_range  # position 0: sin 0, cos 1 (times the default scale)
+    assert zero[1, 0, 0::2].abs().max() == 0 and torch.allclose(zero[1, 0, 1::2], torch.tensor(s))
+
+
+def test_sinusoidal_checkpoint_saved_with_the_old_default_keeps_it(tmp_path):
+    """A config.json written before the default changed records scale: null and loads with 1/√C."""
+    from transformers import AutoConfig
+
+    m = tiny_model("sinusoidal")
+    m.config.save_pretrained(tmp_path)
+    path = tmp_path / "config.json"
+    saved = json.loads(path.read_text())
+    assert saved["pe_options_effective"]["scale"] == "init_std"
+    saved["pe_options_effective"]["scale"] = None  # what the old code wrote
+    path.write_text(json.dumps(saved))
+    cfg = AutoConfig.from_pretrained(tmp_path)
+    assert cfg.pe_options == {"scale": None}
+    m = tiny_model("sinusoidal", pe_options=cfg.pe_options)
+    zero = m.model.pe.embed(torch.zeros(1, 1, m.config.hidden_size), _ctx([0]))
+    assert torch.allclose(zero[0, 0, 1::2], torch.tensor(m.config.hidden_size**-0.5))
 
 
 # -- learned ------------------------------------------------------------------------------

@@ -149,6 +149,24 @@ def test_gradient_reaches_w1_at_init():
     assert torch.count_nonzero(pe.w1.grad[-1]) == 0
 
 
+@pytest.mark.parametrize("zero_init", ["w1", "w2"])
+def test_zero_init_chooses_the_zero_matrix_and_stays_rope(zero_init):
+    """``zero_init``: w1 (the reference) or w2 (§3.3's PEFT, as LoRA's B); the other and ψ ~ N(0, 0.02);
+    either way TAPE at init is RoPE, and the zero one is the only W with a gradient at step 0."""
+    rope, tape = _rope_and_tape(2, zero_init=zero_init)
+    pe = tape.model.pe
+    zero, rand = (pe.w1, pe.w2) if zero_init == "w1" else (pe.w2, pe.w1)
+    assert torch.count_nonzero(zero) == 0 and torch.count_nonzero(rand) == rand.numel()
+    assert float(rand.detach().double().pow(2).mean().sqrt()) == pytest.approx(0.02, rel=0.3)  # 2 x 4 x 16 draws
+    with torch.no_grad():
+        torch.testing.assert_close(tape(X).logits, rope(X).logits, atol=2e-5, rtol=0)
+    tape.train()
+    tape(X, labels=X).loss.backward()
+    assert zero.grad[0].abs().min() > 0 and torch.count_nonzero(rand.grad) == 0
+    with pytest.raises(ValueError, match=r"pe_options\['zero_init'\]='psi'.*allowed one of 'w1', 'w2'"):
+        tiny_model("tape", pe_options={"zero_init": "psi"})
+
+
 def test_position_updates_change_later_layers():
     """With non-zero weights the state does move: TAPE differs from RoPE and every update matters."""
     m = tiny_model("tape")

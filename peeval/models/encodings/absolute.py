@@ -73,22 +73,37 @@ def sinusoid(positions: torch.Tensor, dim: int, base: float) -> torch.Tensor:
 class SinusoidalPE(Encoding):
     """Fixed, computed on the fly for any position (so it extrapolates); no parameters.
 
-    Vaswani et al. multiply the token embeddings by √C before adding the sinusoid; the token
-    embedding here is shared with ``LlamaForCausalLM``-style code (std 0.02), so the sinusoid
-    is scaled by 1/√C instead (``scale``, as x-transformers does), which keeps their
-    token : position ratio. Unscaled (``scale: 1``), the ±1 sinusoid swamps the tokens and a
-    small model stays at unigram perplexity.
+    Every row of the table has RMS exactly 1/√2 (each sin/cos pair has squared norm 1), so
+    a scale s makes the position signal's RMS s/√2 at every position. Vaswani et al. add the
+    unscaled sinusoid to token embeddings multiplied by √C; the token embedding here is
+    shared with ``LlamaForCausalLM``-style code (normal, std ``initializer_range``, not
+    multiplied), so the default ``scale: init_std`` is √2·initializer_range: at initialisation
+    the position signal's RMS equals the token embeddings' (ratio 1; Vaswani's is ≈ 0.7).
+    ``scale: null`` is the previous default 1/√C (RMS 1/√(2C): 3.1× the tokens' at C=128,
+    std 0.02), kept so checkpoints saved with it load unchanged; a number is used as given
+    (``1``: the raw ±1 sinusoid, which swamps the tokens).
     """
 
     name = "sinusoidal"
     options = {
         "base": Option(10000, check=is_number(1), help="a number > 1"),
-        "scale": Option(None, check=lambda v: v is None or is_number(0)(v), help="a number > 0, or null: 1/√C"),
+        "scale": Option(
+            "init_std",
+            check=lambda v: v is None or v == "init_std" or is_number(0)(v),
+            help="'init_std' (√2·initializer_range: the position signal's RMS equals the token embeddings' "
+            "init std), a number > 0, or null (1/√C, the previous default)",
+        ),
     }
+
+    def position_scale(self, width: int) -> float:
+        """The factor multiplying the ±1 sinusoid of ``width`` channels."""
+        scale = self.opts["scale"]
+        if scale == "init_std":
+            return 2**0.5 * self.config.initializer_range
+        return width**-0.5 if scale is None else float(scale)
 
     def embed(self, hidden: torch.Tensor, ctx: PEContext) -> torch.Tensor:
         pos = ctx.position_ids
         lo, hi = int(pos.min()), int(pos.max())  # one table row per distinct position, then gather
         table = sinusoid(torch.arange(lo, hi + 1, device=pos.device), hidden.shape[-1], float(self.opts["base"]))
-        scale = self.opts["scale"] if self.opts["scale"] is not None else hidden.shape[-1] ** -0.5
-        return hidden + (scale * table[pos - lo]).to(hidden.dtype)
+        return hidden + (self.position_scale(hidden.shape[-1]) * table[pos - lo]).to(hidden.dtype)

@@ -40,7 +40,9 @@ Layout and conventions:
   (``kv_per_query_head``) and the cache holds the *transformed* keys per query head plus
   [v | E] per query head.
 - Initialisation: W1 = 0 and w_a = 0 (as the reference), so TAPE at init is RoPE exactly;
-  W2 and ψ ~ N(0, initializer_range), so W1 still receives gradients.
+  W2 and ψ ~ N(0, initializer_range), so W1 still receives gradients. ``zero_init="w2"``
+  is §3.3's PEFT initialisation (W2 = 0, "following Hu et al.", as LoRA's B; W1 random),
+  which ``peeval adapt`` uses; either way E's updates are exactly 0 at init.
 - Parameters are stacked over layers on the encoding itself (w_a, psi, w1, w2 with a
   leading layer axis): transformers' init of custom-code models skips modules without
   parameters of their own, so ``init_weights`` would never run for a ModuleList-only encoding.
@@ -82,6 +84,7 @@ class TAPE(Encoding):
         "R": Option(2, (1, 2, 4), help="columns (the O(R) axis); L·R must be 4"),
         "attn_mix": Option("scale", ("scale", "heads"), help="per-head scale (reference) or full H×H"),
         "psi_input": Option("mlp_out", ("mlp_out", "attn_out"), help="x in ψ(x): MLP output or attention output"),
+        "zero_init": Option("w1", ("w1", "w2"), help="which of W1, W2 starts at zero (reference: w1; §3.3 PEFT: w2)"),
     }
 
     def __init__(self, config) -> None:
@@ -116,8 +119,9 @@ class TAPE(Encoding):
             init.zeros_(self.w_a)
         if self.psi is not None:
             init.normal_(self.psi, mean=0.0, std=std)
-            init.zeros_(self.w1)
-            init.normal_(self.w2, mean=0.0, std=std)
+            zero, rand = (self.w1, self.w2) if self.opts["zero_init"] == "w1" else (self.w2, self.w1)
+            init.zeros_(zero)
+            init.normal_(rand, mean=0.0, std=std)
 
     # -- the state --------------------------------------------------------------------
     def initial_state(self, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
