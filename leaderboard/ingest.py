@@ -41,6 +41,7 @@ from peeval.records import (
     METRICS,
     OUTCOME_KEYS,
     PASSKEY_TASK,
+    POSITION_BASE,
     PPL_BASES,
     PPL_PREFIX,
     PROVENANCE_KEY,
@@ -77,6 +78,7 @@ def schema_sql(schema: Path = SCHEMA) -> str:
         "DIAG_PREFIX": DIAG_PREFIX,
         "DIAG_TASKS": "|".join(re.escape(t) for t in sorted(DIAG_TASKS, key=len, reverse=True)),  # longest first
         "ALL_CELL": ALL_CELL,
+        "POSITION_BASE": POSITION_BASE,
     }
     return re.sub(r"\{([A-Z_]+)\}", lambda m: names[m[1]], schema.read_text(encoding="utf-8"))
 
@@ -117,7 +119,7 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {t: c for t, c in schema_columns()[0
 #: views over ``metrics``: never written, always the rows ``metrics`` holds
 VIEWS = schema_columns()[1]
 #: the tables a run's rows go into, and a checkpoint's
-RUN_TABLES = ("metrics", "samples", "runs")
+RUN_TABLES = ("metrics", "samples", "ppl_blocks", "runs")
 CHECKPOINT_TABLES = ("training_curves", "efficiency")
 #: the tables ingest writes
 WRITTEN = tuple(t for t in TABLE_COLUMNS if t not in VIEWS)
@@ -331,10 +333,27 @@ def _sample_row(s: Any, task: str, run_id: str) -> tuple[dict, str]:
     return row, str(s.get("filter", "none"))
 
 
-def _sample_rows(run_dir: Path, run_id: str, suffix: str = "") -> tuple[list[dict], dict[tuple[str, str, str], int]]:
-    """samples rows + documents per (task, filter, metric) from the samples_<task><suffix>.jsonl files
-    (plain lm_eval's suffix: ``_<date>`` of its results file)."""
-    rows, counts = [], {}
+def _block_row(s: dict, task: str, run_id: str) -> dict | None:
+    """A perplexity sample's (document, length) sums (the peeval wrappers' response), None for other samples."""
+    resp = s.get("filtered_resps", s.get("resps"))
+    while isinstance(resp, list) and len(resp) == 1:
+        resp = resp[0]
+    if not task.startswith(PPL_PREFIX) or not isinstance(resp, dict) or "length" not in resp:
+        return None
+    span = resp.get("span") or [None, None]
+    if not (isinstance(span, list) and len(span) == 2):
+        raise ValueError("'span' must be [start, end]")
+    return {"run_id": run_id, "task": task, "doc_id": _int(resp.get("document", s["doc_id"]), "'document'"),
+            "length": _int(resp["length"], "'length'", 2), "ll": _num(resp.get("ll"), "'ll'"),
+            "tokens": _int(resp.get("tokens"), "'tokens'"), "bytes": _int(resp.get("bytes"), "'bytes'"),
+            "protocol": str(resp.get("protocol") or "windows"), "target_start": _int(span[0], "'span'"),
+            "target_end": _int(span[1], "'span'")}  # fmt: skip
+
+
+def _sample_rows(run_dir: Path, run_id: str, suffix: str = "") -> tuple[list[dict], dict, list[dict]]:
+    """samples rows, documents per (task, filter, metric) and perplexity blocks from the
+    samples_<task><suffix>.jsonl files (plain lm_eval's suffix: ``_<date>`` of its results file)."""
+    rows, counts, blocks = [], {}, []
     for f in sorted(run_dir.glob(f"samples_*{suffix}.jsonl")):
         task = f.stem[len("samples_") : len(f.stem) - len(suffix)]
         try:
@@ -347,6 +366,7 @@ def _sample_rows(run_dir: Path, run_id: str, suffix: str = "") -> tuple[list[dic
             try:
                 s = json.loads(line)
                 row, filt = _sample_row(s, task, run_id)
+                block = _block_row(s, task, run_id)
                 metrics = s.get("metrics") or []
                 if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
                     raise ValueError("'metrics' must be a list of metric names")
@@ -355,7 +375,9 @@ def _sample_rows(run_dir: Path, run_id: str, suffix: str = "") -> tuple[list[dic
             for m in metrics:
                 counts[(task, filt, m)] = counts.get((task, filt, m), 0) + 1
             rows.append(row)
-    return rows, counts
+            if block is not None:
+                blocks.append(block)
+    return rows, counts, blocks
 
 
 def _obj(d: dict, key: str, where: str) -> dict:
@@ -452,7 +474,7 @@ def _parse_results_dir(run_dir: Path, path: Path, root: Path) -> dict[str, list[
     metrics = parse_metrics(doc["results"], path)
     if not metrics:
         raise IngestError(f"{path}: the results hold no metric")
-    samples, cell_counts = _sample_rows(path.parent, run_id, f"_{plain['date']}" if plain else "")
+    samples, cell_counts, blocks = _sample_rows(path.parent, run_id, f"_{plain['date']}" if plain else "")
     n_samples = _obj(doc, "n-samples", "")
 
     def n_of(task: str, metric: str, filt: str) -> int | None:
@@ -539,6 +561,7 @@ def _parse_results_dir(run_dir: Path, path: Path, root: Path) -> dict[str, list[
         if is_cell(metric) and filt == "none":
             _check_cell(task, metric, f"results[{task!r}][{metric + ',' + filt!r}]")
     rows["samples"] = samples
+    rows["ppl_blocks"] = blocks
     return rows
 
 

@@ -66,6 +66,17 @@ WHERE m.filter = 'none' AND starts_with(m.task, '{PPL_PREFIX}') AND regexp_match
 GROUP BY m.run_id, corpus, length
 ORDER BY min(min(m.rowid)) OVER (PARTITION BY m.run_id), corpus, length;
 
+-- peeval_ppl_<corpus>: the loss by position inside the longest windows (nll_pos@P): mean NLL in nats of the
+-- targets predicted from P.. tokens of context, one row per position bucket.
+CREATE VIEW IF NOT EXISTS loss_by_position AS
+SELECT run_id,
+       substr(task, length('{PPL_PREFIX}') + 1)     AS corpus,
+       CAST(split_part(metric, '@', 2) AS INTEGER) AS position,  -- first context size of the bucket
+       value                                       AS nll        -- nats per token
+FROM metrics
+WHERE filter = 'none' AND starts_with(task, '{PPL_PREFIX}') AND regexp_matches(metric, '^{POSITION_BASE}@[0-9]+$')
+ORDER BY rowid;
+
 -- peeval_passkey: exact-match accuracy per (length, depth) cell (acc@<length>@<depth>); depth 0 = needle right
 -- after the intro, 1 = right before the question.
 CREATE VIEW IF NOT EXISTS passkey_cells AS
@@ -108,6 +119,22 @@ SELECT run_id,
        n
 FROM g
 ORDER BY run_row, NOT contains(metric, '@'), metric_row;  -- per run: the cells, then the task's accuracies
+
+-- peeval_ppl_<corpus>: one row per (document, length) of a run, from its samples: the sums behind ppl@L, so
+-- two encodings, or two lengths, compare document by document on the same targets (the targets protocol
+-- scores the same tokens, target_start..target_end of the document in the model's tokens, at every length).
+CREATE TABLE IF NOT EXISTS ppl_blocks (
+    run_id       VARCHAR NOT NULL,
+    task         VARCHAR NOT NULL,
+    doc_id       INTEGER NOT NULL,  -- the document (its index in the corpus), not the sample's row
+    length       INTEGER NOT NULL,  -- context length L
+    ll           DOUBLE,            -- sum of log p over the scored tokens (nats)
+    tokens       BIGINT,            -- tokens scored
+    bytes        BIGINT,            -- their UTF-8 bytes
+    protocol     VARCHAR,           -- 'targets' | 'windows'
+    target_start BIGINT,            -- targets protocol: the scored run [target_start, target_end); NULL: windows
+    target_end   BIGINT
+);
 
 -- train_curve.csv of each checkpoint.
 CREATE TABLE IF NOT EXISTS training_curves (

@@ -604,13 +604,42 @@ class Site:
             charts.append(line_chart(series, title=f"{corpus}: bits per byte vs context length (every model)",
                                      xlabel="context length (tokens)", ylabel="bpb", logx=True,
                                      vlines=bmark))  # fmt: skip
-        note = ("Disjoint windows of exactly L tokens (every predicted token scored), averaged over runs of the "
-                "same name. Perplexity is per token of a model's own tokenizer, so models with different tokenizers "
-                "get separate perplexity charts; bits per byte compares them all. Each encoding keeps one colour "
-                "(and dash) on every chart; the dashed vertical line is the training length. Infinite / exploding "
-                "values are listed in the table and left off the charts.")  # fmt: skip
+            charts += self.loss_by_position_charts(corpus, groups)
+        protocols = [r["p"] for r in self.q("select distinct protocol p from ppl_by_length where protocol is not null")]
+        how = ("Protocol of these runs: " + "; ".join(sorted(protocols)) + ". ") if protocols else ""
+        note = (how + "Fixed targets: the same target tokens of every document are scored at every length, each "
+                "block of at most L/2 targets by one forward over the L tokens ending at the block's end, so only the "
+                "context grows (docs: README \"Perplexity\"). Averaged over runs of the same name. Perplexity is per "
+                "token of a model's own tokenizer, so models with different tokenizers get separate perplexity "
+                "charts; bits per byte compares them all. The loss by position is the mean NLL per position bucket "
+                "inside the longest windows. Each encoding keeps one colour (and dash) on every chart; the dashed "
+                "vertical line is the training length. Infinite / exploding values are listed in the table and left "
+                "off the charts.")  # fmt: skip
         self.chart_page("ppl.html", "perplexity vs context length", charts, note=note, empty="no perplexity runs",
                         tid="ppl_by_length_table", rows=rows, headers=headers)  # fmt: skip
+
+    def loss_by_position_charts(self, corpus: str, groups) -> list[str]:
+        """Issue 27 item 2: mean loss per position bucket inside the longest windows, per tokenizer group as the
+        perplexity charts (each bucket averaged over runs of the same name), the training length marked."""
+        rows = self.q(
+            "select r.name, p.position, avg(p.nll) nll from loss_by_position p join runs r using (run_id) "
+            "where p.corpus = ? and isfinite(p.nll) group by r.name, p.position order by r.name, p.position",
+            [corpus],
+        )
+        charts = []
+        for group, member, marks in groups:
+            series: dict[str, list] = defaultdict(list)
+            for r in rows:
+                if member(r["name"]):
+                    series[r["name"]].append((r["position"], r["nll"]))
+            if series:
+                xs = sorted({x for pts in series.values() for x, _ in pts})  # bucket starts: the last reaches a step on
+                end = xs[-1] + (xs[-1] - xs[-2] if len(xs) > 1 else 0)
+                inside = [m for m in marks if xs[0] <= m[0] <= end]
+                charts.append(line_chart(series, title=f"{corpus}: loss by position in the longest windows, {group}",
+                                         xlabel="position (tokens of context)", ylabel="mean NLL (nats)",
+                                         vlines=inside))  # fmt: skip
+        return charts
 
     def passkey_page(self) -> None:
         headers, rows = self.over_runs(

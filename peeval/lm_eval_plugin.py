@@ -230,6 +230,7 @@ class _PeevalHFLM(HFLM):
                 plan["bytes"] = len(self.tokenizer.decode(targets).encode("utf-8"))
             row = {"ll": plan["ll"], "tokens": plan["tokens"], "bytes": plan["bytes"], "windows": plan["windows"],
                    "protocol": doc.get("peeval_protocol", "windows"), "length": int(doc["peeval_window"]),
+                   "document": int(doc.get("doc_id") or 0),
                    "span": list(plan["span"]) if plan["span"] else None}  # fmt: skip
             if plan["starts"]:
                 row["nll_pos"] = plan["pos"]
