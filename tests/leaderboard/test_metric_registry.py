@@ -175,5 +175,5 @@ def test_a_store_with_copied_cell_tables_is_refused(tmp_path):
         con.execute(f"CREATE TABLE {t} ({', '.join(f'{c} VARCHAR' for c in cols)})")
     con.close()
     assert VIEWS == ("ppl_by_length", "loss_by_position", "passkey_cells", "diagnostic_cells")
-    with pytest.raises(StoreError, match="ppl_by_length, passkey_cells, diagnostic_cells tables, not views"):
+    with pytest.raises(StoreError, match="ppl_by_length, loss_by_position, passkey_cells, diagnostic_cells tables, not views"):
         open_store(db)
