@@ -22,8 +22,18 @@ LM_EVAL_KEYS = frozenset({"version", "config_source", "_metadata", "config"})
 #: task-name prefix -> the metadata keys that family reads (its YAML's included); diagnostics also
 #: read their generator's parameters (added by :func:`keys_for`)
 TASK_KEYS: dict[str, tuple[str, ...]] = {
-    "peeval_ppl": ("protocol", "lengths", "targets", "skip", "targets_seed", "position_buckets", "stride",
-                   "max_windows", "max_docs", "ppl_protocol"),
+    "peeval_ppl": (
+        "protocol",
+        "lengths",
+        "targets",
+        "skip",
+        "targets_seed",
+        "position_buckets",
+        "stride",
+        "max_windows",
+        "max_docs",
+        "ppl_protocol",
+    ),
     "peeval_passkey": ("lengths", "depths", "per_cell", "seed", "tokenizer"),
     "peeval_diag": ("diag_task", "diag_split", "n", "seed", "profile"),
     "peeval_scrolls": ("scrolls_task",),

@@ -84,7 +84,8 @@ def test_a_new_encoding_trains_evaluates_and_reaches_the_site(tmp_path):
 
     sh([peeval, "eval", "--model", f"peeval-{NAME}", "--model_args", f"pretrained={tmp_path / 'ck'}",
         "--tasks", "peeval_ppl_pg19", "--limit", "1", "--output_path", str(tmp_path / "results"),
-        "--run_name", NAME, "--metadata", '{"lengths": [32], "protocol": "windows", "max_windows": 1}'], tmp_path, work)  # fmt: skip
+        "--run_name", NAME, "--metadata", '{"lengths": [32], "protocol": "windows", "max_windows": 1}'],
+       tmp_path, work)  # fmt: skip
     res = json.loads((tmp_path / "results" / NAME / "results.json").read_text())
     assert res["peeval"]["pe"] == NAME and res["results"]["peeval_ppl_pg19"]["windows@32,none"] == 1
 

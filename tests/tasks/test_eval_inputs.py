@@ -188,7 +188,8 @@ def test_ppl_length_beyond_the_data_names_the_document(hub_offline):
 
     with pytest.raises(ValueError, match=r"length 10000000 is more than document 0 can give \(\d+ bytes"):
         build_dataset("deepmind/pg19", lengths=[512, 10_000_000], max_docs=1, protocol="windows")
-    rows = build_dataset("deepmind/pg19", lengths=[64], max_docs=1, protocol="windows", max_windows=3, stride=64)["test"]
+    windows = {"protocol": "windows", "max_windows": 3, "stride": 64}
+    rows = build_dataset("deepmind/pg19", lengths=[64], max_docs=1, **windows)["test"]
     assert rows["peeval_window"] == [64] and rows["peeval_max_windows"] == [3] and rows["peeval_stride"] == [64]
 
 

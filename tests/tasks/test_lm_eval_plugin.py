@@ -82,7 +82,8 @@ def test_lm_eval_cli_end_to_end_passkey_and_ppl(ckpt):
     r = run([*base, "--tasks", "peeval_passkey", "--metadata", '{"lengths": [96, 160], "depths": [0, 1]}'])
     assert r.returncode == 0, r.stderr[-3000:]
     assert "acc@96@0.0" in r.stdout or "acc@160" in r.stdout
-    r = run([*base, "--tasks", "peeval_ppl_pg19", "--metadata", '{"lengths": [32, 128], "targets": 256, "skip": 0, "max_docs": 2}'])
+    md = '{"lengths": [32, 128], "targets": 256, "skip": 0, "max_docs": 2}'
+    r = run([*base, "--tasks", "peeval_ppl_pg19", "--metadata", md])
     assert r.returncode == 0, r.stderr[-3000:]
     assert "ppl@128" in r.stdout and "bpb@32" in r.stdout
 
@@ -98,7 +99,8 @@ def test_wrong_pe_is_a_clear_error(ckpt):
 def test_peeval_eval_writes_results_with_provenance(ckpt, tmp_path):
     r = run([str(BIN / "peeval"), "eval", "--model", "peeval", "--model_args", f"pretrained={ckpt}",
              "--tasks", "peeval_passkey,peeval_ppl_proof_pile", "--limit", "2", "--output_path", str(tmp_path),
-             "--run_name", "tiny", "--metadata", '{"lengths": [64], "depths": [0.5], "protocol": "windows", "max_windows": 1}'])  # fmt: skip
+             "--run_name", "tiny", "--metadata",
+             '{"lengths": [64], "depths": [0.5], "protocol": "windows", "max_windows": 1}'])  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.loads((tmp_path / "tiny" / "results.json").read_text())
     prov = res["peeval"]
