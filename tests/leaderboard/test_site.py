@@ -110,12 +110,13 @@ def test_claims_page_hook(tmp_path, monkeypatch):
     from leaderboard import claims_page as mod
 
     monkeypatch.setattr(
-        mod, "render_claims_page", lambda con: "<!doctype html><title>claims</title><p>claims table</p>"
+        mod, "render_claims_page", lambda con, labels=None: "<!doctype html><title>claims</title><p>claims table</p>"
     )
     index = build_site(make_store(tmp_path), tmp_path / "site")
     assert (index.parent / "claims.html").read_text().endswith("<p>claims table</p>")
     assert 'href="claims.html"' in index.read_text()
-    monkeypatch.setattr(mod, "render_claims_page", lambda con: None)  # an empty claims table: no page, no link
+    # an empty claims table: no page, no link
+    monkeypatch.setattr(mod, "render_claims_page", lambda con, labels=None: None)
     index = build_site(tmp_path / "peeval.duckdb", tmp_path / "site2")
     assert not (index.parent / "claims.html").exists() and "claims.html" not in index.read_text()
 

@@ -78,12 +78,13 @@ def build_dataset(hub_id: str, split: str = "test", **metadata) -> datasets.Data
     """Rows (document, length): document-major, so ``--limit`` keeps every length. A length
     that a document cannot give (fewer bytes than L, hence fewer than L tokens) is an error
     naming the document, not a NaN row."""
-    from peeval.data import load_dataset
+    from peeval.data import load_dataset, record_documents
 
     md = check_metadata(metadata)
     docs = load_dataset(hub_id, split=split)
     if md["max_docs"]:
         docs = docs.select(range(min(md["max_docs"], len(docs))))
+    record_documents(docs["text"])  # the run's provenance: the documents scored, not the whole split
     longest = md["lengths"][-1]
     for i, text in enumerate(docs["text"]):
         n_bytes = len(text.encode("utf-8"))
