@@ -296,8 +296,7 @@ class Site:
         by_task: dict[tuple[str, str], set[str]] = defaultdict(set)  # (task, what it read) -> metrics
         tokens: dict[tuple[str, str, int], int] = {}  # (run_id, task, L) -> scored tokens of ppl@L
         for r in rows:
-            generated = r["task"] == PASSKEY_TASK or r["task"].startswith(DIAG_PREFIX)  # by peeval's own code
-            r["label"] = r["task"] if generated else self.labels.get((r["run_id"], r["task"]), r["task"])
+            r["label"] = self.labels.get((r["run_id"], r["task"]), r["task"])
             if r["task"] not in hidden:
                 by_task[(r["task"], r["label"])].add(r["metric"])
             pm = parse_ppl_metric(r["metric"])

@@ -128,7 +128,9 @@ def read_store(con) -> Store:
                 put(run_id, "train_val", "ppl", math.exp(min(float(loss), 700.0)), None, None)
     data: dict[tuple[str, str], frozenset] = {}
     if "task_data" in tables:
-        for run_id, task, source, location in con.execute("SELECT run_id, task, source, location FROM task_data"):
+        for run_id, task, source, location in con.execute(
+            "SELECT run_id, task, source, location FROM task_data"
+        ).fetchall():
             key = (str(run_id), str(task))
             data[key] = data.get(key, frozenset()) | {(str(source), str(location))}
     return Store(runs, values, con=con if "samples" in tables else None, data=data)
