@@ -278,7 +278,7 @@ def patch_lm_eval_tasks(task_module=None) -> None:
                 if callable(getattr(self.config, "custom_dataset", None)):
                     _note(_generated(self, getattr(self, "dataset", None)))
                 elif isinstance(getattr(self, "DATASET_PATH", None), str) and self.DATASET_PATH:
-                    revision = (dataset_kwargs or self.config.dataset_kwargs or {}).get("revision")
+                    revision = (dataset_kwargs or getattr(self.config, "dataset_kwargs", None) or {}).get("revision")
                     name, ds = getattr(self, "DATASET_NAME", None), getattr(self, "dataset", None)
                     _note(_read_of(self._peeval_read_from, name, None, revision, ds, hashed=False))
         return out
