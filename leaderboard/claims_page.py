@@ -169,12 +169,21 @@ def forest_svg(claims: list[dict], title: str) -> str:
     return "".join(out)
 
 
-def render_claims_page(con) -> str | None:
+def shown_task(task: str, run_ids: list[str], labels: dict[tuple[str, str], str]) -> str:
+    """A claim's task with what its runs read (``labels``: (run_id, task) -> ``peeval.records.task_label``), so
+    that a claim judged on the mirror's stand-in for a corpus never reads as one on the corpus itself."""
+    read = list(dict.fromkeys(labels[(r, task)] for r in run_ids if (r, task) in labels))
+    return " / ".join(lab if lab.startswith(task) else f"{task} · {lab}" for lab in read) or task
+
+
+def render_claims_page(con, labels: dict[tuple[str, str], str] | None = None) -> str | None:
     """The site's claims page (leaderboard/templates/claims.html) for the ``claims`` table, or None when
-    there is none."""
+    there is none. ``labels``: what each (run, task) read, as the site names it (:func:`shown_task`)."""
     if not _has(con, "claims"):
         return None
     claims = _rows(con, "SELECT * FROM claims ORDER BY claim_id")
+    for c in claims:
+        c["task"] = shown_task(str(c["task"]), _run_ids(c["run_ids"]), labels or {})
     values: dict[str, list[dict]] = {}
     if _has(con, "claim_values"):
         for v in _rows(con, "SELECT * FROM claim_values"):

@@ -35,6 +35,7 @@ from peeval._io import remove_database
 from peeval.records import (
     ALL_CELL,
     CURVE_COLUMNS,
+    DATA_SOURCES,
     DIAG_PREFIX,
     DIAG_TASKS,
     LOCAL_SOURCE,
@@ -72,6 +73,7 @@ def schema_sql(schema: Path = SCHEMA) -> str:
     """schema.sql with peeval.records' names filled in (its ``{NAME}``s): the statements ingest runs."""
     names = {
         "LOCAL_SOURCE": LOCAL_SOURCE,
+        "DATA_SOURCES": "' | '".join(DATA_SOURCES),
         "PPL_PREFIX": PPL_PREFIX,
         "PPL_BASES": "|".join(map(re.escape, PPL_BASES)),
         "PASSKEY_TASK": PASSKEY_TASK,
@@ -119,7 +121,7 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {t: c for t, c in schema_columns()[0
 #: views over ``metrics``: never written, always the rows ``metrics`` holds
 VIEWS = schema_columns()[1]
 #: the tables a run's rows go into, and a checkpoint's
-RUN_TABLES = ("metrics", "samples", "ppl_blocks", "runs")
+RUN_TABLES = ("metrics", "samples", "ppl_blocks", "task_data", "runs")
 CHECKPOINT_TABLES = ("training_curves", "efficiency")
 #: the tables ingest writes
 WRITTEN = tuple(t for t in TABLE_COLUMNS if t not in VIEWS)
@@ -409,6 +411,55 @@ def summarised_subtasks(doc: dict, path: Path) -> list[str]:
     return sorted({t for g in summarised for t in groups[g] if t not in groups and t in results})
 
 
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_READ_KEYS = ("source", "location", "config", "split", "revision", "documents", "documents_sha256", "params")
+
+
+def _read_row(read: Any, where: str) -> dict:
+    """One dataset a task read (results.json ``peeval.data[task][i]``), checked; ValueError naming ``where``."""
+    if not isinstance(read, dict):
+        raise ValueError(f"{where} must be an object")
+    if read.get("source") not in DATA_SOURCES:
+        raise ValueError(f"{where}.source {read.get('source')!r} is not one of {', '.join(DATA_SOURCES)}")
+    if not isinstance(read.get("location"), str) or not read["location"]:
+        raise ValueError(f"{where}.location must be a non-empty string")
+    for key in ("config", "split", "revision"):
+        if read.get(key) is not None and not isinstance(read[key], str):
+            raise ValueError(f"{where}.{key} must be a string or null, not {read[key]!r}")
+    sha = read.get("documents_sha256")
+    if sha is not None and not (isinstance(sha, str) and _SHA256.match(sha)):
+        raise ValueError(f"{where}.documents_sha256 {sha!r} is not a sha256 (64 lower-case hex digits)")
+    if read.get("params") is not None and not isinstance(read["params"], dict):
+        raise ValueError(f"{where}.params must be an object or null")
+    row = {k: read.get(k) for k in _READ_KEYS}
+    row["documents"] = _int(read.get("documents"), f"{where}.documents")
+    row["params"] = None if row["params"] is None else json.dumps(row["params"], sort_keys=True, default=str)
+    return row
+
+
+def task_data_rows(prov: dict, doc: dict, run_id: str) -> list[dict]:
+    """The ``task_data`` rows of one run: per task of its results, the datasets it read (``peeval.data``);
+    a group the reads of its members. ValueError naming the key when the record is malformed."""
+    data = prov.get("data")
+    if data is None:
+        return []
+    if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
+        raise ValueError("peeval.data must map task names to lists of the datasets they read")
+    reads = {task: [_read_row(r, f"peeval.data[{task!r}][{i}]") for i, r in enumerate(rs)] for task, rs in data.items()}
+    groups = doc.get("group_subtasks") or {}
+
+    def of(task: str, seen: frozenset = frozenset()) -> list[dict]:
+        if task in reads:
+            return reads[task]
+        members = groups.get(task) if isinstance(groups, dict) else None
+        if not isinstance(members, list) or task in seen:
+            return []
+        out = [r for m in members for r in of(m, seen | {task})]
+        return [dict(t) for t in dict.fromkeys(tuple(sorted(r.items())) for r in out)]  # once each
+
+    return [{"run_id": run_id, "task": task, **r} for task in doc["results"] for r in of(task)]
+
+
 #: the results file plain ``lm_eval --output_path DIR`` writes: DIR/<model>/results_<date>.json (its samples
 #: ``samples_<task>_<date>.jsonl`` beside it)
 LM_EVAL_RESULTS = re.compile(r"^results_(?P<date>.+)\.json$")
@@ -562,6 +613,7 @@ def _parse_results_dir(run_dir: Path, path: Path, root: Path) -> dict[str, list[
             _check_cell(task, metric, f"results[{task!r}][{metric + ',' + filt!r}]")
     rows["samples"] = samples
     rows["ppl_blocks"] = blocks
+    rows["task_data"] = task_data_rows(prov, doc, run_id)
     return rows
 
 

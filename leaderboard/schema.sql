@@ -49,6 +49,22 @@ CREATE TABLE IF NOT EXISTS metrics (
     n       INTEGER             -- documents behind the value (per cell for '@' metrics when samples exist)
 );
 
+-- What each task of a run read (results.json peeval.data, recorded by peeval.data): one row per dataset read.
+-- A group's rows are its members'. A (run, task) without a row did not record it (a results.json written
+-- before peeval recorded its data, or by plain lm_eval): the site says "data not recorded".
+CREATE TABLE IF NOT EXISTS task_data (
+    run_id           VARCHAR NOT NULL,
+    task             VARCHAR NOT NULL,   -- lm-eval task name
+    source           VARCHAR NOT NULL,   -- '{DATA_SOURCES}' (peeval.records.DATA_SOURCES)
+    location         VARCHAR NOT NULL,   -- mirror folder relative to the mirror root, hub id, folder, or generator
+    config           VARCHAR,            -- the dataset's config (name), if any
+    split            VARCHAR,            -- the split loaded (NULL: lm-eval's own tasks, which load every split)
+    revision         VARCHAR,            -- hub: the commit read (or the revision asked for); NULL otherwise
+    documents        BIGINT,             -- documents scored (NULL: not counted, lm-eval's own tasks)
+    documents_sha256 VARCHAR,            -- sha256 of those documents in order (peeval.data.documents_sha256)
+    params           JSON                -- generated data: the generator's parameters (the task's metadata)
+);
+
 -- The per-length and per-cell views: the rows of `metrics` (filter 'none') in the shape the charts read,
 -- in the order ingest writes `metrics` (runs as ingested; a run's cells by length, then as lm-eval lists them).
 -- peeval_ppl_<corpus>: one row per evaluated context length (the cells ppl@L, bpb@L, tokens@L, windows@L).

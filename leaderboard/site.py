@@ -42,6 +42,7 @@ from peeval._io import replace_dir
 from peeval.records import (
     DIAG_PREFIX,
     METRICS,
+    NOT_RECORDED,
     PASSKEY_TASK,
     PPL_PREFIX,
     SeedEstimate,
@@ -60,6 +61,7 @@ from peeval.records import (
     ppl_metric,
     published_profile,
     seed_estimate,
+    task_label,
 )
 
 DEFAULT_OUT = Path(__file__).with_name("site")
@@ -182,11 +184,28 @@ class Site:
         self.con, self.out = con, out
         self.claims_con = con if claims_con is None else claims_con
         self.files: dict[str, str] = {}
-        self.claims_html = claims_page.render_claims_page(self.claims_con)
+        self.labels = self.task_labels()
+        self.claims_html = claims_page.render_claims_page(self.claims_con, self.labels)
         self.table_ids: set[str] = set()
         self.claims: list[dict] = []
         self.chosen: dict[str, tuple[str, str]] = {}
         self.cells: dict = {}
+
+    def task_labels(self) -> dict[tuple[str, str], str]:
+        """(run_id, task) -> what the site calls that task's numbers (``peeval.records.task_label``: a corpus by
+        what was read, so a mirror run and a hub run of one task never share a column, chart or label); also
+        registered as the relation ``task_labels`` (run_id, task, label) for the pages' queries."""
+        import pyarrow as pa
+
+        reads: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+        for r in self.q("select run_id, task, source, location from task_data"):
+            reads[(r["run_id"], r["task"])].append((r["source"], r["location"]))
+        pairs = self.q("select distinct run_id, task from metrics order by run_id, task")
+        labels = {(r["run_id"], r["task"]): task_label(r["task"], reads.get((r["run_id"], r["task"]), []))
+                  for r in pairs}  # fmt: skip
+        self.con.register("task_labels", pa.table({"run_id": [k[0] for k in labels], "task": [k[1] for k in labels],
+                                                   "label": list(labels.values())}))  # fmt: skip
+        return labels
 
     # -- helpers
     def q(self, sql: str, params: list | None = None) -> list[dict]:
@@ -274,42 +293,43 @@ class Site:
             hidden.update(params.get("subtasks") or [])
             for task, ms in (params.get("higher_is_better") or {}).items():
                 lm_eval.update({(task, m): up for m, up in ms.items()})
-        by_task: dict[str, set[str]] = defaultdict(set)
+        by_task: dict[tuple[str, str], set[str]] = defaultdict(set)  # (task, what it read) -> metrics
         tokens: dict[tuple[str, str, int], int] = {}  # (run_id, task, L) -> scored tokens of ppl@L
         for r in rows:
+            r["label"] = self.labels.get((r["run_id"], r["task"]), r["task"])
             if r["task"] not in hidden:
-                by_task[r["task"]].add(r["metric"])
+                by_task[(r["task"], r["label"])].add(r["metric"])
             pm = parse_ppl_metric(r["metric"])
             if pm and pm[0] == "tokens" and r["value"] is not None and math.isfinite(r["value"]):
                 tokens[(r["run_id"], r["task"], pm[1])] = int(r["value"])
         train_len = self.training_length()
-        chosen: list[tuple[str, str, str]] = []  # (task, metric, label)
-        for task in sorted(by_task, key=lambda t: (column_tier(t), t)):
-            ms = by_task[task]
-            if (corpus := ppl_corpus(task)) is not None:
+        chosen: list[tuple[str, str, str, str]] = []  # (task, what it read, metric, column label)
+        for task, read in sorted(by_task, key=lambda k: (column_tier(k[0]), k)):
+            ms = by_task[(task, read)]
+            if ppl_corpus(task) is not None:  # named by the corpus read (peeval.records.task_label)
                 lengths = sorted(pm[1] for m in ms if (pm := parse_ppl_metric(m)) and pm[0] == "ppl")
                 first = train_len if train_len in lengths else lengths[0] if lengths else None
                 for L in sorted({first, lengths[-1]}) if lengths else []:
-                    chosen.append((task, ppl_metric("ppl", L), f"{corpus} {ppl_metric('ppl', L)}"))
-            elif task.startswith(DIAG_PREFIX):  # every headline accuracy (flip-flop: acc and seq_acc)
-                chosen += [(task, m, f"{task[len(DIAG_PREFIX) :]} {m}") for m in headline_metrics(ms)]
+                    chosen.append((task, read, ppl_metric("ppl", L), f"{read} {ppl_metric('ppl', L)}"))
+            elif task.startswith(DIAG_PREFIX):  # every headline accuracy (flip-flop: acc and seq_acc); generated
+                chosen += [(task, read, m, f"{task[len(DIAG_PREFIX) :]} {m}") for m in headline_metrics(ms)]
             else:
                 plain = [m for m in ms if not is_cell(m) and not is_count(m)]
                 m = next(iter(headline_metrics(plain) or sorted(plain)), None)
                 if m:
-                    chosen.append((task, m, "passkey acc" if task == PASSKEY_TASK else f"{task} {m}"))
-        want = {(t, m): label for t, m, label in chosen}
-        self.chosen = {label: (t, m) for t, m, label in chosen}
+                    chosen.append((task, read, m, "passkey acc" if task == PASSKEY_TASK else f"{read} {m}"))
+        want = {(t, read, m): label for t, read, m, label in chosen}
+        self.chosen = {label: (t, m) for t, _, m, label in chosen}
         cells: dict[str, dict[str, list[tuple]]] = defaultdict(lambda: defaultdict(list))
         for r in rows:
-            label = want.get((r["task"], r["metric"]))
+            label = want.get((r["task"], r["label"], r["metric"]))
             if label:
                 proportion = metric_kind(r["task"], r["metric"]) == "fraction"
                 pm = parse_ppl_metric(r["metric"])
                 tok = tokens.get((r["run_id"], r["task"], pm[1])) if pm else None
                 cells[r["name"]][label].append((r["value"], r["stderr"], r["n"], proportion, r["run_id"], tok))
-        labels = [label for _, _, label in chosen]
-        lower = [not higher_is_better(m, lm_eval.get((t, m))) for t, m, _ in chosen]
+        labels = [label for *_, label in chosen]
+        lower = [not higher_is_better(m, lm_eval.get((t, m))) for t, _, m, _ in chosen]
         return labels, cells, lower
 
     def leaderboard_stats(
@@ -436,7 +456,7 @@ class Site:
         headers = ["encoding"]
         for c in cols:
             if c.kind == "ppl":
-                corpus = ppl_corpus(c.task)
+                corpus = c.label.removesuffix(f" {c.metric}")  # the corpus as read (task_label)
                 where = ("in distribution" if c.length == train_len else
                          f"{c.length / train_len:g}× train" if train_len else f"L={c.length}")  # fmt: skip
                 headers.append(f"{corpus} ppl ÷ RoPE @{c.length} ({where}) ↓")
@@ -541,13 +561,20 @@ class Site:
 
     # -- charts
     def over_runs(self, view: str, keys: list[str], values: list[str], *, order: list[str],
-                  runs: bool = False) -> tuple[list[str], list[dict]]:  # fmt: skip
+                  runs: bool = False, corpus_task: str | None = None) -> tuple[list[str], list[dict]]:  # fmt: skip
         """(headers, rows) of a per-cell view combined over the runs of one name: each value column as its
         metric aggregates over seeds (``peeval.records.METRICS``: the mean, or the sum of a count; ``n``,
-        the examples, add up), plus the number of runs when ``runs``."""
+        the examples, add up), plus the number of runs when ``runs``. ``corpus_task``: the task prefix of the
+        view's ``corpus`` key, which then names the corpus as read (:meth:`task_labels`): runs of one task on
+        different data are never combined."""
         aggs = [f"{SEED_SQL[METRICS[v].seeds] if v in METRICS else 'sum'}(v.{v}) {v}" for v in values]
-        cols = ["r.name", *(f"v.{k}" for k in keys), *aggs, *(["count(*) runs"] if runs else [])]
-        cur = self.con.execute(f"select {', '.join(cols)} from {view} v join runs r using (run_id) group by all "
+        shown = {k: f"v.{k}" for k in keys}
+        join = ""
+        if corpus_task is not None:
+            shown["corpus"] = "coalesce(l.label, v.corpus) corpus"
+            join = f" left join task_labels l on l.run_id = v.run_id and l.task = '{corpus_task}' || v.corpus"
+        cols = ["r.name", *shown.values(), *aggs, *(["count(*) runs"] if runs else [])]
+        cur = self.con.execute(f"select {', '.join(cols)} from {view} v join runs r using (run_id){join} group by all "
                                f"order by {', '.join(order)}")  # fmt: skip
         headers = [d[0] for d in cur.description]
         return headers, [dict(zip(headers, r)) for r in cur.fetchall()]
@@ -571,6 +598,7 @@ class Site:
             ["ppl", "bpb", "tokens", "windows"],
             order=["corpus", "name", "length"],
             runs=True,
+            corpus_task=PPL_PREFIX,
         )
         here = {r["name"] for r in self.q("select distinct name from runs where kind in ('pretrain', 'diagnostic')")}
         train_len = self.training_length()
@@ -763,9 +791,16 @@ class Site:
             )
             self.data_files(f"samples_{rid}", ["task", "doc_id", "prompt", "target", "response", "correct"],
                             [list(s.values()) for s in samples])  # fmt: skip
+            read = self.q("select task, source, location, config, split, revision, documents, documents_sha256, "
+                          "params from task_data where run_id = ? order by task", [rid])  # fmt: skip
+            read_rows = [[self.labels.get((rid, d["task"]), d["task"]), *d.values()] for d in read]
             body = (
                 f"<h2>Provenance</h2><table>{prov}</table>"
-                f"<h2>Metrics</h2>"
+                "<h2>Data read</h2>"
+                + (self.table(f"data_{rid}", ["shown as", "task", "source", "location", "config", "split", "revision",
+                                              "documents", "documents_sha256", "params"], read_rows, prefix="../")
+                   if read else f'<p class="empty">{escape(NOT_RECORDED)}</p>')
+                + "<h2>Metrics</h2>"
                 + self.table(f"metrics_{rid}", ["task", "metric", "filter", "value", "stderr", "n"],
                              [list(m.values()) for m in metrics], prefix="../")
                 + f"<h2>Samples (first {SAMPLES_PER_TASK} per task)</h2>"
@@ -791,6 +826,9 @@ class Site:
         runs = self.q("select run_id, name, kind, seed from runs order by kind, name, seed, run_id")
         rows = self.q("select run_id, task, doc_id, prompt, target, response, correct from samples "
                       "where correct is not null")  # fmt: skip
+        values = self.q("select run_id, task, metric, value, stderr from metrics where filter = 'none'")
+        for r in [*rows, *values]:  # tasks named by what they read: a hub run is never paired with a mirror run
+            r["task"] = self.labels.get((r["run_id"], r["task"]), r["task"])
         outcomes: dict[str, dict[str, dict[int, tuple[str, bool]]]] = defaultdict(lambda: defaultdict(dict))
         for r in rows:
             outcomes[r["run_id"]][r["task"]][r["doc_id"]] = (f"{r['prompt']}\x00{r['target']}", bool(r["correct"]))
@@ -806,7 +844,7 @@ class Site:
                 examples[r["task"]][r["doc_id"]] = [(r["prompt"] or "")[-compare.CLIP :], r["target"]]
                 responses[r["run_id"]][r["task"]][r["doc_id"]] = r["response"]
         by_run: dict[str, dict[str, dict[str, tuple]]] = defaultdict(lambda: defaultdict(dict))
-        for m in self.q("select run_id, task, metric, value, stderr from metrics where filter = 'none'"):
+        for m in values:
             by_run[m["run_id"]][m["task"]][m["metric"]] = (m["value"], m["stderr"])
         metrics = {rid: {t: {m: ms[m] for m in compare.headline(ms)} for t, ms in tasks.items()}
                    for rid, tasks in by_run.items()}  # fmt: skip

@@ -3,13 +3,23 @@
 The mirror root is ``$PEEVAL_DATA_MIRROR``, defaulting to ``../shared/data`` beside the
 repository when that exists (SPEC 8). A hub id ``org/name`` is looked up as
 ``<mirror>/hf/org/name``; corpora that stand in for a hub dataset are mapped in ``LOCAL``.
+
+It also records what each task read (:func:`recording`): the source (``mirror``, ``hub``, ``local``
+for a folder given by path, ``generated``), where (mirror folder relative to the mirror root, hub id,
+folder, generator), the hub commit where the hub tells it, and the sha256 of the documents
+(:func:`documents_sha256`), so that a run on the mirror's stand-in for a dataset is never taken for a
+run on the dataset itself. ``peeval eval`` writes it into results.json (``peeval.data``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import importlib
+import json
 import os
 import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 #: hub datasets the mirror replaces with a local corpus of the same schema
@@ -63,18 +73,136 @@ def mirror_path(hub_id: str, name: str | None = None) -> Path | None:
 
 
 def load_dataset(hub_id: str, name: str | None = None, split: str | None = None, **kwargs):
-    """``datasets.load_dataset`` from the mirror, else the hub; a clear error if neither has it."""
+    """``datasets.load_dataset`` from the mirror, else the hub; a clear error if neither has it.
+    What was read is recorded for the task being built (:func:`recording`)."""
     import datasets
 
     local = mirror_path(hub_id, name)
     if local is not None:
-        return datasets.load_dataset(str(local), name, split=split, **kwargs)
+        ds = datasets.load_dataset(str(local), name, split=split, **kwargs)
+        _note(_read_of(str(local), name, split, kwargs.get("revision"), ds))
+        return ds
     try:
-        return datasets.load_dataset(hub_id, name, split=split, **kwargs)
+        ds = datasets.load_dataset(hub_id, name, split=split, **kwargs)
     except Exception as e:
         if not is_not_found(e):
             raise  # a bad split, a cast error, a bug: the library's own error, with its cause
         raise _not_found(hub_id, name, e) from e
+    _note(_read_of(hub_id, name, split, kwargs.get("revision"), ds))
+    return ds
+
+
+# ----------------------------------------------------------------------------- what a task read
+_record: dict[str, list[dict]] | None = None  # task -> its reads, while recording
+_task: str | None = None  # the task being built
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[dict[str, list[dict]]]:
+    """Collect, per task, what the tasks built inside read: ``{task: [read, ...]}``, each read
+    ``{source, location, config, split, revision, documents, documents_sha256, params}``."""
+    global _record
+    outer, _record = _record, {}
+    try:
+        yield _record
+    finally:
+        _record = outer
+
+
+@contextlib.contextmanager
+def reading(task: str | None) -> Iterator[None]:
+    """What is loaded inside is recorded as read by ``task``."""
+    global _task
+    outer, _task = _task, task
+    try:
+        yield
+    finally:
+        _task = outer
+
+
+def _note(read: dict) -> None:
+    if _record is not None and _task is not None:
+        _record.setdefault(_task, []).append(read)
+
+
+def _reads_of(task: str | None) -> list[dict]:
+    return _record.get(task, []) if _record is not None and task is not None else []
+
+
+def documents_sha256(docs: Iterable) -> str:
+    """sha256 of documents in order: each one's UTF-8 text (a row: its JSON, keys sorted), preceded
+    by its length in bytes (8 bytes, big-endian), so that moving a boundary between two documents
+    changes it too."""
+    h = hashlib.sha256()
+    for d in docs:
+        text = d if isinstance(d, str) else json.dumps(d, sort_keys=True, ensure_ascii=False, default=str)
+        b = text.encode("utf-8")
+        h.update(len(b).to_bytes(8, "big"))
+        h.update(b)
+    return h.hexdigest()
+
+
+def record_documents(texts: list[str]) -> None:
+    """The documents a task scores when it scores fewer than it loaded (peeval_ppl: the first
+    ``max_docs``): their count and hash replace those of the rows its last read loaded."""
+    reads = _reads_of(_task)
+    if reads:
+        reads[-1].update(documents=len(texts), documents_sha256=documents_sha256(texts))
+
+
+def _rows(ds) -> tuple[int, str] | tuple[None, None]:
+    """(count, sha256) of a Dataset's rows, or of a DatasetDict's splits in name order."""
+    if ds is None:
+        return None, None
+    splits = [ds[k] for k in sorted(ds)] if hasattr(ds, "keys") else [ds]
+    rows = [row for split in splits for row in split]
+    return len(rows), documents_sha256(rows)
+
+
+#: a hub dataset's commit, as the datasets cache names its folder (``.../<org>___<name>/<config>/<version>/<sha>/``)
+_COMMIT = re.compile(r"/([0-9a-f]{40})/")
+
+
+def _hub_commit(ds) -> str | None:
+    """The hub commit a dataset was read at, where the datasets cache tells it."""
+    try:
+        files = ds.cache_files
+    except AttributeError:
+        return None
+    files = [f for fs in files.values() for f in fs] if isinstance(files, dict) else files
+    found = {m[1] for f in files if (m := _COMMIT.search(str(f.get("filename", ""))))}
+    return found.pop() if len(found) == 1 else None
+
+
+def where_read(path: str) -> tuple[str, str]:
+    """(source, location) of a path or hub id ``datasets.load_dataset`` was given: a mirror folder relative
+    to the mirror root, another existing folder absolute, anything else a hub id."""
+    p = Path(path)
+    if not p.exists():
+        return "hub", path
+    full, root = p.resolve(), mirror_root()
+    if root is not None and full.is_relative_to(root.resolve()):
+        return "mirror", full.relative_to(root.resolve()).as_posix()
+    return "local", full.as_posix()
+
+
+def _read_of(path: str, name: str | None, split: str | None, revision, ds, hashed: bool = True) -> dict:
+    source, location = where_read(path)
+    n, sha = _rows(ds) if hashed else (None, None)
+    commit = (revision or _hub_commit(ds)) if source == "hub" else None
+    return {"source": source, "location": location, "config": name, "split": split, "revision": commit,
+            "documents": n, "documents_sha256": sha, "params": None}  # fmt: skip
+
+
+def _generated(task, original_dataset) -> dict:
+    """A custom dataset that read nothing: generated by peeval's code from the task's metadata (its seed)."""
+    fn = task.config.custom_dataset
+    n, sha = _rows(original_dataset)
+    params = {k: v for k, v in (task.config.metadata or {}).items() if k != "version"}
+    return {"source": "generated", "location": f"{Path(str(getattr(fn, '__module__', ''))).name}."
+            f"{getattr(fn, '__qualname__', getattr(fn, '__name__', 'custom_dataset'))}".lstrip("."),
+            "config": None, "split": None, "revision": None, "documents": n, "documents_sha256": sha,
+            "params": json.loads(json.dumps(params, default=str))}  # fmt: skip
 
 
 def _not_found_types() -> tuple[type[BaseException], ...]:
@@ -141,14 +269,30 @@ def patch_lm_eval_tasks(task_module=None) -> None:
     original = cls.download
 
     def download(self, dataset_kwargs=None, **kwargs):
+        """lm-eval's download, read through the mirror and recorded (:func:`recording`)."""
+        task = getattr(self.config, "task", None)
+        with reading(task):
+            before = len(_reads_of(task))
+            out = routed(self, dataset_kwargs, **kwargs)
+            if len(_reads_of(task)) == before:  # read neither through load_dataset nor the patched path
+                if callable(getattr(self.config, "custom_dataset", None)):
+                    _note(_generated(self, getattr(self, "dataset", None)))
+                elif isinstance(getattr(self, "DATASET_PATH", None), str) and self.DATASET_PATH:
+                    revision = (dataset_kwargs or getattr(self.config, "dataset_kwargs", None) or {}).get("revision")
+                    name, ds = getattr(self, "DATASET_NAME", None), getattr(self, "dataset", None)
+                    _note(_read_of(self._peeval_read_from, name, None, revision, ds, hashed=False))
+        return out
+
+    def routed(self, dataset_kwargs=None, **kwargs):
         hub_id = getattr(self, "DATASET_PATH", None)
+        self._peeval_read_from = hub_id
         if callable(getattr(self.config, "custom_dataset", None)) or not isinstance(hub_id, str) or not hub_id:
             return original(self, dataset_kwargs, **kwargs)
         if not _is_peeval_task(self) and configured_mirror() is None:  # a folder that happens to sit nearby
             return original(self, dataset_kwargs, **kwargs)  # is no reason to change what lm-eval reads
         local = mirror_path(hub_id, getattr(self, "DATASET_NAME", None)) if not Path(hub_id).exists() else None
         if local is not None:
-            self.DATASET_PATH = str(local)
+            self.DATASET_PATH = self._peeval_read_from = str(local)
             try:
                 return original(self, dataset_kwargs, **kwargs)
             finally:

@@ -123,8 +123,9 @@ def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def provenance(args, lm, model_args: dict, metadata: dict) -> dict:
-    """The ``results["peeval"]`` record (:class:`peeval.records.Provenance`) of one ``peeval eval``."""
+def provenance(args, lm, model_args: dict, metadata: dict, data: dict | None = None) -> dict:
+    """The ``results["peeval"]`` record (:class:`peeval.records.Provenance`) of one ``peeval eval``;
+    ``data``: what each task read (``peeval.data.recording``)."""
     import torch
 
     import peeval
@@ -156,6 +157,7 @@ def provenance(args, lm, model_args: dict, metadata: dict) -> dict:
         versions={**versions, "python": sys.version.split()[0], "cuda": torch.version.cuda},
         command=sys.argv,
         date=now_iso(),
+        data=data,
     ).to_json()
 
 
@@ -371,6 +373,14 @@ def clip_texts(value):
 
 
 def _evaluate(args, metadata: dict, limit, model_args: dict, out: Path) -> int:
+    """Evaluate with every dataset the tasks read recorded: results.json names it per task."""
+    from peeval.data import recording
+
+    with recording() as reads:
+        return _evaluate_recorded(args, metadata, limit, model_args, out, reads)
+
+
+def _evaluate_recorded(args, metadata: dict, limit, model_args: dict, out: Path, reads: dict) -> int:
     from lm_eval import evaluator
     from lm_eval.api.registry import get_model
     from lm_eval.loggers import EvaluationTracker
@@ -411,7 +421,8 @@ def _evaluate(args, metadata: dict, limit, model_args: dict, out: Path) -> int:
     general.log_end_time()
     results["task_hashes"] = task_hashes(samples)  # what lm_eval's own results file holds beside the numbers
     results.update(dataclasses.asdict(general))
-    results[PROVENANCE_KEY] = provenance(args, lm, model_args, metadata)
+    data = {task: reads[task] for task in sorted(reads)}
+    results[PROVENANCE_KEY] = provenance(args, lm, model_args, metadata, data)
     _check_output(out, args.overwrite)  # a run that finished meanwhile in the same folder is not replaced silently
     files = {f"samples_{task}.jsonl": "".join(json.dumps(clip_texts(r), default=str) + "\n" for r in rows)
              for task, rows in samples.items()}  # fmt: skip

@@ -50,6 +50,13 @@ class Store:
     samples: dict[tuple[str, str], list[tuple[int, str, bool]]] = field(default_factory=dict)
     #: the store's connection when it has a samples table (None: only ``samples`` as given)
     con: Any = field(default=None, repr=False)
+    #: (run_id, task) -> the (source, location) of each dataset it read (task_data; none: not recorded)
+    data: dict[tuple[str, str], frozenset] = field(default_factory=dict)
+
+    def data_of(self, run_id: str, tasks: list[str]) -> frozenset:
+        """What a run read for ``tasks`` (those it ran): runs of the same task on different data are
+        different measurements, never one claim's two sides."""
+        return frozenset().union(*(self.data.get((str(run_id), t), frozenset()) for t in tasks))
 
     def outcomes(self, run_id: str, task: str) -> list[tuple[int, str, bool]]:
         """The run's samples of ``task`` that have a 0/1 ``correct``, by doc_id; [] when none (or
@@ -119,7 +126,14 @@ def read_store(con) -> Store:
             loss = by_ckpt.get(str(r.get("checkpoint")))
             if loss is not None:
                 put(run_id, "train_val", "ppl", math.exp(min(float(loss), 700.0)), None, None)
-    return Store(runs, values, con=con if "samples" in tables else None)
+    data: dict[tuple[str, str], frozenset] = {}
+    if "task_data" in tables:
+        for run_id, task, source, location in con.execute(
+            "SELECT run_id, task, source, location FROM task_data"
+        ).fetchall():
+            key = (str(run_id), str(task))
+            data[key] = data.get(key, frozenset()) | {(str(source), str(location))}
+    return Store(runs, values, con=con if "samples" in tables else None, data=data)
 
 
 def ablation_keys(claims: list[Claim]) -> dict[str, set[str]]:
@@ -178,10 +192,12 @@ def matching_runs(
     ablations: dict[str, set[str]],
     run_params: dict | None = None,
     tasks: list[str] | None = None,
+    data: frozenset | None = None,
 ) -> list[list[str]]:
     """This variant's evidence, one unit per seed: the run ids (latest first) of the one
     checkpoint per seed whose latest run has one of ``tasks``. Several ``peeval eval`` runs of
-    a checkpoint (one per task, say) form one unit; re-evaluations of a seed do not count twice."""
+    a checkpoint (one per task, say) form one unit; re-evaluations of a seed do not count twice.
+    ``data``: only runs that read exactly that for ``tasks`` (:meth:`Store.data_of`)."""
     # diagnostic tasks read the small task-trained models, every other task (train_val included) the
     # pretrained ones: a pretraining claim must not average in a diagnostic model of the same encoding
     diag = tasks is not None and all(t.startswith(records.DIAG_PREFIX) for t in tasks)
@@ -192,6 +208,8 @@ def matching_runs(
         if tasks is not None and not variant.method and (r.get("kind") == "diagnostic") != diag:
             continue
         if tasks is not None and not any((str(r["run_id"]), t) in store.values for t in tasks):
+            continue
+        if data is not None and tasks is not None and store.data_of(r["run_id"], tasks) != data:
             continue
         if variant.method:
             if r.get("kind") != "adapt" or run_method(r) != variant.method:
@@ -258,13 +276,26 @@ class Evidence:
     metrics: dict[str, str | None]
 
 
+def claim_data(store: Store, focus_units: list[list[str]], tasks: list[str]) -> frozenset | None:
+    """The data a claim is judged on: what the focus's latest run read for the claim's tasks (None: no focus
+    run). Every side's runs must have read the same: a run on the mirror's stand-in for a dataset and a run
+    on the dataset itself are never paired."""
+    latest = [u[0] for u in focus_units if u]
+    if not latest:
+        return None
+    run = max(latest, key=lambda rid: (str(store.runs[rid].get("date") or ""), rid))
+    return store.data_of(run, tasks)
+
+
 def find_runs(claims: list[Claim], store: Store) -> list[Evidence]:
     """Every claim's evidence (a run that varies an option some claim varies is an ablation, never a
     default run: the options are gathered over all claims first)."""
     ablations = ablation_keys(claims)
     out = []
     for c in claims:
-        units = {name: matching_runs(store, v, ablations, c.run_params, c.leaves) for name, v in c.variants.items()}
+        data = claim_data(store, matching_runs(store, c.variants[c.focus], ablations, c.run_params, c.leaves), c.leaves)
+        units = {name: matching_runs(store, v, ablations, c.run_params, c.leaves, data)
+                 for name, v in c.variants.items()}  # fmt: skip
         metrics = {
             name: resolve_metric(c, store, units[c.focus] + units[name]) if units[c.focus] and units[name] else None
             for name in c.others

@@ -124,7 +124,7 @@ def test_a_metric_the_registry_does_not_know_takes_lm_evals_direction(tmp_path):
     assert json.loads(params)["higher_is_better"] == {"calib": {"brier_score": False}}
     con.close()
     html = (build_site(db, tmp_path / "site").parent / "index.html").read_text()
-    assert "calib brier_score ↓" in html
+    assert "calib · data not recorded brier_score ↓" in html  # its results.json names no data: said so
     assert '<td class="num best" data-sort="0.1">0.1' in html
 
 

@@ -27,12 +27,17 @@ ENCODINGS = [
 ]
 
 
-def _results(d: Path, ckpt: Path, results: dict, samples: list):
+#: what the perplexity runs read (results.json peeval.data): the mirror's stand-in for PG-19
+MIRROR_PG19 = {"peeval_ppl_pg19": [{"source": "mirror", "location": "local/gutenberg-eval", "split": "test",
+                                    "documents": 2, "documents_sha256": "ab" * 32}]}  # fmt: skip
+
+
+def _results(d: Path, ckpt: Path, results: dict, samples: list, data: dict | None = None):
     d.mkdir(parents=True)
     prov = {"peeval_version": "0.1.0", "git_commit": "abc", "model": "peeval", "model_args": {"pretrained": str(ckpt)},
             "checkpoint": str(ckpt), "pe": "x", "max_length": 320, "training_length": 64, "dtype": "torch.float32",
             "protocol": {"ppl": "disjoint windows"}, "seed": 0, "versions": {"lm_eval": "0.4.13"},
-            "date": "2026-11-22T10:00:00+00:00"}  # fmt: skip
+            "date": "2026-11-22T10:00:00+00:00", "data": data}  # fmt: skip
     (d / "results.json").write_text(json.dumps({"results": results, "peeval": prov}))
     (d / "samples_peeval_passkey.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
 
@@ -62,7 +67,7 @@ def make_store(root: Path) -> Path:
         samples = [{"doc_id": i, "target": "4242", "arguments": [[f"{EVIL} The pass key is 4242 #{i}", {}]],
                     "filtered_resps": [f"</td>{EVIL}"], "filter": "none", "metrics": ["acc"], "acc": 0.0}
                    for i in range(3)]  # fmt: skip
-        _results(root / "results" / pe, ck, res, samples)
+        _results(root / "results" / pe, ck, res, samples, MIRROR_PG19)
         diag = {
             "peeval_diag_addition_test": {"acc,none": add}
             | {f"acc@{a}x{b},none": add if a + b <= 4 else add / 4 for a in (1, 2, 3) for b in (1, 2, 3)}
@@ -99,7 +104,7 @@ def test_pages_downloads_and_escaping(site):
         rows = list(csv.DictReader(fh))
     assert sorted(r["encoding"] for r in rows) == sorted(["nope", "rope", f"tape(note={EVIL})"])
     nope = next(r for r in rows if r["encoding"] == "nope")
-    assert float(nope["pg19 ppl@256 ↓"]) == 900.0 and float(nope["passkey acc ↑"]) == 0.1
+    assert float(nope["Gutenberg books (PG-19 substitute) ppl@256 ↓"]) == 900.0 and float(nope["passkey acc ↑"]) == 0.1
     assert json.loads((out / "data" / "runs.json").read_text())[0]["run_id"]
     linked = {p.name for p in runs}
     index = (out / "index.html").read_text()
@@ -110,12 +115,13 @@ def test_claims_page_hook(tmp_path, monkeypatch):
     from leaderboard import claims_page as mod
 
     monkeypatch.setattr(
-        mod, "render_claims_page", lambda con: "<!doctype html><title>claims</title><p>claims table</p>"
+        mod, "render_claims_page", lambda con, labels=None: "<!doctype html><title>claims</title><p>claims table</p>"
     )
     index = build_site(make_store(tmp_path), tmp_path / "site")
     assert (index.parent / "claims.html").read_text().endswith("<p>claims table</p>")
     assert 'href="claims.html"' in index.read_text()
-    monkeypatch.setattr(mod, "render_claims_page", lambda con: None)  # an empty claims table: no page, no link
+    # an empty claims table: no page, no link
+    monkeypatch.setattr(mod, "render_claims_page", lambda con, labels=None: None)
     index = build_site(tmp_path / "peeval.duckdb", tmp_path / "site2")
     assert not (index.parent / "claims.html").exists() and "claims.html" not in index.read_text()
 

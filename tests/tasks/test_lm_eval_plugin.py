@@ -1,6 +1,7 @@
 """lm-eval integration: the lazy .pth hook, model registration, task discovery, the real
 ``lm_eval`` CLI end to end, ``peeval eval`` provenance, and the exact-window perplexity."""
 
+import hashlib
 import json
 import os
 import subprocess
@@ -110,6 +111,17 @@ def test_peeval_eval_writes_results_with_provenance(ckpt, tmp_path):
     assert res["results"]["peeval_ppl_proof_pile"]["windows@64,none"] == 2
     assert (tmp_path / "tiny" / "samples_peeval_passkey.jsonl").exists()
     assert not list(tmp_path.rglob("*.tmp"))
+    # what each task read: proof-pile's stand-in from the mirror, hashed as the test recomputes it; passkey generated
+    (read,) = prov["data"]["peeval_ppl_proof_pile"]
+    assert (read["source"], read["location"], read["revision"]) == ("mirror", "local/stacks-project", None)
+    import datasets
+
+    texts = datasets.load_dataset(str(MIRROR / "local" / "stacks-project"), split="test")["text"]
+    h = hashlib.sha256()
+    for t in texts:
+        h.update(len(t.encode()).to_bytes(8, "big") + t.encode())
+    assert read["documents"] == len(texts) and read["documents_sha256"] == h.hexdigest()
+    assert [r["source"] for r in prov["data"]["peeval_passkey"]] == ["generated"]
 
 
 def test_exact_windows_by_hand(ckpt):

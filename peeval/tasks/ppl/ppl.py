@@ -110,12 +110,13 @@ def build_dataset(hub_id: str, split: str = "test", **metadata) -> datasets.Data
     """Rows (document, length): document-major, so ``--limit`` keeps every length. A document that
     cannot give what the protocol needs (fewer bytes, hence fewer tokens, than the longest window, or
     than the skip, the longest window and its targets) is an error naming it, not a NaN row."""
-    from peeval.data import load_dataset
+    from peeval.data import load_dataset, record_documents
 
     md = check_metadata(metadata)
     docs = load_dataset(hub_id, split=split)
     if md["max_docs"]:
         docs = docs.select(range(min(md["max_docs"], len(docs))))
+    record_documents(docs["text"])  # the run's provenance: the documents scored, not the whole split
     longest = md["lengths"][-1]
     per_doc = -(-md["targets"] // max(1, len(docs)))  # the targets, split evenly over the documents
     need = max(md["skip"], longest - 1) + per_doc if md["protocol"] == "targets" else longest
