@@ -649,9 +649,11 @@ class Site:
     def loss_by_position_charts(self, corpus: str, groups) -> list[str]:
         """Issue 27 item 2: mean loss per position bucket inside the longest windows, per tokenizer group as the
         perplexity charts (each bucket averaged over runs of the same name), the training length marked."""
-        rows = self.q(
+        rows = self.q(  # corpus: as read (task_labels), like the perplexity charts' titles
             "select r.name, p.position, avg(p.nll) nll from loss_by_position p join runs r using (run_id) "
-            "where p.corpus = ? and isfinite(p.nll) group by r.name, p.position order by r.name, p.position",
+            f"left join task_labels l on l.run_id = p.run_id and l.task = '{PPL_PREFIX}' || p.corpus "
+            "where coalesce(l.label, p.corpus) = ? and isfinite(p.nll) group by r.name, p.position "
+            "order by r.name, p.position",
             [corpus],
         )
         charts = []

@@ -32,7 +32,7 @@ def write_mirror(root, texts):
 
 def read_pg19(**metadata) -> list[dict]:
     with data.recording() as reads, data.reading("peeval_ppl_pg19"):
-        build_dataset("deepmind/pg19", lengths=[16], **metadata)
+        build_dataset("deepmind/pg19", lengths=[16], protocol="windows", **metadata)
     return reads["peeval_ppl_pg19"]
 
 
@@ -80,9 +80,9 @@ def test_nothing_is_recorded_outside_a_recording(tmp_path, monkeypatch):
     write_mirror(tmp_path / "mirror", BOOKS)
     monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(tmp_path / "mirror"))
     with data.reading("peeval_ppl_pg19"):
-        build_dataset("deepmind/pg19", lengths=[16])  # no recording: nothing kept, nothing fails
+        build_dataset("deepmind/pg19", lengths=[16], protocol="windows")  # no recording: nothing kept, nothing fails
     with data.recording() as reads:
-        build_dataset("deepmind/pg19", lengths=[16])  # no task being built: not filed under a wrong one
+        build_dataset("deepmind/pg19", lengths=[16], protocol="windows")  # no task being built: filed under none
     assert reads == {}
 
 

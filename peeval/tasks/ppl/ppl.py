@@ -123,10 +123,16 @@ def build_dataset(hub_id: str, split: str = "test", **metadata) -> datasets.Data
     for i, text in enumerate(docs["text"]):
         n_bytes = len(text.encode("utf-8"))
         if n_bytes < need:
-            what = f"length {longest}" if md["protocol"] == "windows" else f"the targets protocol's {need} tokens"
+            fewer = f" or max_docs <= {i}" if i else ""
+            if md["protocol"] == "windows":
+                raise ValueError(
+                    f"peeval_ppl ({hub_id}) metadata lengths: length {longest} is more than document {i} can give "
+                    f"({n_bytes} bytes, so fewer tokens): use lengths <= {n_bytes}{fewer}"
+                )
             raise ValueError(
-                f"peeval_ppl ({hub_id}) metadata lengths: {what} is more than document {i} can give "
-                f"({n_bytes} bytes, so fewer tokens): use lengths <= {n_bytes}" + (f" or max_docs <= {i}" if i else "")
+                f"peeval_ppl ({hub_id}) metadata targets: document {i} has {n_bytes} bytes, so fewer than the {need} "
+                f"tokens the targets protocol needs ({per_doc} targets after max(skip={md['skip']}, longest length "
+                f"{longest} - 1) tokens): use fewer targets, a smaller skip, shorter lengths{fewer}"
             )
     plan = {"peeval_protocol": md["protocol"], "peeval_longest": longest, "peeval_buckets": md["position_buckets"]}
     if md["protocol"] == "targets":
