@@ -74,6 +74,21 @@ class Store:
             self.samples[key] = rows
         return self.samples[key]
 
+    def blocks(self, run_id: str, task: str, length: int) -> list[tuple[int, str, float, int]]:
+        """The run's perplexity sums at ``length`` per document (ppl_blocks): (doc_id, what was scored:
+        protocol, target run and token count, log-likelihood, tokens); [] when none. Two runs scored the same
+        tokens of a document only when the second field matches (the targets protocol, same tokenizer)."""
+        if self.con is None or str(run_id) not in self.runs:
+            return []
+        q = ("SELECT doc_id, protocol || ':' || coalesce(CAST(target_start AS VARCHAR), '') || '-' || "
+             "coalesce(CAST(target_end AS VARCHAR), '') || ':' || CAST(tokens AS VARCHAR), ll, tokens "
+             "FROM ppl_blocks WHERE run_id = ? AND task = ? AND length = ? ORDER BY doc_id")  # fmt: skip
+        try:
+            rows = self.con.execute(q, [str(run_id), str(task), int(length)]).fetchall()
+        except Exception:  # noqa: BLE001 - a store without ppl_blocks (duckdb's CatalogException)
+            return []
+        return [(int(d), str(k), float(ll), int(n)) for d, k, ll, n in rows]
+
 
 def read_store(con) -> Store:
     tables = _tables(con)

@@ -29,11 +29,15 @@ Tests (``claims.test``):
   (``paired_anova``). When se is 0 (every example the same difference) the pooled McNemar test over
   all seed pairs decides instead, so a gap without any spread is not "certain" by itself.
 
-Anything else (no samples, different examples or seed counts, a metric that is not the per-example
-``correct`` of the samples table: cells, task means, perplexity, scores) is compared unpaired
-(``stats``). Perplexity samples hold one (log-likelihood, tokens) per document and length, but the
-samples table does not record the length, and the cpu profile scores 2 documents per corpus: too few
-for a paired test, so perplexity verdicts stay unpaired.
+- ``paired-docs``: perplexity at one length (``ppl@L``, unit ppl) where both sides' runs scored the same
+  tokens of the same documents (``ppl_blocks``: the targets protocol, one tokenizer): each document's mean
+  NLL is an outcome, the difference of log perplexities and its se come from :func:`paired_anova` over
+  seeds x documents, and the t on its df decides; the se is shown in ppl (× the focus's ppl, the delta
+  method). With one seed the uncertainty is over documents, not training seeds, and the note says so.
+
+Anything else (no samples, different examples or seed counts, a metric that is neither the per-example
+``correct`` of the samples table nor a perplexity with per-document sums: cells, task means, scores) is
+compared unpaired (``stats``).
 """
 
 from __future__ import annotations
@@ -185,6 +189,56 @@ def compare(
     return Paired(diff, se, "paired-se", p, n, k, b, c, seeds[0] == seeds[1], df), ""
 
 
+def _doc_nll(store: Store, unit: list[str], task: str, metric: str, length: int) -> tuple[dict, str]:
+    """{doc_id: (what was scored, mean NLL)} of the run that gives this unit its ppl@L, or ({}, why not)."""
+    for run_id in unit:  # the same run as stats.run_value: the latest that has the metric
+        got = store.values.get((run_id, task), {}).get(metric)
+        if got is None:
+            continue
+        rows = store.blocks(run_id, task, length)
+        if not rows or any(n <= 0 for *_, n in rows):
+            return {}, f"run {run_id} has no per-document perplexity sums (ppl_blocks)"
+        ppl = math.exp(-sum(r[2] for r in rows) / sum(r[3] for r in rows))
+        if not math.isclose(ppl, got[0], rel_tol=1e-6):
+            return {}, f"run {run_id}: its documents give ppl {ppl:.6g}, not its {metric} {got[0]:.6g}"
+        return {d: (k, -ll / n) for d, k, ll, n in rows}, ""
+    return {}, "no run with the metric"
+
+
+def compare_ppl(
+    store: Store, task, metric: str, focus_units: list[list[str]], other_units: list[list[str]]
+) -> tuple[tuple[float, float, float | None, int, int] | None, str]:
+    """Perplexity at one length, paired over documents: (log-ppl difference focus − other, its se, the t's df,
+    documents, seed pairs), or (None, why not). Each document's mean NLL over its scored tokens is an outcome
+    (the targets protocol scores the same tokens of it at every length and for every model of one tokenizer);
+    seeds x documents is the crossed design of :func:`paired_anova`. With equal targets per document the
+    mean of the per-document differences is the difference of log perplexities."""
+    parsed = records.parse_ppl_metric(metric) if isinstance(task, str) else None
+    if parsed is None or parsed[0] != "ppl":
+        return None, f"{metric!r} is not a perplexity at one length"
+    if not focus_units or len(focus_units) != len(other_units):
+        return None, f"seed counts differ ({len(focus_units)} vs {len(other_units)})"
+    sides = []
+    for units in (focus_units, other_units):
+        side = []
+        for unit in units:
+            got, why = _doc_nll(store, unit, task, metric, parsed[1])
+            if not got:
+                return None, why
+            side.append(got)
+        sides.append(side)
+    keys = {d: k for d, (k, _) in sides[0][0].items()}
+    if any({d: k for d, (k, _) in got.items()} != keys for got in sides[0] + sides[1]):
+        return None, "the runs scored different tokens (another tokenizer, protocol or target run)"
+    docs = sorted(keys)
+    if len(docs) < 2:
+        return None, f"{len(docs)} document(s): too few for a paired test"
+    f = [[got[d][1] for d in docs] for got in sides[0]]
+    o = [[got[d][1] for d in docs] for got in sides[1]]
+    diff, se, df = paired_anova(f, o)
+    return (diff, se, df, len(docs), len(f)), ""
+
+
 def paired_df(pair: Paired) -> float | None:
     """The t's degrees of freedom of a paired comparison (:func:`paired_anova`); None for McNemar (exact)."""
     return None if pair.test == "mcnemar" else pair.df
@@ -229,14 +283,25 @@ def differences(
             continue
         se = p = test = df = None
         pair, why = compare(store, c.task, ev.metrics[name], ev.units[c.focus], ev.units[name], c.against(name)[2])
+        docs, why_docs = (None, "") if pair is not None or c.unit != "ppl" else compare_ppl(
+            store, c.task, ev.metrics[name], ev.units[c.focus], ev.units[name])  # fmt: skip
         if pair is not None:
             se, p, test, df = scale * pair.se, pair.p, pair.test, paired_df(pair)
             notes.append(pair.describe())
+        elif docs is not None:  # decided on the log scale (paired t); the se shown in ppl by the delta method
+            log_diff, log_se, df, n_docs, k = docs
+            test, se = "paired-docs", fe.value * log_se
+            p = D.two_sided_p(log_diff, log_se, df) if c.against(name)[2] != "equal" else None
+            notes.append(
+                f"paired over {n_docs} documents (the same target tokens) x {k} seed pair(s): log-ppl "
+                f"difference {log_diff:+.4f} ± {log_se:.4f}, t on {df:g} df"
+                + (" (one seed: the uncertainty is over documents, not training seeds)" if k == 1 else "")
+            )
         elif fe.stderr is not None and oe.stderr is not None:
             se = math.sqrt(fe.stderr**2 + oe.stderr**2)
             test = fe.method if fe.method == oe.method else f"{fe.method} / {oe.method}"
             df = D.welch_df([(fe.stderr, seed_df(fe)), (oe.stderr, seed_df(oe))])
-            notes.append(f"unpaired: {why}")
+            notes.append(f"unpaired: {why}" + (f"; not paired over documents: {why_docs}" if why_docs else ""))
         else:
             notes.append(f"no uncertainty (one seed and no stderr): run >= 2 seeds; unpaired: {why}")
         out[name] = Difference(fe.value - oe.value, se, p, test, notes, df)

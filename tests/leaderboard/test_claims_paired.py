@@ -407,3 +407,45 @@ def test_flip_flop_claims_read_every_read_and_stay_unpaired(tmp_path):
     assert row["test"] == "seeds" and row["stderr"] == pytest.approx(math.hypot(1 / math.sqrt(3), 1 / math.sqrt(3)))
     assert "unpaired: no per-example outcome for 'read_acc' of a task" in row["setting_diff"], row["setting_diff"]
     assert not records.is_outcome("read_acc") and records.is_outcome("acc")
+
+
+# --------------------------------------------------------------------------- perplexity, paired over documents
+def _ppl_store(blocks: dict[str, list[tuple[int, int, float, int]]]):
+    """A store with ppl_blocks rows (run -> [(doc, target_start, ll, tokens)] at length 64) and each run's ppl@64
+    as ingest computes it (exp of minus the summed ll over the summed tokens)."""
+    from leaderboard.claims.matching import Store
+
+    con = duckdb.connect(":memory:")
+    con.execute(schema_sql())
+    values, runs = {}, {}
+    for run, rows in blocks.items():
+        runs[run] = {"run_id": run, "seed": 0}
+        for doc, start, ll, n in rows:
+            con.execute("INSERT INTO ppl_blocks VALUES (?, 'peeval_ppl_pg19', ?, 64, ?, ?, 0, 'targets', ?, ?)",
+                        [run, doc, ll, n, start, start + n])  # fmt: skip
+        ppl = math.exp(-sum(r[2] for r in rows) / sum(r[3] for r in rows))
+        values[(run, "peeval_ppl_pg19")] = {"ppl@64": (ppl, None, None)}
+    return Store(runs, values, con=con)
+
+
+def test_perplexity_is_paired_over_documents_by_hand():
+    # per-document mean NLL (ll / tokens = -nll): focus 2.0, 3.0, 4.5; other 2.5, 3.25, 4.5
+    store = _ppl_store({"f": [(0, 100, -20.0, 10), (1, 500, -30.0, 10), (2, 900, -45.0, 10)],
+                        "o": [(0, 100, -25.0, 10), (1, 500, -32.5, 10), (2, 900, -45.0, 10)]})  # fmt: skip
+    got, why = P.compare_ppl(store, "peeval_ppl_pg19", "ppl@64", [["f"]], [["o"]])
+    d = [-0.5, -0.25, 0.0]  # by hand: mean -0.25, sample sd 0.25, se 0.25 / sqrt(3), 2 df
+    assert why == "" and got[3:] == (3, 1)
+    assert got[0] == pytest.approx(-0.25) and got[1] == pytest.approx(0.25 / math.sqrt(3)) and got[2] == 2
+    assert got[0] == pytest.approx(sum(d) / 3)
+    # the mean of the per-document differences is the difference of log perplexities (equal tokens)
+    fp, op = (store.values[(r, "peeval_ppl_pg19")]["ppl@64"][0] for r in ("f", "o"))
+    assert got[0] == pytest.approx(math.log(fp) - math.log(op))
+
+
+def test_perplexity_on_different_targets_is_not_paired():
+    store = _ppl_store({"f": [(0, 100, -20.0, 10), (1, 500, -30.0, 10)],
+                        "o": [(0, 100, -25.0, 10), (1, 600, -32.5, 10)]})  # fmt: skip
+    got, why = P.compare_ppl(store, "peeval_ppl_pg19", "ppl@64", [["f"]], [["o"]])
+    assert got is None and "different tokens" in why
+    got, why = P.compare_ppl(store, "peeval_ppl_pg19", "bpb@64", [["f"]], [["o"]])
+    assert got is None and "not a perplexity" in why
