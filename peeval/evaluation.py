@@ -24,7 +24,7 @@ import sys
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 
-from peeval.records import PROVENANCE_KEY
+from peeval.records import PPL_PREFIX, PROVENANCE_KEY
 
 from ._io import replace_files
 
@@ -355,13 +355,14 @@ def task_hashes(samples: dict) -> dict[str, str]:
             for task, rows in samples.items()}  # fmt: skip
 
 
-#: samples files keep this many characters of a longer text (head and tail; the doc_hash names the whole)
-SAMPLE_TEXT_LIMIT = 4000
+#: perplexity samples keep this many characters of a longer text (head and tail; the doc_hash names the whole)
+SAMPLE_TEXT_LIMIT = 1000
 
 
 def clip_texts(value):
-    """``value`` with every string longer than SAMPLE_TEXT_LIMIT cut to its head and tail: a perplexity
-    row repeats its whole book in doc, target and arguments (22 books x 5 lengths: 166 MB a task)."""
+    """``value`` with every string longer than SAMPLE_TEXT_LIMIT cut to its head and tail. Used on the
+    perplexity tasks' samples, whose every row repeats its whole book in doc, target and arguments (22
+    books x 5 lengths: 166 MB a task); other tasks' samples are written as lm-eval gives them."""
     if isinstance(value, str) and len(value) > SAMPLE_TEXT_LIMIT:
         half = SAMPLE_TEXT_LIMIT // 2
         return f"{value[:half]} [... {len(value) - 2 * half} characters ...] {value[-half:]}"
@@ -424,7 +425,9 @@ def _evaluate_recorded(args, metadata: dict, limit, model_args: dict, out: Path,
     data = {task: reads[task] for task in sorted(reads)}
     results[PROVENANCE_KEY] = provenance(args, lm, model_args, metadata, data)
     _check_output(out, args.overwrite)  # a run that finished meanwhile in the same folder is not replaced silently
-    files = {f"samples_{task}.jsonl": "".join(json.dumps(clip_texts(r), default=str) + "\n" for r in rows)
+    clip = {task: task.startswith(PPL_PREFIX) for task in samples}
+    files = {f"samples_{task}.jsonl": "".join(json.dumps(clip_texts(r) if clip[task] else r, default=str) + "\n"
+                                              for r in rows)
              for task, rows in samples.items()}  # fmt: skip
     files["results.json"] = json.dumps(results, indent=1, default=str)  # last: the run is finished
     replace_files(out, files, stale=_earlier_run(out))  # the old run stays until the new one is written
