@@ -9,9 +9,10 @@ escapes its texts with :func:`html.escape`).
 
 Per paper the answer comes first: the decided pairs (with their test, p and Holm-adjusted p) and a forest
 plot of every measured pair (:func:`forest_svg`: peeval's difference with its 95 % interval beside the
-paper's difference, a zero line), then the inconclusive pairs (numbers, no decision), then the pairs not
-measured in this store (naming the profile that measures them). Setting differences, per-encoding numbers
-and runs are folded under each row (``<details>``).
+paper's difference, a zero line), then the inconclusive pairs (numbers, no decision), then the pairs not decidable
+here (numbers of another setting than the claim's: in-window lengths for a claim about going beyond the window; the
+reason shown open, no forest row), then the pairs not measured in this store (naming the profile that measures
+them). Setting differences, per-encoding numbers and runs are folded under each row (``<details>``).
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from leaderboard import pages
 from peeval.records import fmt_number, t_quantile
 
 PAPER_ORDER = ("PoPE", "CoPE", "TAPE")
-#: the four states, in the page's order, and their CSS class
-VERDICT_CLASS = {"reproduced": "ok", "contradicted": "bad", "inconclusive": "unk", "not measured": "nm"}
+#: the five states, in the page's order, and their CSS class
+VERDICT_CLASS = {"reproduced": "ok", "contradicted": "bad", "inconclusive": "unk", "not decidable here": "nd",
+                 "not measured": "nm"}  # fmt: skip
 DECIDED = ("reproduced", "contradicted")
 #: the forest plot's interval: two-sided 95 % with the test's degrees of freedom (normal where none)
 LEVEL = 0.95
@@ -200,7 +202,8 @@ def render_claims_page(con, labels: dict[tuple[str, str], str] | None = None) ->
         answer = [(k, VERDICT_CLASS[k], len(state[k])) for k in VERDICT_CLASS if state[k]]
         forest = forest_svg(measured, f"{paper}: peeval's differences beside the paper's")
         papers.append({"name": paper, "answer": answer, "decided": decided,
-                       "inconclusive": state["inconclusive"] + other, "not_measured": state["not measured"],
+                       "inconclusive": state["inconclusive"] + other, "undecidable": state["not decidable here"],
+                       "not_measured": state["not measured"],
                        "forest": pages.Markup(forest)})  # fmt: skip
     return pages.render("claims.html", title="claims: the papers' headline results, measured by peeval", prefix="",
                         links=pages.nav(True), counts=counts, papers=papers)  # fmt: skip

@@ -212,6 +212,8 @@ CREATE TABLE IF NOT EXISTS claims (
     n            INTEGER,
     seeds        INTEGER,
     verdict      VARCHAR,   -- 'reproduced' | 'contradicted' | 'inconclusive' (measured, not decided) |
+                            -- 'not decidable here' (a beyond_window claim measured inside the runs'
+                            -- training_length: setting_diff says at which length; not in Holm's family) |
                             -- 'not measured' (no peeval number for a side: see measured_in)
     test         VARCHAR,   -- how stderr / the verdict was computed: 'mcnemar' | 'paired-se' (paired on the
                             -- same examples) | 'seeds' | 'lm-eval stderr' | 'binomial' (unpaired; two
@@ -221,7 +223,7 @@ CREATE TABLE IF NOT EXISTS claims (
     p_value      DOUBLE,    -- two-sided p of "no difference" ('better' claims); comparable claims: TOST's p
                             -- (|difference| <= tolerance) or the two-sided p of |difference| > tolerance
     p_adjusted   DOUBLE,    -- Holm-adjusted over every pair of this table with a p-value; the verdict is
-                            -- decided on it at 0.05 (NULL: not in the family: no p, or no verdict by design)
+                            -- decided on it at 0.05 (NULL: not in the family: no p, no verdict by design, or not decidable here)
     measured_in  VARCHAR,   -- 'not measured' rows: the first profile (params/<name>.yaml) that measures the
                             -- pair, or 'none'; NULL otherwise
     setting_diff VARCHAR,

@@ -61,6 +61,7 @@ from peeval.records import (
     ppl_metric,
     published_profile,
     seed_estimate,
+    shipped_first,
     task_label,
 )
 
@@ -395,7 +396,7 @@ class Site:
                 best[label] = min(vs) if low else max(vs)
         headers = [first] + [f"{lab} {'↓' if low else '↑'}" for lab, low in zip(labels, lower)]
         rows = []
-        for name in sorted(stats):
+        for name in sorted(stats, key=shipped_first):
             row: list[Any] = [Cell(name, name)]
             for label in labels:
                 s = stats[name].get(label)

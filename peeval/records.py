@@ -21,8 +21,9 @@ API (all pure functions of strings and numbers; ``decode`` returns None for "not
   (``to_json()`` -> the dict stored under ``results["peeval"]`` (``PROVENANCE_KEY``), ``from_json(d)``);
 - labels: ``encoding_label(pe, pe_options)`` ``"tape(equivariant=False)"``, ``adapt_label(method)``
   ``"adapt:pi"``, ``external_name(model, checkpoint_name)``, ``published_name(name, profile)``;
-  the adaptation family of a packaged base model: ``base_model_label(gguf_file)`` ``"SmolLM2-135M"``,
-  ``shipped_name(label)`` ``"SmolLM2-135M (as shipped)"``, ``adapted_name(label, method)`` ``"SmolLM2-135M + yarn"``;
+  the adaptation family of a packaged base model: ``base_model_label(gguf_file)``
+  ``"SmolLM2-135M-Instruct (GGUF Q4_1)"``, ``shipped_name(label)`` ``"SmolLM2-135M-Instruct (GGUF Q4_1) as shipped"``,
+  ``adapted_name(label, method)`` ``"SmolLM2-135M-Instruct (GGUF Q4_1) + yarn"``, ``shipped_first(name)`` (row order);
 - the data a task read (``peeval.data`` records it): ``DATA_SOURCES``, ``data_label(source, location)``
   ``"Gutenberg books (PG-19 substitute)"`` (``DATA_NAMES``), ``task_label(task, reads)``;
 - training curves: ``CURVE_COLUMNS`` (the header of ``train_curve.csv``);
@@ -292,7 +293,9 @@ def adapt_label(method: str) -> str:
 
 #: packaged base models of `peeval adapt` (file name -> row label); the GGUF is
 #: ``peeval.models.llama_adapters.SMOLLM2_GGUF`` (SmolLM2-135M-Instruct, Q4_1, dequantised to float32)
-SHIPPED_MODELS = {"SmolLM2-135M-Instruct.Q4_1.gguf": "SmolLM2-135M"}
+#: the label names the file that is measured (the Instruct model, 4-bit Q4_1), not the base SmolLM2-135M it
+#: was made from: rows of it answer what adaptation costs this packaged model
+SHIPPED_MODELS = {"SmolLM2-135M-Instruct.Q4_1.gguf": "SmolLM2-135M-Instruct (GGUF Q4_1)"}
 
 
 def base_model_label(gguf_file: str | None) -> str | None:
@@ -301,13 +304,24 @@ def base_model_label(gguf_file: str | None) -> str | None:
 
 
 def shipped_name(label: str) -> str:
-    """The base model evaluated without adaptation: ``<label> (as shipped)``."""
-    return f"{label} (as shipped)"
+    """The base model evaluated without adaptation: ``<label> as shipped``."""
+    return f"{label} as shipped"
 
 
 def adapted_name(label: str, method: str) -> str:
     """The base model after one adaptation method: ``<label> + <method>``."""
     return f"{label} + {method}"
+
+
+def shipped_first(name: str) -> tuple[str, int, str]:
+    """Sort key of row names: a packaged model as shipped right above its adaptations (its reference row;
+    by name alone ``as shipped`` would sort after ``+ lora``), every other name by itself."""
+    for label in SHIPPED_MODELS.values():
+        if name == shipped_name(label):
+            return label, 0, name
+        if name.startswith(adapted_name(label, "")):
+            return label, 1, name
+    return name, 0, name
 
 
 def external_name(model: str, checkpoint_name: str | None) -> str:

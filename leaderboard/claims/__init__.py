@@ -11,7 +11,8 @@ the paper's numbers and setting). The package reads peeval's numbers from the Du
 - estimate, ``stats`` (units, mean ± stderr over seeds: ``estimate_pairs``) then ``paired`` (McNemar / the
   paired standard error where both encodings answered the same examples, else unpaired: ``differences``);
 - decide, ``verdicts``: the p-values (``decision``: t with its degrees of freedom, McNemar, TOST), Holm's
-  correction over the store, the verdict rule, "not measured" rows naming the profile that measures them
+  correction over the store, the verdict rule ("not decidable here": a ``beyond_window`` claim measured inside
+  the runs' window), "not measured" rows naming the profile that measures them
   (``profiles``), the rows of both tables, writing them (``evaluate_claims``).
 
 Imports no torch: peeval's names and option defaults come from ``peeval.declarations``.
@@ -20,7 +21,7 @@ Imports no torch: peeval's names and option defaults come from ``peeval.declarat
 from __future__ import annotations
 
 from . import decision, paired, profiles
-from .matching import Evidence, Store, find_runs, matching_runs, read_store, resolve_metric
+from .matching import Evidence, Store, find_runs, matching_runs, measured_length, read_store, resolve_metric
 from .schema import (
     ACC_UNITS,
     CPU,
@@ -39,6 +40,7 @@ from .stats import Estimate, binomial_stderr, combine_seeds, estimate_pairs, to_
 from .verdicts import (
     ALPHA,
     TABLES,
+    UNDECIDABLE,
     VERDICTS,
     compute_claims,
     evaluate_claims,
@@ -56,6 +58,7 @@ __all__ = [
     "DEFAULT_PATH",
     "PAPERS",
     "TABLES",
+    "UNDECIDABLE",
     "UNITS",
     "VERDICTS",
     "Claim",
@@ -75,6 +78,7 @@ __all__ = [
     "lm_eval_task_names",
     "load_claims",
     "matching_runs",
+    "measured_length",
     "p_value",
     "paired",
     "profiles",

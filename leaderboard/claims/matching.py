@@ -280,6 +280,34 @@ def resolve_metric(claim: Claim, store: Store, units: list[list[str]]) -> str | 
     return re.sub(r"\{max\}|\{train\}", str(max(common)), claim.metric, count=1)
 
 
+def _cell_length(metric: str) -> int | None:
+    """The context length a perplexity (``ppl@L``) or passkey (``acc@L@depth``) metric was measured at, else None."""
+    if (ppl := records.parse_ppl_metric(metric)) is not None:
+        return ppl[1]
+    if (pk := records.parse_passkey_metric(metric)) is not None:
+        try:
+            return int(float(pk[0]))
+        except ValueError:
+            return None
+    return None
+
+
+def measured_length(claim: Claim, store: Store, metric: str | None, run_ids: list[str]) -> int | None:
+    """The longest context a pair's number reads, for ``beyond_window`` claims: the length a ``{max}`` / ``{train}``
+    metric resolved to (``ppl@2048``: 2048), else the longest length every run evaluated the claim's tasks at
+    (passkey's ``acc`` averages its cells ``acc@L@depth``: the smallest of the runs' largest L). None: no run
+    records a length."""
+    pat = _pattern(claim.metric)
+    if pat is not None and metric and (m := pat.match(metric)):
+        return int(m.group(1))
+    longest = []
+    for rid in run_ids:
+        lengths = [L for t in claim.leaves for name in store.values.get((rid, t), {}) if (L := _cell_length(name))]
+        if lengths:
+            longest.append(max(lengths))
+    return min(longest) if longest else None
+
+
 @dataclass
 class Evidence:
     """A claim with its evidence in the store: per variant its runs (one unit of run ids per seed,

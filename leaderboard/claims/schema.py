@@ -69,6 +69,9 @@ class Claim:
     #: training profiles at whose budget the sizing sweep's baseline did not learn the task (README
     #: "Claims"): runs trained at one of them get numbers but no verdict, rather than a verdict on noise
     unlearned_at: list = field(default_factory=list)
+    #: the paper's claim is about contexts beyond the model's trained / native window (context extension,
+    #: extrapolation): a pair measured only inside the runs' ``training_length`` gets no verdict (``verdicts``)
+    beyond_window: bool = False
 
     def task_label(self) -> str:
         return _task_label(self.task)
@@ -122,6 +125,8 @@ def _check_task(task, where) -> None:
 TASKS_DIR = Path(peeval.__file__).resolve().parent / "tasks"
 #: tasks that are no task YAML: the final validation loss of training, the shift-stability stage
 EXTRA_TASKS = ("train_val", records.SHIFT_TASK)
+#: tasks (besides peeval_ppl_*) whose numbers record the context length they were measured at (``beyond_window``)
+LENGTH_TASKS = (records.PASSKEY_TASK,)
 #: the prefix of a placeholder task for a claim peeval cannot test at all (cpu: "no")
 PLACEHOLDER = "not_in_peeval_"
 
@@ -259,7 +264,7 @@ def validate(data: Any, source: str = "claims") -> list[Claim]:
     seen: set[str] = set()
     required = ("id", "paper", "ref", "title", "task", "metric", "unit", "higher_is_better", "focus", "variants")
     required += ("setting", "cpu", "cpu_note")
-    allowed = set(required) | {"claim", "tolerance", "note", "run_params", "unlearned_at"}
+    allowed = set(required) | {"claim", "tolerance", "note", "run_params", "unlearned_at", "beyond_window"}
     pending: list[tuple[str, str]] = []  # (where, task) that only lm-eval's index can confirm
     for i, e in enumerate(data["claims"]):
         cid = e.get("id") if isinstance(e, dict) else None
@@ -302,6 +307,12 @@ def validate(data: Any, source: str = "claims") -> list[Claim]:
         unlearned = e.get("unlearned_at") or []
         if not isinstance(unlearned, list) or not all(isinstance(x, str) and x for x in unlearned):
             raise ClaimsError(f"{where}: field 'unlearned_at' must be a list of training profile names")
+        beyond = e.get("beyond_window", False)
+        if not isinstance(beyond, bool):
+            raise ClaimsError(f"{where}: field 'beyond_window' must be true or false, not {beyond!r}")
+        if beyond and not all(t in LENGTH_TASKS or t.startswith(records.PPL_PREFIX) for t in _leaf_tasks(e["task"])):
+            raise ClaimsError(f"{where}: field 'beyond_window' needs a task measured by context length "
+                              f"(peeval_ppl_*, {records.PASSKEY_TASK}), not {_task_label(e['task'])!r}")  # fmt: skip
         variants = _variants(e["variants"], where)
         _check_names(e, where, pending)
         if e["focus"] not in variants:
@@ -317,6 +328,7 @@ def validate(data: Any, source: str = "claims") -> list[Claim]:
                 note=str(e.get("note", "")),
                 run_params=dict(e.get("run_params") or {}),
                 unlearned_at=list(unlearned),
+                beyond_window=beyond,
             )
         )
     _check_lm_eval_tasks(pending)

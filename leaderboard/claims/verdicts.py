@@ -11,6 +11,9 @@ equivalence test (TOST against ±tolerance) when |difference| <= tolerance, else
 - ``reproduced``: significant in the paper's direction (or, comparable claims, equivalent within the tolerance);
 - ``contradicted``: significant the other way (or, comparable claims, significantly outside the tolerance);
 - ``inconclusive``: measured, but not significant, no uncertainty, or no verdict by design (``unlearned_at``);
+- ``not decidable here``: measured, but not in the setting the claim is about: a ``beyond_window`` claim (context
+  extension, extrapolation) whose runs were evaluated no further than their ``training_length``; the row's setting
+  says at which length, and the pair is no test in Holm's family;
 - ``not measured``: peeval has no number for a side in this store; ``measured_in`` names the first profile
   whose parameter file measures the pair (``profiles``), or 'none'.
 
@@ -27,12 +30,14 @@ from leaderboard.ingest import CLAIM_TABLES, schema_columns, table_ddl
 
 from . import decision as D
 from . import paired as P
-from .matching import Evidence, Store, find_runs, read_store
+from .matching import Evidence, Store, find_runs, measured_length, read_store
 from .profiles import measured_in
 from .schema import DEFAULT_PATH, Claim, load_claims
 from .stats import Estimate, estimate_pairs
 
-VERDICTS = ("reproduced", "contradicted", "inconclusive", "not measured")
+#: a measured pair whose setting cannot decide its claim (in-window numbers for a beyond-the-window claim)
+UNDECIDABLE = "not decidable here"
+VERDICTS = ("reproduced", "contradicted", "inconclusive", UNDECIDABLE, "not measured")
 #: the level of every decision, on Holm-adjusted p-values
 ALPHA = D.ALPHA
 #: the tables this package writes, and their columns (DDL: leaderboard/schema.sql, the store's one schema)
@@ -118,6 +123,22 @@ def _unlearned_profiles(store: Store, c: Claim, run_ids: list[str]) -> str:
     return ", ".join(sorted(profiles & set(c.unlearned_at)))
 
 
+def _window(c: Claim, metric: str | None, store: Store, run_ids: list[str]) -> tuple[bool, str]:
+    """Whether the pair measures what a ``beyond_window`` claim is about (a context longer than every run's
+    ``training_length``: the trained or native window), and the note that says so either way."""
+    length = measured_length(c, store, metric, run_ids)
+    windows = [int(w) for r in run_ids if (w := store.runs[r].get("training_length"))]
+    if length is None:
+        return False, "no run records the context length it was measured at: the claim is about going beyond the window"
+    if not windows:
+        return False, f"measured at {length} tokens, but no run records its training length: no telling if beyond it"
+    window = max(windows)
+    if length <= window:
+        return False, f"measured at {length} tokens, inside the model's {window}-token window: the claim is about " \
+            "extending beyond it"  # fmt: skip
+    return True, f"measured at {length} tokens, beyond the model's {window}-token window"
+
+
 def evaluate_claims(claims: list[Claim], store: Store, alpha: float = ALPHA) -> tuple[list[dict], list[dict]]:
     """Rows for the ``claims`` table (one per focus-vs-other pair) and ``claim_values``: each claim once
     along parse (``load_claims``) -> find runs -> estimate -> test; then Holm's correction over every pair
@@ -142,17 +163,23 @@ def evaluate_claims(claims: list[Claim], store: Store, alpha: float = ALPHA) -> 
 def _row(
     ev: Evidence, name: str, ests: tuple[Estimate | None, Estimate | None], d: P.Difference, store: Store
 ) -> tuple[dict, tuple | None]:
-    """The ``claims`` row of focus vs ``name`` before the correction (verdict 'inconclusive', or 'not measured'),
-    and the arguments of :func:`verdict` when the pair is in the corrected family (a p-value, a verdict allowed)."""
+    """The ``claims`` row of focus vs ``name`` before the correction (verdict 'inconclusive', 'not decidable here' or
+    'not measured'), and the arguments of :func:`verdict` when the pair is in the corrected family (a p-value, a
+    verdict allowed)."""
     c, (fe, oe) = ev.claim, ests
     paper_diff, sign, kind = c.against(name)
     p = p_value(d.diff, d.se, d.df, kind, c.tolerance, d.p)
     notes = list(d.notes)
     v, where, how = "inconclusive", None, None
+    window = _window(c, ev.metrics[name], store, fe.run_ids + oe.run_ids) if fe and oe and c.beyond_window else None
+    if window:
+        notes.append(window[1])
     if fe is None or oe is None:
         v, where = "not measured", measured_in(c, (c.focus, name))
     elif unlearned := _unlearned_profiles(store, c, fe.run_ids + oe.run_ids):
         notes.append(f"no verdict: the sweep's baseline does not learn this task at the {unlearned} budget")
+    elif window and not window[0]:
+        v = UNDECIDABLE  # numbers, no verdict, not in Holm's family: they measure something else than the claim
     elif p is not None:
         how = (d.diff, d.se, c.higher_is_better, sign, kind, c.tolerance, d.df)
     elif d.diff is not None:

@@ -433,7 +433,8 @@ def _page_db():
                  compared="a vs b", paper_value=1.5, peeval_value=2.0, stderr=0.5, n=100, seeds=3, verdict=v,
                  setting_diff="paper: <b>big</b> & long | peeval: tiny", run_ids=json.dumps(["r<1>", "r2"]),
                  test="<mcnemar>", df=2.0, p_value=0.0123, p_adjusted=0.0369, measured_in=None)
-            for v, p in (("reproduced", "PoPE"), ("contradicted", "CoPE"), ("inconclusive", "TAPE"))
+            for v, p in (("reproduced", "PoPE"), ("contradicted", "CoPE"), ("inconclusive", "TAPE"),
+                         ("not decidable here", "TAPE"))
         ] + [
             dict(claim_id="c-nm:a-vs-b", paper="TAPE", ref="Table 2", task="peeval_diag_x_test", metric="acc",
                  compared="a vs b", paper_value=1.5, peeval_value=None, stderr=None, n=None, seeds=0,
@@ -455,16 +456,23 @@ def test_claims_page_escapes_and_shows_every_verdict():
 
     html = render_claims_page(_page_db())
     assert html.startswith("<!doctype html>") and html.rstrip().endswith("</html>")
-    for v, cls in (("reproduced", "ok"), ("contradicted", "bad"), ("inconclusive", "unk")):
+    for v, cls in (
+        ("reproduced", "ok"),
+        ("contradicted", "bad"),
+        ("inconclusive", "unk"),
+        ("not decidable here", "nd"),
+    ):
         assert f'<td class="verdict {cls}">{v}</td>' in html
     assert '<td class="verdict nm">not measured · profile gpu&lt;x&gt;' in html  # the profile that measures it
     assert "<b>big</b>" not in html and "&lt;b&gt;big&lt;/b&gt; &amp; long" in html
     assert 'href="runs/r&lt;1&gt;.html"' in html and 'href="runs/r2.html"' in html
     assert "<script" not in html and "<mcnemar>" not in html and "<x>" not in html
     # every decided or measured row shows its test with the t's degrees of freedom, p and Holm-adjusted p
-    assert html.count('<td class="small">&lt;mcnemar&gt;, t(2)</td>') == 3
-    assert html.count('<td class="num">0.012</td><td class="num">0.037</td>') == 3  # 2 significant digits
+    assert html.count('<td class="small">&lt;mcnemar&gt;, t(2)</td>') == 4
+    assert html.count('<td class="num">0.012</td><td class="num">0.037</td>') == 4  # 2 significant digits
     assert html.count('<svg class="forest"') == 3  # one forest plot per paper with a measured pair
+    forest = html.split('id="paper-TAPE"', 1)[1].split("</svg>", 1)[0]
+    assert "c-inconclusive:a-vs-b" in forest and "c-not decidable here" not in forest  # no test: not drawn
     assert "90 ± 2" in html and "80 ± 1 (3 seeds)" in html  # paper vs peeval per encoding
     assert html.index(">PoPE</h2>") < html.index(">CoPE</h2>") < html.index(">TAPE</h2>")
 
@@ -501,8 +509,9 @@ def test_stage_script_on_a_database(tmp_path, capsys):
 
 
 def test_claims_page_in_headless_chromium(tmp_path):
-    """The site builder writes the page and links it; a visitor at 1400 px sees the four answers in three
-    groups per paper (decided with its test, inconclusive, not measured naming the profile), a forest plot,
+    """The site builder writes the page and links it; a visitor at 1400 px sees the five answers in four
+    groups per paper (decided with its test, inconclusive, not decidable here with its reason unfolded, not
+    measured naming the profile), a forest plot,
     the setting folded under each row, hostile text as text, and no horizontal scrolling even with a long
     setting text."""
     import os
@@ -536,7 +545,10 @@ def test_claims_page_in_headless_chromium(tmp_path):
             assert page.locator("h2").all_inner_texts() == ["PoPE", "CoPE", "TAPE"]
             tape = page.locator("#paper-TAPE")
             assert tape.locator("h3").all_inner_texts() == ["Inconclusive: measured, no decision",
-                                                            "Not measured in this profile"]  # fmt: skip
+                                                            "Not decidable here: measured, but not in the claim's "
+                                                            "setting", "Not measured in this profile"]  # fmt: skip
+            why = page.locator("tr:has(td.verdict.nd) + tr.more details p", has_text="<b>big</b>").first
+            assert why.is_visible()  # the reason is shown, not folded
             assert page.locator("#paper-PoPE h3").all_inner_texts() == ["Decided"]
             assert "profile gpu<x>" in tape.locator("td.verdict.nm").inner_text()  # escaped, shown as text
             assert page.locator("svg.forest").count() == 3 and page.locator("svg.forest circle.mark").count() == 3

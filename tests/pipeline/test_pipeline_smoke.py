@@ -66,8 +66,9 @@ def test_smoke_pipeline_end_to_end(smoke):
         assert con.execute("select count(*) from diagnostic_cells where task = 'addition'").fetchone()[0] > 1
     adapt_runs = con.execute("select name from runs where kind = 'adapt'").fetchall()  # + the base as shipped
     assert len(adapt_runs) == len(p["adapt"]["methods"]) * len(p["eval"]["adapt"]) + len(p["eval"]["base"])
-    shipped = {"SmolLM2-135M (as shipped)"} if p["eval"]["base"] else set()
-    assert {r[0] for r in adapt_runs} == {f"SmolLM2-135M + {m}" for m in p["adapt"]["methods"]} | shipped
+    shipped = {"SmolLM2-135M-Instruct (GGUF Q4_1) as shipped"} if p["eval"]["base"] else set()
+    adapted = {f"SmolLM2-135M-Instruct (GGUF Q4_1) + {m}" for m in p["adapt"]["methods"]}
+    assert {r[0] for r in adapt_runs} == adapted | shipped
     con.close()
     claims = duckdb.connect(str(work / "leaderboard" / "claims.duckdb"), read_only=True)  # the claims stage's own file
     assert claims.execute("select count(*) from claims").fetchone()[0] > 40
