@@ -29,8 +29,8 @@ VOLATILE_KEYS = {"train_time_s", "elapsed_s", "tokens_per_s", "date", "wall_s", 
 ENVIRONMENT = {"torch_version", "transformers_version", "lm_eval_version"}
 ENVIRONMENT_KEYS = {"versions"}
 #: the stores' tables; claims tables live in claims.duckdb (before: inside the store)
-STORE_TABLES = ("runs", "metrics", "ppl_by_length", "passkey_cells", "diagnostic_cells", "training_curves",
-                "efficiency", "samples")  # fmt: skip
+STORE_TABLES = ("runs", "metrics", "ppl_by_length", "loss_by_position", "passkey_cells", "diagnostic_cells",
+                "training_curves", "efficiency", "samples", "ppl_blocks", "task_data")  # fmt: skip
 CLAIMS_TABLES = ("claims", "claim_values")
 #: long free text: compared by hash
 HASHED = {"prompt", "target", "response"}
