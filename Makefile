@@ -12,7 +12,7 @@ STAMP := $(VENV)/.peeval-installed
 # stages at once in `make leaderboard` (pipelines/repro.py; 1: plain `dvc repro`)
 JOBS ?= 2
 
-.PHONY: test test-slow lint format bench venv leaderboard upgrade-check lock
+.PHONY: test test-slow lint format bench venv leaderboard site upgrade-check lock
 
 venv: $(STAMP)
 
@@ -47,6 +47,18 @@ leaderboard: $(STAMP)
 	$(PY) -m peeval.cli data   # params.yaml's data.mirror folders: verified in data.root, else downloaded (pinned, sha256)
 	PATH="$(abspath $(VENV))/bin:$$PATH" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(PY) pipelines/repro.py --jobs $(JOBS)
 	@echo "leaderboard: file://$(abspath leaderboard/site/index.html)"
+
+# the leaderboard of a published profile (leaderboard/published/$(SITE_PROFILE)/: results, summaries, curves a
+# fresh-clone run committed), without training anything: its own store, claims and site under $(SITE_DIR), in seconds
+SITE_PROFILE ?= cpu
+SITE_DIR ?= build/site-$(SITE_PROFILE)
+site: $(STAMP)
+	@test -d leaderboard/published/$(SITE_PROFILE)/results || { echo "make site: no leaderboard/published/$(SITE_PROFILE)/results (SITE_PROFILE=$$(ls leaderboard/published | grep -v README | tr '\n' ' '))" >&2; exit 2; }
+	@mkdir -p $(SITE_DIR) && rm -f $(SITE_DIR)/peeval.duckdb $(SITE_DIR)/claims.duckdb
+	$(PY) -m leaderboard.ingest leaderboard/published/$(SITE_PROFILE)/results leaderboard/published/$(SITE_PROFILE)/checkpoints --root leaderboard/published/$(SITE_PROFILE) --db $(SITE_DIR)/peeval.duckdb
+	$(PY) pipelines/claims.py --db $(SITE_DIR)/peeval.duckdb
+	$(PY) -m leaderboard.site --db $(SITE_DIR)/peeval.duckdb --out $(SITE_DIR)/site
+	@echo "leaderboard of published/$(SITE_PROFILE): file://$(abspath $(SITE_DIR))/site/index.html"
 
 # the newest releases pyproject's ranges allow, in a venv of its own (the lock and .venv untouched):
 # a break like transformers 5.24's cache rename shows here the day it ships

@@ -12,8 +12,9 @@ equivalence test (TOST against ±tolerance) when |difference| <= tolerance, else
 - ``contradicted``: significant the other way (or, comparable claims, significantly outside the tolerance);
 - ``inconclusive``: measured, but not significant, no uncertainty, or no verdict by design (``unlearned_at``);
 - ``not decidable here``: measured, but not in the setting the claim is about: a ``beyond_window`` claim (context
-  extension, extrapolation) whose runs were evaluated no further than their ``training_length``; the row's setting
-  says at which length, and the pair is no test in Holm's family;
+  extension, extrapolation) whose runs were evaluated no further than their ``training_length``; or a perplexity
+  claim on language models pretrained on fewer than ``decision.MIN_TOKENS_PER_PARAM`` tokens per parameter ("not
+  decidable at this scale"); the row's setting says why, and the pair is no test in Holm's family;
 - ``not measured``: peeval has no number for a side in this store; ``measured_in`` names the first profile
   whose parameter file measures the pair (``profiles``), or 'none'.
 
@@ -139,6 +140,27 @@ def _window(c: Claim, metric: str | None, store: Store, run_ids: list[str]) -> t
     return True, f"measured at {length} tokens, beyond the model's {window}-token window"
 
 
+def _undertrained(c: Claim, store: Store, run_ids: list[str]) -> str:
+    """For a perplexity claim: why its pretrained language models are too small a budget to carry it ('' when
+    they meet ``decision.MIN_TOKENS_PER_PARAM``, or the runs are no text pretraining: adapters, diagnostics)."""
+    if c.unit != "ppl":
+        return ""
+    ratios = {}
+    for r in run_ids:
+        s = store.runs.get(r, {}).get("summary") or {}
+        if s.get("task") is None and s.get("tokens") and s.get("params"):  # a text pretraining run
+            ratios[r] = float(s["tokens"]) / float(s["params"])
+    low = {r: x for r, x in ratios.items() if x < D.MIN_TOKENS_PER_PARAM}
+    if not low:
+        return ""
+    lo, hi = min(low.values()), max(low.values())
+    seen = f"{lo:.2g}" if math.isclose(lo, hi, rel_tol=0.05) else f"{lo:.2g}-{hi:.2g}"
+    return (
+        f"not decidable at this scale: the language models saw {seen} tokens per parameter, below the "
+        f"criterion of {D.MIN_TOKENS_PER_PARAM} (Hoffmann et al. 2022, fixed before any comparison)"
+    )
+
+
 def evaluate_claims(claims: list[Claim], store: Store, alpha: float = ALPHA) -> tuple[list[dict], list[dict]]:
     """Rows for the ``claims`` table (one per focus-vs-other pair) and ``claim_values``: each claim once
     along parse (``load_claims``) -> find runs -> estimate -> test; then Holm's correction over every pair
@@ -180,6 +202,9 @@ def _row(
         notes.append(f"no verdict: the sweep's baseline does not learn this task at the {unlearned} budget")
     elif window and not window[0]:
         v = UNDECIDABLE  # numbers, no verdict, not in Holm's family: they measure something else than the claim
+    elif scale := _undertrained(c, store, fe.run_ids + oe.run_ids):
+        v = UNDECIDABLE  # language models below the training criterion: the same, at this scale
+        notes.append(scale)
     elif p is not None:
         how = (d.diff, d.se, c.higher_is_better, sign, kind, c.tolerance, d.df)
     elif d.diff is not None:
