@@ -859,7 +859,7 @@ def ingest(
             open_store(db, "--db", allow_empty=True).close()
         except StoreError as e:
             raise IngestError(str(e)) from None
-    result_dirs, ck_dirs = discover([Path(p) for p in paths])
+    result_dirs, ck_dirs = discover([Path(p).resolve() for p in paths])  # found from the cwd, stored from root
     folders = (
         sorted(p for p in Path(published).iterdir() if p.is_dir()) if published and Path(published).is_dir() else []
     )

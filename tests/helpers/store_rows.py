@@ -64,12 +64,14 @@ def _value(col: str, v):
     return _clean(s)
 
 
-def _rows(con, table: str, run_key: dict) -> list[dict]:
+def _rows(con, table: str, run_key: dict, published: frozenset = frozenset()) -> list[dict]:
     cur = con.execute(f"SELECT * FROM {table}")
     cols = [d[0] for d in cur.description]
     out = []
     for row in cur.fetchall():
         r = dict(zip(cols, row))
+        if _published(r, published):
+            continue
         if "run_id" in r:
             r["run"] = run_key.get(r["run_id"], r["run_id"])
         out.append({c: _value(c, v) for c, v in r.items() if c not in VOLATILE | ENVIRONMENT})
@@ -81,15 +83,22 @@ def _rows(con, table: str, run_key: dict) -> list[dict]:
     return sorted(out, key=key)
 
 
+def _published(row: dict, published: set[str]) -> bool:
+    """A row of the committed published results (leaderboard/published/): not the pipeline's own output."""
+    return row.get("run_id") in published or str(row.get("checkpoint") or "").startswith("leaderboard/published/")
+
+
 def dump(leaderboard_dir: str | Path) -> dict[str, list[dict]]:
-    """Every table of the store and of the claims file, rows sorted, volatile columns dropped."""
+    """Every table of the store and of the claims file, rows sorted, volatile columns dropped; the rows of the
+    committed published results are left out (they are the same whatever the pipeline does)."""
     import duckdb
 
     d = Path(leaderboard_dir)
     con = duckdb.connect(str(d / "peeval.duckdb"), read_only=True)
     run_key = {rid: f"{kind}|{ck}|{path}" for rid, kind, ck, path in
                con.execute("SELECT run_id, kind, checkpoint, results_path FROM runs").fetchall()}  # fmt: skip
-    tables = {t: _rows(con, t, run_key) for t in STORE_TABLES}
+    published = frozenset(r[0] for r in con.execute("SELECT run_id FROM runs WHERE source <> 'local'").fetchall())
+    tables = {t: _rows(con, t, run_key, published) for t in STORE_TABLES}
     claims_db = d / "claims.duckdb"
     ccon = duckdb.connect(str(claims_db), read_only=True) if claims_db.exists() else con
     tables.update({t: _rows(ccon, t, run_key) for t in CLAIMS_TABLES})
