@@ -158,8 +158,11 @@ class _PeevalHFLM(HFLM):
         return super().generate_until(requests, disable_tqdm)
 
     # -- perplexity by length (peeval_ppl_*; the protocols' token plans: peeval.perplexity) ----------------
-    #: tokens per batch of windows (one length per batch), logit entries per batch and per loss chunk
+    #: tokens per batch of windows (one length per batch) on an accelerator and on a CPU (there one window per
+    #: forward: batching was 12-19 % slower on one thread, benchmarks/results/ppl_protocol.md), logit entries
+    #: per batch and per loss chunk
     PPL_BATCH_TOKENS = 16384
+    PPL_BATCH_TOKENS_CPU = 1
     PPL_BATCH_LOGITS = 1 << 26
     PPL_LOGITS_CHUNK = 1 << 24
 
@@ -213,11 +216,12 @@ class _PeevalHFLM(HFLM):
         work.sort(key=lambda t: (-t[0], t[1]))  # longest first: a memory error shows at once
         bar = tqdm(total=len(work), desc="peeval ppl windows", disable=disable_tqdm or self.rank != 0)
         vocab = int(getattr(self.model.config, "vocab_size", 0) or 1)
+        budget = self.PPL_BATCH_TOKENS_CPU if torch.device(self.device).type == "cpu" else self.PPL_BATCH_TOKENS
         i = 0
         while i < len(work):
             L, by_pos = work[i][0], work[i][1]
-            rows_kept = L if by_pos else max(w.scored for *_, w in work[i : i + self.PPL_BATCH_TOKENS // L + 1]) + 1
-            batch = max(1, min(self.PPL_BATCH_TOKENS // L, self.PPL_BATCH_LOGITS // (rows_kept * vocab)))
+            rows_kept = L if by_pos else max(w.scored for *_, w in work[i : i + budget // L + 1]) + 1
+            batch = max(1, min(budget // L, self.PPL_BATCH_LOGITS // (rows_kept * vocab)))
             group = [t for t in work[i : i + batch] if t[0] == L and t[1] == by_pos]
             i += len(group)
             self._score_batch(group, plans, cache)

@@ -98,7 +98,7 @@ def test_targets_are_scored_as_by_hand_and_batching_changes_nothing(lm, monkeypa
         assert r["tokens"] == n == 40 and r["span"] == list(span)
         assert r["ll"] == pytest.approx(ll, rel=1e-5, abs=1e-4)
         assert r["bytes"] == len(lm.tokenizer.decode(ids[span[0] : span[1]]).encode("utf-8"))
-    monkeypatch.setattr(type(lm), "PPL_BATCH_TOKENS", 1)  # one window per forward
+    monkeypatch.setattr(type(lm), "PPL_BATCH_TOKENS_CPU", 16384)  # batched, as on a GPU (CPU: one window a forward)
     monkeypatch.setattr(type(lm), "PPL_LOGITS_CHUNK", 7)  # the loss one row at a time
     for a, b in zip(got, lm.score_rows(rows)):
         assert a["ll"] == pytest.approx(b["ll"], rel=1e-6) and a["tokens"] == b["tokens"]
