@@ -150,6 +150,23 @@ def _outcomes(store: Store, unit: list[str], task: str, metric: str) -> tuple[di
     return {}, "no run with the metric"
 
 
+def _per_unit(focus_units: list[list[str]], other_units: list[list[str]], fetch) -> tuple[list | None, str]:
+    """[focus side, other side], each the per-unit outcomes ``fetch(unit)`` gives (a dict, or ({}, why not)); or
+    (None, why) when the seed counts differ or a unit has none."""
+    if not focus_units or len(focus_units) != len(other_units):
+        return None, f"seed counts differ ({len(focus_units)} vs {len(other_units)})"
+    sides = []
+    for units in (focus_units, other_units):
+        side = []
+        for unit in units:
+            got, why = fetch(unit)
+            if not got:
+                return None, why
+            side.append(got)
+        sides.append(side)
+    return sides, ""
+
+
 def compare(
     store: Store, task, metric: str, focus_units: list[list[str]], other_units: list[list[str]], kind: str = "better"
 ) -> tuple[Paired | None, str]:
@@ -158,17 +175,9 @@ def compare(
     if not isinstance(task, str) or not records.is_outcome(metric):  # per example: the samples' 0/1 correct
         what = "task" if isinstance(task, str) else "task mean"
         return None, f"no per-example outcome for {metric!r} of a {what}"
-    if not focus_units or len(focus_units) != len(other_units):
-        return None, f"seed counts differ ({len(focus_units)} vs {len(other_units)})"
-    sides = []
-    for units in (focus_units, other_units):
-        side = []
-        for unit in units:
-            out, why = _outcomes(store, unit, task, metric)
-            if not out:
-                return None, why
-            side.append(out)
-        sides.append(side)
+    sides, why = _per_unit(focus_units, other_units, lambda unit: _outcomes(store, unit, task, metric))
+    if sides is None:
+        return None, why
     keys = {doc: h for doc, (h, _) in sides[0][0].items()}
     for out in sides[0] + sides[1]:
         if {doc: h for doc, (h, _) in out.items()} != keys:
@@ -216,17 +225,9 @@ def compare_ppl(
     parsed = records.parse_ppl_metric(metric) if isinstance(task, str) else None
     if parsed is None or parsed[0] != "ppl":
         return None, f"{metric!r} is not a perplexity at one length"
-    if not focus_units or len(focus_units) != len(other_units):
-        return None, f"seed counts differ ({len(focus_units)} vs {len(other_units)})"
-    sides = []
-    for units in (focus_units, other_units):
-        side = []
-        for unit in units:
-            got, why = _doc_nll(store, unit, task, metric, parsed[1])
-            if not got:
-                return None, why
-            side.append(got)
-        sides.append(side)
+    sides, why = _per_unit(focus_units, other_units, lambda unit: _doc_nll(store, unit, task, metric, parsed[1]))
+    if sides is None:
+        return None, why
     keys = {d: k for d, (k, _) in sides[0][0].items()}
     if any({d: k for d, (k, _) in got.items()} != keys for got in sides[0] + sides[1]):
         return None, "the runs scored different tokens (another tokenizer, protocol or target run)"
