@@ -240,7 +240,9 @@ class PerplexityTask(ConfigurableTask):
         limit = self.whole_documents(limit, samples)
         return super().doc_iterator(rank=rank, limit=limit, world_size=world_size, samples=samples)
 
+    @functools.cached_property
     def _buckets(self) -> list[int]:
+        """First context size of each loss-by-position bucket (validated once, not per scored row)."""
         md = check_metadata(self.config.metadata or {})
         return bucket_starts(md["lengths"][-1], md["position_buckets"]) if md["position_buckets"] else []
 
@@ -256,7 +258,7 @@ class PerplexityTask(ConfigurableTask):
             ppl_metric("windows", L): r["windows"],
         }
         if doc["peeval_longest"] == L and r.get("nll_pos"):  # the loss by position, from the longest windows
-            out.update({position_metric(p): tuple(v) for p, v in zip(self._buckets(), r["nll_pos"], strict=True)})
+            out.update({position_metric(p): tuple(v) for p, v in zip(self._buckets, r["nll_pos"], strict=True)})
         return out
 
     def aggregation(self):
@@ -266,7 +268,7 @@ class PerplexityTask(ConfigurableTask):
             bpb = functools.partial(_bpb, where=f"{self.config.task} {ppl_metric('bpb', L)}")
             agg.update({ppl_metric("ppl", L): ppl, ppl_metric("bpb", L): bpb, ppl_metric("tokens", L): sum,
                         ppl_metric("windows", L): sum})  # fmt: skip
-        for p in self._buckets():
+        for p in self._buckets:
             agg[position_metric(p)] = _mean_nll
         return agg
 
