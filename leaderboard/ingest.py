@@ -62,6 +62,7 @@ from peeval.records import (
     published_source,
     shipped_name,
     stderr_key,
+    trained_base_label,
 )
 
 SCHEMA = Path(__file__).with_name("schema.sql")
@@ -392,6 +393,24 @@ def _obj(d: dict, key: str, where: str) -> dict:
     return v
 
 
+def _trained_base(adapt: dict | None, root: Path) -> dict | None:
+    """The train_summary of an adapter's base when that base is a peeval pretraining checkpoint (its
+    ``base`` folder, relative to ``root`` as the pipeline writes it), else None."""
+    base = (adapt or {}).get("base")
+    if not isinstance(base, str) or not base:
+        return None
+    f = (Path(base) if Path(base).is_absolute() else root / base) / "train_summary.json"
+    return _summary(f) if f.is_file() else None
+
+
+def _training_length(train: dict | None, adapt: dict | None, prov: dict) -> int | None:
+    """The window a run was trained for: a pretraining's length; an adapter's own ``seq_len`` when longer than
+    its base's window (an extension), else the base's (SmolLM2 adapted at 512 keeps its 8192)."""
+    native = _int((train or {}).get("training_length") or prov.get("training_length"), "training_length", 1)
+    adapted = _int((adapt or {}).get("seq_len"), "adapt_summary seq_len", 1)
+    return max(x for x in (native, adapted) if x is not None) if native or adapted else None
+
+
 def _summary(path: Path) -> dict:
     s = _read_json(path)
     if not isinstance(s, dict):
@@ -541,7 +560,7 @@ def _parse_results_dir(run_dir: Path, path: Path, root: Path) -> dict[str, list[
     checkpoint = _rel(ckpt_raw, root)
     ckdir = (root / ckpt_raw) if ckpt_raw and not Path(ckpt_raw).is_absolute() else Path(ckpt_raw or ".")
     pe, pe_options = prov.get("pe"), _obj(prov, "pe_options", "peeval")
-    train = adapt = None
+    train = adapt = base_train = None
     if (ckdir / "adapt_summary.json").is_file():
         adapt = _summary(ckdir / "adapt_summary.json")
     elif (ckdir / "train_summary.json").is_file():
@@ -555,6 +574,10 @@ def _parse_results_dir(run_dir: Path, path: Path, root: Path) -> dict[str, list[
         name = str((adapt or {}).get("method") or Path(str(ckpt_raw)).name)
         if (label := base_model_label((adapt or {}).get("gguf_file"))) is not None:
             name = adapted_name(label, name)
+        elif (base := _trained_base(adapt, root)) is not None:  # the pipeline's own model extended (`extend`)
+            name = adapted_name(trained_base_label(base.get("pe"), base.get("pe_options"),
+                                                   base.get("training_length")), name)  # fmt: skip
+            base_train = {"tokens": base.get("tokens"), "params": base.get("params")}
     elif train is None and prov["model"] == "peeval-llama" and shipped and not model_args.get("rope_scaling"):
         kind = "adapt"  # the adapters' base as shipped: their reference row (params.adapt null: no claim method)
         name = shipped_name(shipped)
@@ -585,6 +608,8 @@ def _parse_results_dir(run_dir: Path, path: Path, root: Path) -> dict[str, list[
         "eval_metadata": protocol_all.get("metadata"),
         "versions": versions,
     }
+    if base_train is not None:  # the budget of the model an extension started from (claims' scale criterion)
+        params["base_train"] = base_train
     if subtasks := summarised_subtasks(doc, path):
         params["subtasks"] = subtasks
     if unknown := directions(doc, path):  # metrics peeval's registry does not know: lm-eval's direction
@@ -601,8 +626,7 @@ def _parse_results_dir(run_dir: Path, path: Path, root: Path) -> dict[str, list[
         "torch_version": versions.get("torch"),
         "transformers_version": versions.get("transformers") or doc.get("transformers_version"),
         "date": date, "max_length": _int(prov.get("max_length"), "peeval.max_length", 1),
-        "training_length": _int((train or {}).get("training_length") or prov.get("training_length"),
-                                "training_length", 1),
+        "training_length": _training_length(train, adapt, prov),
         "protocol": protocol, "dtype": prov.get("dtype"), "results_path": _rel(path, root),
         "diag_task": (train or {}).get("task"),
     })  # fmt: skip

@@ -308,6 +308,12 @@ def shipped_name(label: str) -> str:
     return f"{label} as shipped"
 
 
+def trained_base_label(pe: str, pe_options: dict | None, window: int | None) -> str:
+    """A peeval-pretrained model as the base of an adaptation (params.yaml ``extend``): ``rope (256 tokens)``."""
+    label = encoding_label(pe, pe_options or {})
+    return f"{label} ({window} tokens)" if window else label
+
+
 def adapted_name(label: str, method: str) -> str:
     """The base model after one adaptation method: ``<label> + <method>``."""
     return f"{label} + {method}"

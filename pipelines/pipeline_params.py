@@ -259,6 +259,17 @@ class Adapt(Strict):
     train: Sets
 
 
+class Extend(Strict):
+    """Context extension of the pipeline's own pretrained model (TAPE table 2 scaled down): ``base`` (an
+    encodings key, a rope model) adapted with each of ``methods`` on ``train.set`` (seq_len: the new window,
+    factor, steps: the same data and steps for every method), read by the ``eval`` suites."""
+
+    base: str
+    methods: Annotated[Names, _one_of(adapt_methods)]
+    train: Sets
+    eval: Names
+
+
 def _profile(v: str) -> str:
     if v not in TRAIN_PROFILES:
         raise ValueError(f"allowed {', '.join(TRAIN_PROFILES)} (peeval/training/profiles.py)")
@@ -282,6 +293,7 @@ class PipelineParams(Strict):
     diagnostics: Diagnostics
     shift: Shift
     adapt: Adapt
+    extend: Extend
     eval: Eval
 
     @model_validator(mode="after")
@@ -291,6 +303,17 @@ class PipelineParams(Strict):
         if bad:
             raise At("shift.encodings", f"unknown {', '.join(map(repr, bad))}; allowed encodings.* keys: "
                      f"{', '.join(self.encodings)}")  # fmt: skip
+        if self.extend.methods:
+            if self.extend.base not in self.encodings:
+                raise At("extend.base", f"unknown {self.extend.base!r}; allowed encodings.* keys: "
+                         f"{', '.join(self.encodings)}", self.extend.base)  # fmt: skip
+            if (pe := self.encodings[self.extend.base].pe) != "rope":
+                raise At("extend.base", f"encodings.{self.extend.base} is pe {pe!r}; the extension methods "
+                         "rescale or adapt RoPE: name a rope encoding", self.extend.base)  # fmt: skip
+        bad = [x for x in self.extend.eval if x not in self.eval.suites]
+        if bad:
+            raise At("extend.eval", f"unknown {', '.join(map(repr, bad))}; allowed eval.suites keys: "
+                     f"{', '.join(self.eval.suites)}")  # fmt: skip
         return self
 
     def seed_of(self, encoding: str) -> int:

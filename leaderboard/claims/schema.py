@@ -27,6 +27,10 @@ ACC_UNITS = ("acc_pct", "err_pct")
 CPU = ("testable", "partial", "no")
 DEFAULT_PATH = Path(__file__).resolve().parent.parent / "claims.yaml"
 
+#: run_params an adapter claim may pin (keys of adapt_summary.json): the packaged base's file, or the
+#: pipeline's own checkpoint an extension started from (params.yaml ``extend``)
+ADAPT_RUN_PARAMS = ("gguf_file", "base")
+
 
 class ClaimsError(ValueError):
     """A malformed claims file: the message names the file, the claim and the field."""
@@ -233,9 +237,16 @@ def _check_names(e: dict, where: str, pending: list[tuple[str, str]]) -> None:
             raise ClaimsError(f"{where}: field 'metric': {e['metric']!r} is not a metric of this task ({problem})")
     leaves = _leaf_tasks(e["task"])
     diag = [own[t].get("metadata", {}).get("diag_task") for t in leaves if t.startswith(records.DIAG_PREFIX)]
+    adapters = all(isinstance(v, dict) and v.get("method") for v in (e.get("variants") or {}).values())
     for key in e.get("run_params") or {}:
+        if adapters and not diag:  # which base the adapters started from (their adapt_summary.json)
+            if key not in ADAPT_RUN_PARAMS:
+                raise ClaimsError(f"{where}: field 'run_params': {key!r} is not recorded by `peeval adapt` "
+                                  f"(allowed for adapter claims: {', '.join(ADAPT_RUN_PARAMS)})")  # fmt: skip
+            continue
         if not diag:
-            raise ClaimsError(f"{where}: field 'run_params': only diagnostic claims take run_params, not {key!r}")
+            raise ClaimsError(f"{where}: field 'run_params': only diagnostic and adapter claims take run_params, "
+                              f"not {key!r}")  # fmt: skip
         from peeval.tasks.diagnostics.generators import params
 
         allowed = {k for d in diag for k in params(d)}
