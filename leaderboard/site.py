@@ -601,7 +601,9 @@ class Site:
             runs=True,
             corpus_task=PPL_PREFIX,
         )
-        here = {r["name"] for r in self.q("select distinct name from runs where kind in ('pretrain', 'diagnostic')")}
+        # the pipeline's own models, its extended rope model included (params.base_train: same tokenizer)
+        here = {r["name"] for r in self.q("select distinct name from runs where kind in ('pretrain', 'diagnostic') "
+                                          "or json_extract(params, '$.base_train') is not null")}  # fmt: skip
         train_len = self.training_length()
         mark = [(train_len, f"training length {train_len}")] if train_len else []
         theirs = [(r["L"], f"training length {r['L']:,}") for r in self.q(
@@ -726,7 +728,13 @@ class Site:
                 "select checkpoint, summary from efficiency where method is not null and summary is not null"
             )
         }
-        labels: dict[str, str] = {}
+        # an extension of the pipeline's own model is named by its run ("rope (256 tokens) + tape")
+        labels: dict[str, str] = {
+            r["checkpoint"]: r["name"]
+            for r in self.q(
+                "select distinct checkpoint, name from runs where json_extract(params, '$.base_train') is not null"
+            )  # fmt: skip
+        }
         for r in rows:
             ck = r["checkpoint"]
             if ck not in labels:
