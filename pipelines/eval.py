@@ -4,7 +4,6 @@ results/<kind>/<name>/<suite>/results.json (+ samples).
     python pipelines/eval.py pretrain <encoding> <suite>
     python pipelines/eval.py diag <run> <seed>          (a diagnostics.runs entry)
     python pipelines/eval.py adapt <method> <suite>
-    python pipelines/eval.py extend <method> <suite>    (the pipeline's own model extended: params.yaml extend)
     python pipelines/eval.py base <suite>      (the adapters' base model as shipped: their reference row)
 """
 
@@ -13,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 
-from common import ADAPT, DIAG, EXTEND, PRETRAIN, RESULTS, diag_name, entry, params, read_json, use_mirror
+from common import ADAPT, DIAG, PRETRAIN, RESULTS, diag_name, entry, params, read_json, use_mirror
 from pipeline_params import PipelineParams
 
 from peeval.cli import main as peeval_main
@@ -56,9 +55,9 @@ def argv_for(kind: str, name: str, what: str, p: PipelineParams) -> list[str]:
             if PASSKEY_TASK in tasks:
                 metadata.setdefault("tokenizer", str(ck))  # count prompt tokens with the model's own tokenizer
             args = ["--model", "peeval", "--model_args", f"pretrained={ck}"]
-        elif kind in ("adapt", "extend", "base"):
-            if kind != "base":
-                ck = (ADAPT if kind == "adapt" else EXTEND) / name
+        elif kind in ("adapt", "base"):
+            if kind == "adapt":
+                ck = ADAPT / name
                 s = read_json(ck / "adapt_summary.json")
                 margs = f"pretrained={s['base']},adapter={ck}"
                 gguf = s.get("gguf_file")
@@ -69,11 +68,9 @@ def argv_for(kind: str, name: str, what: str, p: PipelineParams) -> list[str]:
                 margs += f",gguf_file={gguf}"
             if metadata.get("lengths"):
                 margs += f",max_length={max(int(x) for x in metadata['lengths']) + 64}"
-            elif kind == "extend":  # prompts (SCROLLS) read at the extended window, not the base's native one
-                margs += f",max_length={s['seq_len']}"
             args = ["--model", "peeval-llama", "--model_args", margs]
         else:
-            raise SystemExit(f"eval: unknown kind {kind!r} (pretrain, diag, adapt, extend, base)")
+            raise SystemExit(f"eval: unknown kind {kind!r} (pretrain, diag, adapt, base)")
         args += ["--tasks", ",".join(tasks)]
         out = RESULTS / kind / name if kind != "base" else RESULTS / "base"
         run = what
