@@ -34,7 +34,8 @@ def _db() -> duckdb.DuckDBPyConnection:
 
 def _run(con, run_id: str, seed: int, training_length: int, *, method: str | None = None, pe: str = "rope") -> None:
     kind = "adapt" if method else "pretrain"
-    params = {"adapt": {"method": method}} if method else {}
+    # an adapter of the packaged SmolLM2 GGUF, as adapt_summary.json records it (the claims pin their base)
+    params = {"adapt": {"method": method, "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf"}} if method else {}
     con.execute(
         "INSERT INTO runs (run_id, name, kind, checkpoint, pe, pe_options, params, seed, date, training_length)"
         " VALUES (?, ?, ?, ?, ?, '{}', ?, ?, TIMESTAMP '2026-11-26 10:00:00', ?)",
@@ -162,7 +163,8 @@ def test_the_context_extension_claims_carry_the_field():
     claims = {c.id: c for c in C.load_claims()}
     beyond = {cid for cid, c in claims.items() if c.beyond_window}
     assert beyond == {"tape-t2-ctx-ext-proof-pile", "tape-t2-ctx-ext-pg19", "tape-f3-passkey",
-                      "tape-f3-passkey-theta", "pope-f2-pg19-extrapolation"}  # fmt: skip
+                      "tape-f3-passkey-theta", "pope-f2-pg19-extrapolation",
+                      "tape-t2-scaled-pg19", "tape-t2-scaled-proof-pile"}  # fmt: skip
 
 
 @pytest.mark.parametrize(
