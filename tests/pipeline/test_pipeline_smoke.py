@@ -165,8 +165,10 @@ def test_cpu_claims_extends_cpu_without_rerunning_it():
     claims, _ = load(root / "params" / "cpu-claims.yaml")  # composed: cpu with the file merged on top
     for key in ("profile", "seed", "data", "tokenizer", "train", "shift", "adapt", "eval"):
         assert claims[key] == cpu[key], key
-    assert {k: v for k, v in claims["diagnostics"].items() if k != "runs"} == {
-        k: v for k, v in cpu["diagnostics"].items() if k != "runs"
+    assert {k: v for k, v in claims["diagnostics"].items() if k not in ("runs", "seeds")} == {
+        k: v for k, v in cpu["diagnostics"].items() if k not in ("runs", "seeds")
     }
+    # more seeds add stages to the runs x seeds matrix; a seed is no stage parameter, so cpu's stay as they are
+    assert set(claims["diagnostics"]["seeds"]) >= set(cpu["diagnostics"]["seeds"])
     assert claims["encodings"].items() >= cpu["encodings"].items()
     assert claims["diagnostics"]["runs"].items() >= cpu["diagnostics"]["runs"].items()
