@@ -1,5 +1,5 @@
 # One command each: `make test` (venv + install + tests), `make leaderboard` (the whole pipeline:
-# `dvc repro` on params.yaml, the cpu profile by default; PROFILE=smoke|paper switches; JOBS=N stages at once), `make bench`, `make lint`.
+# `dvc repro` on params.yaml, the cpu profile by default; PROFILE=smoke|paper switches; JOBS=N stages at once; STAGES="extend eval_extend" only those and what they need), `make bench`, `make lint`.
 # Installs take the exact versions of the lock (constraints.txt); `make upgrade-check` tries the newest
 # versions pyproject's ranges allow in a venv of its own, `make lock` moves the lock (README: Reproducible installs).
 VENV ?= .venv
@@ -11,6 +11,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.peeval-installed
 # stages at once in `make leaderboard` (pipelines/repro.py; 1: plain `dvc repro`)
 JOBS ?= 2
+STAGES ?=
 
 .PHONY: test test-slow lint format bench venv leaderboard site upgrade-check lock
 
@@ -45,7 +46,7 @@ bench: $(STAMP)
 leaderboard: $(STAMP)
 	@if [ -n "$(PROFILE)" ]; then $(PY) pipelines/use_profile.py $(PROFILE); fi
 	$(PY) -m peeval.cli data   # params.yaml's data.mirror folders: verified in data.root, else downloaded (pinned, sha256)
-	PATH="$(abspath $(VENV))/bin:$$PATH" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(PY) pipelines/repro.py --jobs $(JOBS)
+	PATH="$(abspath $(VENV))/bin:$$PATH" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(PY) pipelines/repro.py --jobs $(JOBS) $(STAGES)
 	@echo "leaderboard: file://$(abspath leaderboard/site/index.html)"
 
 # the leaderboard of a published profile (leaderboard/published/$(SITE_PROFILE)/: results, summaries, curves a

@@ -50,8 +50,19 @@ def _say(msg: str, err: bool = False) -> None:
     print(f"{time.strftime('%H:%M:%S')} {msg}", file=sys.stderr if err else sys.stdout, flush=True)
 
 
-def run_parallel(jobs: int) -> int:
-    """Run every changed stage with up to ``jobs`` at once; 0 when all succeeded."""
+def _selected(graph, stages: list, targets: list[str]) -> list:
+    """The stages named by ``targets`` (exact name, or group name before '@') and every stage upstream."""
+    import networkx as nx
+
+    named = [s for s in stages if any(s.addressing == t or s.addressing.startswith(t + "@") for t in targets)]
+    keep = set(named)
+    for s in named:
+        keep |= nx.descendants(graph, s)  # edges point from a stage to the stages it depends on
+    return [s for s in stages if s in keep]
+
+
+def run_parallel(jobs: int, targets: list[str] | None = None) -> int:
+    """Run every changed stage (of ``targets`` and upstream, if given) with up to ``jobs`` at once; 0 when all succeeded."""
     from dvc.repo import Repo
 
     threads = _threads(jobs)
@@ -59,6 +70,14 @@ def run_parallel(jobs: int) -> int:
     with Repo(".") as repo, repo.lock:
         graph = repo.index.graph  # edges: stage -> the stages it depends on
         stages = [s for s in graph.nodes if s.cmd and not s.frozen]
+        if targets:
+            names = {s.addressing.split("@")[0] for s in stages} | {s.addressing for s in stages}
+            unknown = [t for t in targets if t not in names]
+            if unknown:
+                print(f"repro: target {unknown[0]!r}: not a stage of dvc.yaml (allowed: {', '.join(sorted(n for n in names if '@' not in n))})",
+                      file=sys.stderr)  # fmt: skip
+                return 2
+            stages = _selected(graph, stages, targets)
         pending = set(stages)
         done: set = {s for s in graph.nodes if s not in pending}
         running: dict = {}  # stage -> (Popen, log file, start time)
@@ -127,16 +146,17 @@ def run_parallel(jobs: int) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--jobs", "-j", default="1", help="stages at once (1: plain `dvc repro`)")
+    ap.add_argument("targets", nargs="*", help="stages or stage groups to reproduce with what they depend on (default: all)")
     args = ap.parse_args(argv)
     if not args.jobs.strip().isdigit() or int(args.jobs) < 1:  # `make leaderboard JOBS=…` lands here
         print(f"repro: --jobs {args.jobs}: allowed an integer >= 1", file=sys.stderr)
         return 2
     args.jobs = int(args.jobs)
     if args.jobs > 1:
-        rc = run_parallel(args.jobs)
+        rc = run_parallel(args.jobs, args.targets)
         if rc:
             return rc
-    return subprocess.call(["dvc", "repro"])  # checks every stage is up to date; runs anything left
+    return subprocess.call(["dvc", "repro", *args.targets])  # checks every stage is up to date; runs anything left
 
 
 if __name__ == "__main__":

@@ -76,3 +76,19 @@ def test_jobs_not_a_positive_integer_is_one_line_and_exit_2(project, jobs):
     assert r.returncode == 2
     assert r.stderr.strip() == f"repro: --jobs {jobs}: allowed an integer >= 1"
     assert not (project / "dvc.lock").exists() and not (project / "a.txt").exists()
+
+
+def test_a_target_runs_itself_and_its_upstream_only(project):
+    (project / "dvc.yaml").write_text(DVC_YAML + "  d:\n    cmd: python -c \"open('d.txt','w').write('d')\"\n    outs: [d.txt]\n")
+    r = run([sys.executable, str(RUNNER), "--jobs", "2", "c"], project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert all((project / f).is_file() for f in ("a.txt", "b.txt", "c.txt"))
+    assert not (project / "d.txt").exists()  # not upstream of c: left for a later run
+    assert set(yaml.safe_load((project / "dvc.lock").read_text())["stages"]) == {"a", "b", "c"}
+
+
+def test_an_unknown_target_is_one_line_and_exit_2(project):
+    r = run([sys.executable, str(RUNNER), "--jobs", "2", "nosuch"], project)
+    assert r.returncode == 2
+    assert r.stderr.strip() == "repro: target 'nosuch': not a stage of dvc.yaml (allowed: a, b, c)"
+    assert not (project / "dvc.lock").exists() and not (project / "a.txt").exists()
