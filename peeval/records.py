@@ -29,7 +29,7 @@ API (all pure functions of strings and numbers; ``decode`` returns None for "not
 - training curves: ``CURVE_COLUMNS`` (the header of ``train_curve.csv``);
 - the metric registry: :data:`METRICS` (each metric base once: kind and unit, direction, headline rank,
   aggregation over seeds, per-example outcome), ``metric_spec(m)``, ``higher_is_better(m, lm_eval)``,
-  ``metric_kind(task, m)``, ``headline_metrics(ms)``, ``is_count(m)``, ``is_outcome(m)``;
+  ``metric_kind(task, m)``, ``headline_metrics(ms)``, ``is_count(m)``, ``is_outcome(m)``, ``outcome_scale(m)``;
 - statistics: ``mean_stderr(xs)`` (mean, stdev/sqrt(n) or None for n < 2), ``seed_stderr(xs)``, and the one
   mean ± stderr over seeds that the leaderboard and the claims show, :func:`seed_estimate`;
 - the interval of a difference of two such estimates: :func:`welch_difference` (Student's ``t_quantile``);
@@ -503,10 +503,16 @@ def is_count(metric: str) -> bool:
     return spec is not None and spec.kind == "count"
 
 
-def is_outcome(metric: str) -> bool:
-    """A share of examples whose per-example value is the 0/1 ``samples.correct`` (acc, exact_match)."""
+def is_outcome(metric: str, task: str = "") -> bool:
+    """A share of examples whose per-example value is the 0/1 ``samples.correct`` (acc, exact_match; on a
+    SCROLLS task also em, a percent of examples: :func:`outcome_scale`)."""
     spec = METRICS.get(metric)
-    return spec is not None and spec.outcome and spec.kind == "fraction"
+    return spec is not None and spec.outcome and metric_kind(task, metric) in ("fraction", "percent")
+
+
+def outcome_scale(task: str, metric: str) -> float:
+    """The task mean of an outcome metric per share of examples right: 100 for a percent (SCROLLS' em), else 1."""
+    return 100.0 if metric_kind(task, metric) == "percent" else 1.0
 
 
 #: the keys of a sample (samples_<task>.jsonl) that hold its 0/1 outcome, in the order ingest reads them

@@ -62,7 +62,7 @@ def _selected(graph, stages: list, targets: list[str]) -> list:
 
 
 def run_parallel(jobs: int, targets: list[str] | None = None) -> int:
-    """Run every changed stage (of ``targets`` and upstream, if given) with up to ``jobs`` at once; 0 when all succeeded."""
+    """Run every changed stage (only ``targets`` and upstream, if given), ``jobs`` at once; 0 when all succeeded."""
     from dvc.repo import Repo
 
     threads = _threads(jobs)
@@ -74,8 +74,8 @@ def run_parallel(jobs: int, targets: list[str] | None = None) -> int:
             names = {s.addressing.split("@")[0] for s in stages} | {s.addressing for s in stages}
             unknown = [t for t in targets if t not in names]
             if unknown:
-                print(f"repro: target {unknown[0]!r}: not a stage of dvc.yaml (allowed: {', '.join(sorted(n for n in names if '@' not in n))})",
-                      file=sys.stderr)  # fmt: skip
+                allowed = ", ".join(sorted(n for n in names if "@" not in n))
+                print(f"repro: target {unknown[0]!r}: not a stage of dvc.yaml (allowed: {allowed})", file=sys.stderr)
                 return 2
             stages = _selected(graph, stages, targets)
         pending = set(stages)
@@ -146,7 +146,9 @@ def run_parallel(jobs: int, targets: list[str] | None = None) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--jobs", "-j", default="1", help="stages at once (1: plain `dvc repro`)")
-    ap.add_argument("targets", nargs="*", help="stages or stage groups to reproduce with what they depend on (default: all)")
+    ap.add_argument(
+        "targets", nargs="*", help="stages or stage groups to reproduce with what they depend on (default: all)"
+    )
     args = ap.parse_args(argv)
     if not args.jobs.strip().isdigit() or int(args.jobs) < 1:  # `make leaderboard JOBS=…` lands here
         print(f"repro: --jobs {args.jobs}: allowed an integer >= 1", file=sys.stderr)

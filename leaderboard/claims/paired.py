@@ -57,7 +57,7 @@ MIN_EXAMPLES = 10
 
 @dataclass
 class Paired:
-    """A paired comparison of two encodings (raw accuracies in [0, 1], focus − other)."""
+    """A paired comparison of two encodings (raw shares of examples in [0, 1], focus − other)."""
 
     diff: float  # mean over seed pairs and examples of focus − other
     se: float
@@ -143,7 +143,7 @@ def _outcomes(store: Store, unit: list[str], task: str, metric: str) -> tuple[di
         out = {doc: (h, ok) for doc, h, ok in rows}
         if len(out) != len(rows):
             return {}, f"run {run_id} holds a doc_id twice"
-        acc = sum(ok for _, ok in out.values()) / len(out)
+        acc = sum(ok for _, ok in out.values()) / len(out) * records.outcome_scale(task, metric)
         if not math.isclose(acc, got[0], rel_tol=1e-6, abs_tol=1e-9):
             return {}, f"run {run_id}: its samples give {acc:.6g}, not its {metric} {got[0]:.6g}"
         return out, ""
@@ -172,7 +172,7 @@ def compare(
 ) -> tuple[Paired | None, str]:
     """The paired comparison of two encodings' runs on ``task``/``metric``, or (None, why it was not
     possible) — then the caller falls back to the unpaired rule."""
-    if not isinstance(task, str) or not records.is_outcome(metric):  # per example: the samples' 0/1 correct
+    if not isinstance(task, str) or not records.is_outcome(metric, task):  # per example: the samples' 0/1 correct
         what = "task" if isinstance(task, str) else "task mean"
         return None, f"no per-example outcome for {metric!r} of a {what}"
     sides, why = _per_unit(focus_units, other_units, lambda unit: _outcomes(store, unit, task, metric))
@@ -287,7 +287,12 @@ def differences(
         docs, why_docs = (None, "") if pair is not None or c.unit != "ppl" else compare_ppl(
             store, c.task, ev.metrics[name], ev.units[c.focus], ev.units[name])  # fmt: skip
         if pair is not None:
-            se, p, test, df = scale * pair.se, pair.p, pair.test, paired_df(pair)
+            se, p, test, df = (
+                scale * records.outcome_scale(c.task, ev.metrics[name]) * pair.se,
+                pair.p,
+                pair.test,
+                paired_df(pair),
+            )
             notes.append(pair.describe())
         elif docs is not None:  # decided on the log scale (paired t); the se shown in ppl by the delta method
             log_diff, log_se, df, n_docs, k = docs

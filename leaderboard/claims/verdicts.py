@@ -141,15 +141,14 @@ def _window(c: Claim, metric: str | None, store: Store, run_ids: list[str]) -> t
 
 
 def _undertrained(c: Claim, store: Store, run_ids: list[str]) -> str:
-    """For a perplexity claim: why its pretrained language models are too small a budget to carry it ('' when
-    they meet ``decision.MIN_TOKENS_PER_PARAM``, or the runs are no text pretraining: diagnostics, adapters of a
-    packaged model; an extension of a peeval-pretrained model is judged by its base's budget)."""
-    if c.unit != "ppl":
-        return ""
+    """Why a claim's language models are too small a budget to carry it ('' when they meet
+    ``decision.MIN_TOKENS_PER_PARAM``, or the runs are no text pretraining: diagnostics, adapters of a packaged
+    model). Perplexity claims are judged by their pretrained models' budget; an extension of a peeval-pretrained
+    model by its base's budget, whatever the task (SCROLLS after extension too)."""
     ratios = {}
     for r in run_ids:
         s = store.runs.get(r, {}).get("summary") or {}
-        if s.get("task") is None and s.get("tokens") and s.get("params"):  # a text pretraining run
+        if c.unit == "ppl" and s.get("task") is None and s.get("tokens") and s.get("params"):  # text pretraining
             ratios[r] = float(s["tokens"]) / float(s["params"])
         base = (store.runs.get(r, {}).get("params") or {}).get("base_train") or {}
         if base.get("tokens") and base.get("params"):  # an extension of a peeval-pretrained model: its base's budget

@@ -218,6 +218,26 @@ def test_unpaired_rule_is_inconclusive_where_mcnemar_decides(tmp_path):
     assert got == [("ii:a-vs-b", "reproduced", "mcnemar")]
 
 
+def test_scrolls_exact_match_a_score_x100_is_paired_by_mcnemar(tmp_path):
+    """SCROLLS' em is a task mean x 100 (metrics.mean_x100) of per-document 0/1 matches: paired like acc,
+    its samples checked against the x100 mean, the se in points (score_pct is already x100)."""
+    con = _db()
+    task = "peeval_scrolls_contract_nli"
+    for run_id, pe, ok in (("tape0", "tape", [1] * 8 + [0] * 12), ("rope0", "rope", [1] * 2 + [0] * 18)):
+        _run(con, run_id, pe, 0, ok, task=task)
+        con.execute(
+            "UPDATE metrics SET metric = 'em', value = 100 * value, stderr = 100 * stderr WHERE run_id = ?", [run_id]
+        )
+        con.execute("UPDATE runs SET kind = 'pretrain' WHERE run_id = ?", [run_id])  # SCROLLS reads language models
+    variants = {"a": {"pe": "tape", "paper": None}, "b": {"pe": "rope", "paper": None}}
+    row = _row(con, _claims(tmp_path, task=task, metric="em", unit="score_pct", variants=variants))
+    assert row["peeval_value"] == pytest.approx(40.0 - 10.0)
+    assert row["test"] == "mcnemar" and row["p_value"] == pytest.approx(2 / 2**6)  # 6 discordant, all for tape
+    # d = 1 on 6 of 20 documents: var = (6 * .7^2 + 14 * .3^2) / 19, se = 100 * sqrt(var / 20)
+    assert row["stderr"] == pytest.approx(100 * math.sqrt((6 * 0.49 + 14 * 0.09) / 19 / 20))
+    assert records.outcome_scale(task, "em") == 100.0 and records.outcome_scale(II, "acc") == 1.0
+
+
 def duckdb_claims(con) -> list[tuple]:
     return con.execute("SELECT claim_id, verdict, test FROM claims").fetchall()
 

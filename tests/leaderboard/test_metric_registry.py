@@ -37,6 +37,9 @@ def test_registry_hand_checked():
     assert R.headline_metrics(["acc", "read_acc", "seq_acc"]) == ["acc", "seq_acc"]
     assert R.OUTCOME_KEYS == ("acc", "exact_match", "em")
     assert R.is_outcome("acc") and R.is_outcome("exact_match") and not R.is_outcome("em")
+    # SCROLLS' em is a percent of examples (metrics.mean_x100 of 0/1 matches): an outcome there, x 100
+    assert R.is_outcome("em", "peeval_scrolls_quality") and R.outcome_scale("peeval_scrolls_quality", "em") == 100
+    assert R.outcome_scale("peeval_diag_addition_test", "acc") == 1
     assert {s.seeds for s in R.METRICS.values()} == {"mean", "sum"}
     assert all(s.kind in R.KINDS for s in R.METRICS.values())
 

@@ -88,7 +88,8 @@ def _run(args: list[str], cwd: Path, mirror: str | None = None) -> str:
 def test_extend_stages_ingest_and_claims(tmp_path):
     """A smoke rope model (64 tokens) extended to 128 by tape and lora, perplexity read up to 256: the rows are
     named for their base, carry the extended window and the base's budget; the scaled TAPE table 2 claim
-    reads them (not decidable at this scale: a smoke model) and the SmolLM2 claim of the same table does not."""
+    reads them (not decidable at this scale: a smoke model; SCROLLS after the extension too) and the SmolLM2
+    claim of the same table does not."""
     p = _profile("smoke")
     p["data"]["root"] = str((REPO / p["data"]["root"]).resolve())
     p["extend"] = {
@@ -98,9 +99,9 @@ def test_extend_stages_ingest_and_claims(tmp_path):
         "eval": ["ext"],
     }
     p["eval"]["suites"]["ext"] = {
-        "tasks": ["peeval_ppl_pg19"],
+        "tasks": ["peeval_ppl_pg19", "peeval_scrolls_contract_nli"],
         "metadata": {"lengths": [64, 256], "targets": 128, "skip": 256, "max_docs": 2},
-        "limit": None,
+        "limit": 2,
     }
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
     py = sys.executable
@@ -131,10 +132,15 @@ def test_extend_stages_ingest_and_claims(tmp_path):
     got = dict(
         con.execute(
             "SELECT claim_id, verdict || ' | ' || coalesce(setting_diff, '') FROM claims "
-            "WHERE claim_id IN ('tape-t2-scaled-pg19:tape-vs-lora', 'tape-t2-ctx-ext-pg19:tape-vs-lora')"
+            "WHERE claim_id IN ('tape-t2-scaled-pg19:tape-vs-lora', 'tape-t2-ctx-ext-pg19:tape-vs-lora', "
+            "'tape-t2-scaled-scrolls-contract-nli:tape-vs-lora')"
         ).fetchall()
     )
     con.close()
     scaled = got["tape-t2-scaled-pg19:tape-vs-lora"]
     assert scaled.startswith("not decidable here") and "not decidable at this scale" in scaled, scaled
     assert got["tape-t2-ctx-ext-pg19:tape-vs-lora"].startswith("not measured"), got  # SmolLM2's claim: not these runs
+    # SCROLLS after the extension: paired by document (McNemar on em), and judged by the base's budget too
+    scrolls = got["tape-t2-scaled-scrolls-contract-nli:tape-vs-lora"]
+    assert scrolls.startswith("not decidable here") and "not decidable at this scale" in scrolls, scrolls
+    assert "paired on 2 shared examples" in scrolls, scrolls

@@ -79,7 +79,9 @@ def test_jobs_not_a_positive_integer_is_one_line_and_exit_2(project, jobs):
 
 
 def test_a_target_runs_itself_and_its_upstream_only(project):
-    (project / "dvc.yaml").write_text(DVC_YAML + "  d:\n    cmd: python -c \"open('d.txt','w').write('d')\"\n    outs: [d.txt]\n")
+    (project / "dvc.yaml").write_text(
+        DVC_YAML + "  d:\n    cmd: python -c \"open('d.txt','w').write('d')\"\n    outs: [d.txt]\n"
+    )
     r = run([sys.executable, str(RUNNER), "--jobs", "2", "c"], project)
     assert r.returncode == 0, r.stdout + r.stderr
     assert all((project / f).is_file() for f in ("a.txt", "b.txt", "c.txt"))
