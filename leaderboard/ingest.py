@@ -38,6 +38,7 @@ from peeval.records import (
     DATA_SOURCES,
     DIAG_PREFIX,
     DIAG_TASKS,
+    DOC_SCORE_KEYS,
     LOCAL_SOURCE,
     METRICS,
     OUTCOME_KEYS,
@@ -331,8 +332,10 @@ def _sample_row(s: Any, task: str, run_id: str) -> tuple[dict, str]:
     if key is not None:
         hi = 1.0 if METRICS[key].kind == "fraction" else math.inf
         correct = _real(s[key], f"'{key}'", 0.0, hi) > 0
+    scores = {k: v for k in DOC_SCORE_KEYS if (v := _real(s.get(k), f"'{k}'", 0.0, 1.0)) is not None}
     row = {"run_id": run_id, "task": task, "doc_id": _int(s["doc_id"], "'doc_id'"), "prompt": _clip(prompt),
-           "target": _clip(s.get("target")), "response": _clip(resp), "correct": correct}  # fmt: skip
+           "target": _clip(s.get("target")), "response": _clip(resp), "correct": correct,
+           "scores": json.dumps(scores, sort_keys=True) if scores else None}  # fmt: skip
     return row, str(s.get("filter", "none"))
 
 

@@ -191,7 +191,9 @@ CREATE TABLE IF NOT EXISTS samples (
     prompt   VARCHAR,
     target   VARCHAR,
     response VARCHAR,
-    correct  BOOLEAN            -- the sample's acc / exact_match when it has one, else NULL
+    correct  BOOLEAN,           -- the sample's acc / exact_match when it has one, else NULL
+    scores   JSON               -- the per-document parts of a corpus statistic (peeval.records.DOC_SCORE_KEYS:
+                                -- SCROLLS' rouge1/2/L, from which Rgm is computed), NULL when none
 );
 
 -- ---------------------------------------------------------------------------------------------

@@ -515,6 +515,10 @@ def outcome_scale(task: str, metric: str) -> float:
     return 100.0 if metric_kind(task, metric) == "percent" else 1.0
 
 
+#: the per-document parts of a corpus statistic (SCROLLS' Rgm: the geometric mean of the three corpus means) that
+#: ingest keeps in samples.scores, for the paired bootstrap over documents (leaderboard/claims/paired.py)
+DOC_SCORE_KEYS: tuple[str, ...] = ("rouge1", "rouge2", "rougeL")
+
 #: the keys of a sample (samples_<task>.jsonl) that hold its 0/1 outcome, in the order ingest reads them
 OUTCOME_KEYS: tuple[str, ...] = tuple(m for m, spec in METRICS.items() if spec.outcome)
 

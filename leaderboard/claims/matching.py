@@ -74,6 +74,19 @@ class Store:
             self.samples[key] = rows
         return self.samples[key]
 
+    def scores(self, run_id: str, task: str) -> dict[int, tuple[str, dict]]:
+        """The run's per-document metric values of ``task`` (samples.scores: SCROLLS' ROUGE per document), by
+        doc_id with the hash of its prompt and target as :meth:`outcomes`; {} when none."""
+        if self.con is None or str(run_id) not in self.runs:
+            return {}
+        q = ("SELECT doc_id, md5(coalesce(prompt, '') || chr(31) || coalesce(target, '')), scores FROM samples "
+             "WHERE run_id = ? AND task = ? AND scores IS NOT NULL ORDER BY doc_id")  # fmt: skip
+        try:
+            rows = self.con.execute(q, [str(run_id), str(task)]).fetchall()
+        except Exception:  # noqa: BLE001 - a store from before samples.scores (duckdb's BinderException)
+            return {}
+        return {int(d): (str(h), _json(v, f"samples.scores of run {run_id}")) for d, h, v in rows}
+
     def blocks(self, run_id: str, task: str, length: int) -> list[tuple[int, str, float, int]]:
         """The run's perplexity sums at ``length`` per document (ppl_blocks): (doc_id, what was scored:
         protocol, target run and token count, log-likelihood, tokens); [] when none. Two runs scored the same

@@ -35,6 +35,11 @@ Tests (``claims.test``):
   seeds x documents, and the t on its df decides; the se is shown in ppl (× the focus's ppl, the delta
   method). With one seed the uncertainty is over documents, not training seeds, and the note says so.
 
+- ``paired-bootstrap``: SCROLLS' Rgm (``rouge_gm``: the geometric mean of three corpus means, so no
+  per-document outcome) where both sides' single runs answered the same >= ``MIN_EXAMPLES`` documents: the
+  documents are resampled together (``BOOTSTRAP`` times, a fixed seed), the se is the spread of the Rgm
+  difference, and a t on n − 1 df decides.
+
 Anything else (no samples, different examples or seed counts, a metric that is neither the per-example
 ``correct`` of the samples table nor a perplexity with per-document sums: cells, task means, scores) is
 compared unpaired (``stats``).
@@ -240,6 +245,66 @@ def compare_ppl(
     return (diff, se, df, len(docs), len(f)), ""
 
 
+#: resamples of the paired bootstrap over documents (Monte Carlo error of its se ~ 1/sqrt(2 B) = 0.7 %)
+BOOTSTRAP = 10_000
+
+
+def rouge_gm(triples) -> float:
+    """SCROLLS' Rgm of per-document (rouge1, rouge2, rougeL): the geometric mean of the three corpus means, x 100
+    (peeval.tasks.scrolls.metrics.rouge_geometric_mean on the same numbers; numpy arrays of shape (..., n, 3))."""
+    import numpy as np
+
+    return 100.0 * np.prod(np.mean(triples, axis=-2), axis=-1) ** (1 / 3)
+
+
+def _doc_rouge(store: Store, unit: list[str], task: str, metric: str) -> tuple[dict, str]:
+    """{doc_id: (hash, (rouge1, rouge2, rougeL))} of the run that gives this unit its Rgm, or ({}, why not)."""
+    for run_id in unit:  # the same run as stats.run_value: the latest that has the metric
+        got = store.values.get((run_id, task), {}).get(metric)
+        if got is None:
+            continue
+        rows = store.scores(run_id, task)
+        try:
+            out = {d: (h, tuple(float(v[k]) for k in ("rouge1", "rouge2", "rougeL"))) for d, (h, v) in rows.items()}
+        except (KeyError, TypeError, ValueError):
+            return {}, f"run {run_id} has no per-document rouge1/rouge2/rougeL (samples.scores)"
+        if not out:
+            return {}, f"run {run_id} has no per-document rouge1/rouge2/rougeL (samples.scores)"
+        gm = float(rouge_gm([t for _, t in out.values()]))
+        if not math.isclose(gm, got[0], rel_tol=1e-6, abs_tol=1e-9):
+            return {}, f"run {run_id}: its documents give {metric} {gm:.6g}, not its {got[0]:.6g}"
+        return out, ""
+    return {}, "no run with the metric"
+
+
+def compare_rouge(
+    store: Store, task, metric: str, focus_units: list[list[str]], other_units: list[list[str]]
+) -> tuple[tuple[float, float, float, int] | None, str]:
+    """SCROLLS' Rgm (a corpus statistic: no per-document outcome), one seed per side, paired over the documents
+    both answered: (difference focus − other, its se from a paired bootstrap over documents, the t's df n − 1,
+    documents), or (None, why not). The resamples are drawn with a fixed seed, so the se is deterministic."""
+    import numpy as np
+
+    if metric != "rouge_gm" or not isinstance(task, str):
+        return None, f"{metric!r} is not a corpus ROUGE"
+    sides, why = _per_unit(focus_units, other_units, lambda unit: _doc_rouge(store, unit, task, metric))
+    if sides is None:
+        return None, why
+    if len(sides[0]) != 1:
+        return None, f"{len(sides[0])} seeds: the paired bootstrap over documents takes one seed per side"
+    (f,), (o,) = sides
+    if {d: h for d, (h, _) in f.items()} != {d: h for d, (h, _) in o.items()}:
+        return None, "the runs answered different documents"
+    docs = sorted(f)
+    if len(docs) < MIN_EXAMPLES:
+        return None, f"{len(docs)} shared documents (< {MIN_EXAMPLES} for a paired bootstrap)"
+    tf, to = np.array([f[d][1] for d in docs]), np.array([o[d][1] for d in docs])
+    diff = float(rouge_gm(tf) - rouge_gm(to))
+    idx = np.random.default_rng(0).integers(0, len(docs), size=(BOOTSTRAP, len(docs)))
+    se = float(np.std(rouge_gm(tf[idx]) - rouge_gm(to[idx]), ddof=1))  # the same documents on both sides
+    return (diff, se, float(len(docs) - 1), len(docs)), ""
+
+
 def paired_df(pair: Paired) -> float | None:
     """The t's degrees of freedom of a paired comparison (:func:`paired_anova`); None for McNemar (exact)."""
     return None if pair.test == "mcnemar" else pair.df
@@ -286,6 +351,8 @@ def differences(
         pair, why = compare(store, c.task, ev.metrics[name], ev.units[c.focus], ev.units[name], c.against(name)[2])
         docs, why_docs = (None, "") if pair is not None or c.unit != "ppl" else compare_ppl(
             store, c.task, ev.metrics[name], ev.units[c.focus], ev.units[name])  # fmt: skip
+        rouge, why_rouge = (None, "") if pair is not None or ev.metrics[name] != "rouge_gm" else compare_rouge(
+            store, c.task, ev.metrics[name], ev.units[c.focus], ev.units[name])  # fmt: skip
         if pair is not None:
             se, p, test, df = (
                 scale * records.outcome_scale(c.task, ev.metrics[name]) * pair.se,
@@ -303,12 +370,19 @@ def differences(
                 f"difference {log_diff:+.4f} ± {log_se:.4f}, t on {df:g} df"
                 + (" (one seed: the uncertainty is over documents, not training seeds)" if k == 1 else "")
             )
+        elif rouge is not None:
+            r_diff, se, df, n_docs = rouge
+            test = "paired-bootstrap"  # p from diff / se / df, as paired-se
+            notes.append(f"paired bootstrap over {n_docs} documents ({BOOTSTRAP} resamples, seed 0): "
+                         f"{ev.metrics[name]} difference {r_diff:+.4g} ± {se:.4g}, t on {df:g} df (one seed: the "
+                         "uncertainty is over documents, not training seeds)")  # fmt: skip
         elif fe.stderr is not None and oe.stderr is not None:
             se = math.sqrt(fe.stderr**2 + oe.stderr**2)
             test = fe.method if fe.method == oe.method else f"{fe.method} / {oe.method}"
             df = D.welch_df([(fe.stderr, seed_df(fe)), (oe.stderr, seed_df(oe))])
             notes.append(f"unpaired: {why}" + (f"; not paired over documents: {why_docs}" if why_docs else ""))
         else:
+            why = why_rouge or why
             notes.append(f"no uncertainty (one seed and no stderr): run >= 2 seeds; unpaired: {why}")
         out[name] = Difference(fe.value - oe.value, se, p, test, notes, df)
     return out

@@ -166,7 +166,8 @@ def _run(con, run_id: str, pe: str, seed: int, outcomes: list[int], task: str = 
     for i, ok in enumerate(outcomes):
         prompt = prompts[i] if prompts else f"example {i}"
         con.execute(
-            "INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?)", [run_id, task, i, prompt, str(i % 7), "x", bool(ok)]
+            "INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
+            [run_id, task, i, prompt, str(i % 7), "x", bool(ok)],
         )
 
 
@@ -284,7 +285,8 @@ def test_seeds_paired_where_the_independent_means_cannot_decide(tmp_path):
          "UPDATE metrics SET value = 70 / 99, n = 99 WHERE run_id = 'rope0'", "the runs answered different examples"),
         ("UPDATE samples SET correct = NOT correct WHERE run_id = 'rope0' AND doc_id = 0",
          "run rope0: its samples give 0.69, not its acc 0.7"),
-        ("INSERT INTO samples VALUES ('rope0', 'peeval_diag_indirect_indexing_test', 5, 'example 5', '5', 'x', true)",
+        ("INSERT INTO samples VALUES ('rope0', 'peeval_diag_indirect_indexing_test', 5, 'example 5', '5', 'x', true, "
+         "NULL)",
          "run rope0 holds a doc_id twice"),
         ("DELETE FROM samples WHERE run_id = 'pope0'", "run pope0 has no per-example samples"),
     ],
@@ -469,3 +471,81 @@ def test_perplexity_on_different_targets_is_not_paired():
     assert got is None and "different tokens" in why
     got, why = P.compare_ppl(store, "peeval_ppl_pg19", "bpb@64", [["f"]], [["o"]])
     assert got is None and "not a perplexity" in why
+
+
+# --------------------------------------------------------------------------- SCROLLS' Rgm: paired bootstrap
+QMSUM = "peeval_scrolls_qmsum"
+
+
+def _rouge_run(con, run_id: str, pe: str, triples: list[tuple[float, float, float]]) -> None:
+    """One language model's QMSum run: its Rgm and one sample per document with rouge1/2/L (samples.scores)."""
+    from peeval.tasks.scrolls.metrics import rouge_geometric_mean  # the task's own aggregation
+
+    con.execute(
+        "INSERT INTO runs (run_id, name, kind, checkpoint, pe, pe_options, params, seed, date)"
+        " VALUES (?, ?, 'pretrain', ?, ?, '{}', '{}', 0, TIMESTAMP '2026-11-26 09:00:00')",
+        [run_id, pe, f"ck/{run_id}", pe],
+    )
+    con.execute(
+        "INSERT INTO metrics VALUES (?, ?, 'rouge_gm', 'none', ?, NULL, ?)",
+        [run_id, QMSUM, rouge_geometric_mean(triples), len(triples)],
+    )
+    for i, (r1, r2, rl) in enumerate(triples):
+        scores = json.dumps({"rouge1": r1, "rouge2": r2, "rougeL": rl})
+        con.execute(
+            "INSERT INTO samples VALUES (?, ?, ?, ?, ?, 'x', NULL, ?)", [run_id, QMSUM, i, f"doc {i}", "t", scores]
+        )
+
+
+def _rouge_claim(tmp_path) -> Path:
+    variants = {"a": {"pe": "tape", "paper": None}, "b": {"pe": "rope", "paper": None}}
+    return _claims(tmp_path, task=QMSUM, metric="rouge_gm", unit="score_pct", variants=variants)
+
+
+def test_rouge_gm_is_paired_by_a_bootstrap_over_documents(tmp_path):
+    """With rouge1 = rouge2 = rougeL on every document, Rgm is 100 x the mean: the difference is 100 x the mean
+    per-document difference and the bootstrap's se the population sd of it / sqrt(n) (to its Monte Carlo error)."""
+    rng = np.random.default_rng(7)
+    x = rng.uniform(0.05, 0.4, 30)
+    y = np.clip(x - 0.03 + rng.normal(0, 0.02, 30), 0.01, 1)  # correlated with x: pairing matters
+    con = _db()
+    _rouge_run(con, "tape0", "tape", [(v, v, v) for v in x])
+    _rouge_run(con, "rope0", "rope", [(v, v, v) for v in y])
+    row = _row(con, _rouge_claim(tmp_path))
+    d = 100 * (x - y)
+    assert row["peeval_value"] == pytest.approx(d.mean(), rel=1e-9)
+    assert row["test"] == "paired-bootstrap" and row["df"] == 29
+    assert row["stderr"] == pytest.approx(d.std(ddof=0) / math.sqrt(30), rel=0.03)
+    unpaired = 100 * math.hypot(x.std(ddof=1), y.std(ddof=1)) / math.sqrt(30)
+    assert row["stderr"] < unpaired / 2  # the documents' difficulty counted once
+    assert "paired bootstrap over 30 documents (10000 resamples, seed 0)" in row["setting_diff"]
+    assert row["verdict"] == "reproduced"  # tape ahead by ~3 points at ~0.4 se: p far below 0.05
+
+
+def test_rouge_gm_of_the_claims_equals_the_tasks_aggregation():
+    from peeval.tasks.scrolls.metrics import rouge_geometric_mean
+
+    triples = [(0.3, 0.1, 0.25), (0.05, 0.0, 0.04), (0.5, 0.2, 0.45)]
+    assert float(P.rouge_gm(np.array(triples))) == pytest.approx(rouge_geometric_mean(triples), rel=1e-12)
+    # by hand: corpus means (0.85/3, 0.3/3, 0.74/3); their geometric mean x 100
+    assert rouge_geometric_mean(triples) == pytest.approx(100 * (0.85 * 0.3 * 0.74) ** (1 / 3) / 3, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("spoil", "why"),
+    [
+        ("UPDATE samples SET scores = NULL WHERE run_id = 'rope0'", "run rope0 has no per-document rouge1"),
+        ("UPDATE samples SET prompt = 'other' WHERE run_id = 'rope0' AND doc_id = 3", "different documents"),
+        ("UPDATE metrics SET value = value + 1 WHERE run_id = 'tape0'", "its documents give rouge_gm"),
+        (None, "9 shared documents (< 10"),
+    ],
+)
+def test_rouge_gm_falls_back_to_unpaired_and_says_why(tmp_path, spoil, why):
+    con = _db()
+    n = 12 if spoil else 9
+    _rouge_run(con, "tape0", "tape", [(0.2 + i / 100, 0.05, 0.18) for i in range(n)])
+    _rouge_run(con, "rope0", "rope", [(0.15 + i / 100, 0.04, 0.14) for i in range(n)])
+    if spoil:
+        con.execute(spoil)
+    row = _row(con, _rouge_claim(tmp_path))
+    assert row["test"] is None and why in row["setting_diff"], row["setting_diff"]

@@ -354,3 +354,20 @@ def test_stage_keeps_the_old_store_when_an_input_is_bad(layout):
     assert con.execute(q).fetchall() == [(0.75,)]
     con.close()
     assert sorted(p.name for p in (layout / "leaderboard").iterdir()) == ["peeval.duckdb"]
+
+
+def test_a_samples_per_document_scores_are_kept_beside_its_outcome():
+    """SCROLLS' QMSum sample: rouge1/2/L per document go to samples.scores (what Rgm's paired bootstrap reads); the
+    lists (rouge_gm's triple), the 0/1 outcome and other per-document values stay out; a sample without them has
+    none, and a ROUGE outside [0, 1] is refused."""
+    from leaderboard.ingest import _sample_row
+
+    s = {"doc_id": 3, "target": "t", "resps": [["r"]], "metrics": ["rouge1", "rouge2", "rougeL", "rouge_gm", "em"],
+         "rouge1": 0.25, "rouge2": 0.0, "rougeL": 0.2, "rouge_gm": [0.25, 0.0, 0.2], "em": 1.0}  # fmt: skip
+    row, _ = _sample_row(s, "peeval_scrolls_qmsum", "r0")
+    assert json.loads(row["scores"]) == {"rouge1": 0.25, "rouge2": 0.0, "rougeL": 0.2}
+    assert row["correct"] is True
+    row, _ = _sample_row({"doc_id": 0, "acc": 0.0, "acc@1x1": 0.0}, "peeval_diag_addition_test", "r0")
+    assert row["scores"] is None and row["correct"] is False
+    with pytest.raises(ValueError, match="'rouge1'"):
+        _sample_row({**s, "rouge1": 25.0}, "peeval_scrolls_qmsum", "r0")
