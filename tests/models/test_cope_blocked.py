@@ -3,6 +3,7 @@ attention): values and every gradient in float64, over several blocks, GQA, a KV
 left padding and every option; and no N×N tensor is kept for the backward."""
 
 import dataclasses
+import functools
 
 import pytest
 import torch
@@ -129,8 +130,10 @@ def test_sdpa_model_never_builds_the_full_bias(monkeypatch):
     m(x, labels=x).loss.backward()
 
 
-def test_backward_keeps_no_n_by_n_tensor():
-    """Under autograd the blocks are recomputed: the largest tensor saved is O(N·d), not N²."""
+def test_backward_keeps_no_n_by_n_tensor(monkeypatch):
+    """Under autograd, above the checkpoint budget, the blocks are recomputed: the largest tensor saved is
+    O(N·d), not N²."""
+    monkeypatch.setattr(cope_mod, "CHECKPOINT_ELEMENTS", 2 * 256 * 256 - 1)  # this call's bias: just above it
     n, d, h = 256, 8, 2
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, h, n, d, generator=g).requires_grad_() for _ in range(3))
@@ -146,3 +149,30 @@ def test_backward_keeps_no_n_by_n_tensor():
     out.sum().backward()
     assert sizes and max(sizes) <= h * n * d
     assert e.grad.abs().sum() > 0
+
+
+def _record_size(sizes: list[int], t: torch.Tensor) -> torch.Tensor:
+    sizes.append(t.numel())
+    return t
+
+
+def test_below_the_checkpoint_budget_blocks_are_kept_with_bitwise_the_same_gradients(monkeypatch):
+    """Small inputs (the CPU diagnostics) keep the blocks' temporaries instead of recomputing them: something
+    N-by-rows is saved, and the output and every gradient are bitwise those of the checkpointed blocks."""
+    n, d, h = 96, 8, 2
+    g = torch.Generator().manual_seed(0)
+    leaves = [torch.randn(1, h, n, d, generator=g).requires_grad_() for _ in range(3)]
+    e = torch.randn(d, 16, generator=g).requires_grad_()
+    got = {}
+    for budget in (0, 1 << 30):  # checkpointed, kept
+        monkeypatch.setattr(cope_mod, "CHECKPOINT_ELEMENTS", budget)
+        sizes: list[int] = []
+        pack = functools.partial(_record_size, sizes)
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            q, k, v = leaves
+            out = cope_attention(q, k, v, k, e, 16, d**-0.5, rows=32)
+        grads = torch.autograd.grad(out.sum(), [*leaves, e])
+        got[budget] = (out.detach(), grads, max(sizes))
+    (o0, g0, s0), (o1, g1, s1) = got[0], got[1 << 30]
+    assert s0 <= h * n * d < h * 32 * n <= s1  # recomputed: O(N·d) saved; kept: a block's rows x keys
+    assert torch.equal(o0, o1) and all(torch.equal(a, b) for a, b in zip(g0, g1, strict=True))

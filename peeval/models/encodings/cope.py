@@ -26,7 +26,8 @@ Choices where the paper is silent or the hooks constrain:
   since p_ij sums gates of keys j..i only, all of them after the padding.
 - Speed: ``reference_bias`` builds the full (B, H, Nq, Nk) bias (the reference, for the eager
   back-end and attention maps); the default path (the ``ContentBias``'s ``attend_fn``) computes
-  the same attention in query blocks (``cope_attention``), so no N×N tensor per head is ever held.
+  the same attention in query blocks (``cope_attention``), so no N×N tensor per head is ever held
+  (under autograd: once the bias would exceed ``CHECKPOINT_ELEMENTS``).
 """
 
 from __future__ import annotations
@@ -164,6 +165,10 @@ class CoPE(Encoding):
 #: query rows per block hold at most this many (B·H·rows·keys) elements per temporary
 BLOCK_ELEMENTS = 1 << 20
 MIN_BLOCK_ROWS = 32
+#: under autograd, blocks are checkpointed (recomputed in the backward) only when the whole bias would exceed this
+#: many (B·H·Nq·Nk) elements: below it the blocks' temporaries (a few x 64 MB at most) are kept, which trains the
+#: CPU diagnostics ~1.3x faster with bitwise the same loss and gradients (benchmarks/cope_checkpoint.py)
+CHECKPOINT_ELEMENTS = 1 << 24
 
 
 def cope_attention(
@@ -175,8 +180,9 @@ def cope_attention(
     (B, 1, Nq, Nk) masks the attention only (padding), as in the reference, never the gates.
     Keys are flipped once, so each block's reverse cumsum is a plain cumsum and its bias is
     built in flipped key order, which sdpa does not care about; a block sees only the keys
-    up to its last query (half the work of the full matrix). Under autograd every block is
-    checkpointed (recomputed in the backward), so training memory is linear in N too.
+    up to its last query (half the work of the full matrix). Under autograd, once the full bias would
+    exceed ``CHECKPOINT_ELEMENTS``, every block is checkpointed (recomputed in the backward), so training
+    memory is linear in N too; below it the blocks' temporaries are kept (no recompute).
     """
     q_gate = q if q_gate is None else q_gate
     q_pos = q if q_pos is None else q_pos
@@ -188,6 +194,7 @@ def cope_attention(
     gkf = repeat_kv(gk.to(dt), rep).flip(2)
     rows = rows or max(MIN_BLOCK_ROWS, BLOCK_ELEMENTS // max(1, b * h * nk))
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, q_gate, q_pos, k, v, gk, e))
+    recompute = grad and b * h * nq * nk > CHECKPOINT_ELEMENTS
     past = nk - nq
     outs = []
     for s in range(0, nq, rows):
@@ -204,7 +211,7 @@ def cope_attention(
             e,
         )
         fn = functools.partial(_cope_block, npos_max=npos_max, scale=scale, keep=keep)
-        outs.append(checkpoint(fn, *args, use_reentrant=False) if grad else fn(*args))
+        outs.append(checkpoint(fn, *args, use_reentrant=False) if recompute else fn(*args))
     return torch.cat(outs, dim=2)
 
 
