@@ -167,7 +167,7 @@ BLOCK_ELEMENTS = 1 << 20
 MIN_BLOCK_ROWS = 32
 #: under autograd, blocks are checkpointed (recomputed in the backward) only when the whole bias would exceed this
 #: many (B·H·Nq·Nk) elements: below it the blocks' temporaries (a few x 64 MB at most) are kept, which trains the
-#: CPU diagnostics ~1.3x faster with bitwise the same loss and gradients (benchmarks/cope_checkpoint.py)
+#: CPU profiles 1.15-1.35x faster with bitwise the same loss and gradients (benchmarks/cope_checkpoint.py)
 CHECKPOINT_ELEMENTS = 1 << 24
 
 
