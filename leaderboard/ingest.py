@@ -228,11 +228,16 @@ def check_metric(
         raise ValueError(f"{stderr_where}: {stderr!r} is not a finite number >= 0")
 
 
+#: a text ``_clip`` already shortened (a published sample's prompt): kept as it is, so clipping twice is clipping once
+_CLIPPED = re.compile(rf"(?s).{{{TEXT_LIMIT // 2}}}\[\.\.\. \d+ characters \.\.\.\].{{{TEXT_LIMIT // 2}}}")
+
+
 def _clip(text: Any) -> str | None:
+    """A sample's text as the store keeps it: at most TEXT_LIMIT characters, head and tail around a marker."""
     if text is None:
         return None
     s = text if isinstance(text, str) else json.dumps(text, default=str)
-    if len(s) <= TEXT_LIMIT:
+    if len(s) <= TEXT_LIMIT or _CLIPPED.fullmatch(s):
         return s
     half = TEXT_LIMIT // 2
     return f"{s[:half]}[... {len(s) - 2 * half} characters ...]{s[-half:]}"

@@ -1,6 +1,8 @@
 """Publish a profile's results for the leaderboard of every clone: copy what `dvc repro` produced
 on this machine (results with provenance and samples, training summaries and curves; never
-weights) to ``leaderboard/published/<profile>/`` with a SOURCE.json naming the machine.
+weights) to ``leaderboard/published/<profile>/`` with a SOURCE.json naming the machine. Samples keep
+what the store reads and no dataset text: each sample's ``doc`` (the dataset row; ``doc_hash`` stays) is
+dropped and long prompts and targets are cut as ingest cuts them, so the published store equals the local one.
 
     python -m leaderboard.publish --profile gpu --machine "1x NVIDIA H100 80GB"
 
@@ -91,7 +93,7 @@ def publish(
             dest.mkdir(parents=True, exist_ok=True)
             (dest / "results.json").write_text(_relative_paths(d / "results.json", here), encoding="utf-8")
             for f in sorted(d.glob("samples_*.jsonl")):
-                shutil.copy2(f, dest / f.name)
+                _slim_samples(f, dest / f.name)
         for d in ck_dirs:
             dest = tmp / d.resolve().relative_to(here)
             dest.mkdir(parents=True, exist_ok=True)
@@ -114,6 +116,29 @@ def publish(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def _slim_samples(src: Path, dest: Path) -> None:
+    """A samples_<task>.jsonl without dataset text: ``doc`` dropped, prompt strings and target cut as the store
+    keeps them (``ingest._clip``, which leaves a cut text as it is); everything else as written."""
+    from leaderboard.ingest import _clip
+
+    def cut(v):
+        return _clip(v) if isinstance(v, str) else [cut(x) for x in v] if isinstance(v, list) else v
+
+    with open(src, encoding="utf-8") as fin, open(dest, "w", encoding="utf-8") as fout:
+        for line in fin:
+            if not line.strip():
+                continue
+            s = json.loads(line)
+            s.pop("doc", None)
+            if "arguments" in s:
+                args = s["arguments"]
+                s["arguments"] = {k: {a: cut(x) for a, x in v.items()} if isinstance(v, dict) else cut(v)
+                                  for k, v in args.items()} if isinstance(args, dict) else cut(args)  # fmt: skip
+            if isinstance(s.get("target"), str):
+                s["target"] = _clip(s["target"])
+            fout.write(json.dumps(s, ensure_ascii=False) + "\n")
 
 
 def _relative_paths(results: Path, here: Path) -> str:

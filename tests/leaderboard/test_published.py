@@ -141,3 +141,25 @@ def test_bad_published_folder_names_the_file(repo, source, msg):
     with pytest.raises(IngestError, match=msg):
         ingest([repo / "results"], repo / "s.duckdb", root=repo, published=repo / "published")
     assert not (repo / "s.duckdb").exists() or _q(repo / "s.duckdb", "select count(*) from runs") == [(0,)]
+
+
+def test_published_samples_drop_dataset_text_and_ingest_to_the_same_rows(repo):
+    """A SCROLLS-like sample (a 50,000-character document and prompt): published without ``doc``, the prompt and
+    target cut as ingest cuts them, and ingest reads the same row from either file."""
+    from leaderboard.ingest import TEXT_LIMIT, _sample_row
+
+    text = "".join(f"word{i} " for i in range(8000))  # ~50k characters
+    target = "t" * (TEXT_LIMIT + 10)
+    sample = {"doc_id": 0, "doc": {"input": text, "outputs": [target]}, "target": target,
+              "arguments": [[text + "\nQuestion?", {"until": ["\n"]}]], "resps": [["an answer"]],
+              "filtered_resps": ["an answer"], "filter": "none", "metrics": ["rouge1", "rouge2", "rougeL"],
+              "doc_hash": "d" * 64, "rouge1": 0.5, "rouge2": 0.25, "rougeL": 0.5}  # fmt: skip
+    f = repo / "results" / "rope" / "samples_peeval_scrolls_qmsum.jsonl"
+    f.write_text(json.dumps(sample) + "\n")
+    out = publish("gpu", "m", out=repo / "published")
+    pub = out / "results" / "rope" / f.name
+    (got,) = [json.loads(line) for line in pub.read_text().splitlines()]
+    assert "doc" not in got and got["doc_hash"] == "d" * 64
+    assert len(got["arguments"][0][0]) < TEXT_LIMIT + 40 and got["arguments"][0][1] == {"until": ["\n"]}
+    assert pub.stat().st_size < f.stat().st_size / 10
+    assert _sample_row(got, "peeval_scrolls_qmsum", "r") == _sample_row(sample, "peeval_scrolls_qmsum", "r")
