@@ -4,7 +4,11 @@ results/<kind>/<name>/<suite>/results.json (+ samples).
     python pipelines/eval.py pretrain <encoding> <suite>
     python pipelines/eval.py diag <run> <seed>          (a diagnostics.runs entry)
     python pipelines/eval.py adapt <method> <suite>
+    python pipelines/eval.py extend <method> <suite>    (the pipeline's rope model extended: params.yaml extend)
     python pipelines/eval.py base <suite>      (the adapters' base model as shipped: their reference row)
+
+A suite with context lengths reads up to its longest. Any other (SCROLLS) reads its prompts at the model's
+window: an extended model's new one (its adapter's seq_len), not the base's native one its config still names.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import json
 import sys
 
-from common import ADAPT, DIAG, PRETRAIN, RESULTS, diag_name, entry, params, read_json, use_mirror
+from common import ADAPT, DIAG, EXTEND, PRETRAIN, RESULTS, diag_name, entry, params, read_json, use_mirror
 from pipeline_params import PipelineParams
 
 from peeval.cli import main as peeval_main
@@ -55,22 +59,30 @@ def argv_for(kind: str, name: str, what: str, p: PipelineParams) -> list[str]:
             if PASSKEY_TASK in tasks:
                 metadata.setdefault("tokenizer", str(ck))  # count prompt tokens with the model's own tokenizer
             args = ["--model", "peeval", "--model_args", f"pretrained={ck}"]
-        elif kind in ("adapt", "base"):
-            if kind == "adapt":
-                ck = ADAPT / name
+        elif kind in ("adapt", "extend", "base"):
+            window = None
+            if kind == "base":
+                base, gguf = shipped_base(p)
+                margs = f"pretrained={base}"
+            else:
+                if kind == "adapt":
+                    ck = ADAPT / name
+                else:
+                    ck = EXTEND / entry({m: m for m in p.extend.methods}, "extend.methods", name)
                 s = read_json(ck / "adapt_summary.json")
                 margs = f"pretrained={s['base']},adapter={ck}"
                 gguf = s.get("gguf_file")
-            else:
-                base, gguf = shipped_base(p)
-                margs = f"pretrained={base}"
+                if kind == "extend":
+                    window = int(s["seq_len"])
             if gguf:
                 margs += f",gguf_file={gguf}"
             if metadata.get("lengths"):
-                margs += f",max_length={max(int(x) for x in metadata['lengths']) + 64}"
+                window = max(int(x) for x in metadata["lengths"]) + 64
+            if window:
+                margs += f",max_length={window}"
             args = ["--model", "peeval-llama", "--model_args", margs]
         else:
-            raise SystemExit(f"eval: unknown kind {kind!r} (pretrain, diag, adapt, base)")
+            raise SystemExit(f"eval: unknown kind {kind!r} (pretrain, diag, adapt, extend, base)")
         args += ["--tasks", ",".join(tasks)]
         out = RESULTS / kind / name if kind != "base" else RESULTS / "base"
         run = what

@@ -113,7 +113,7 @@ def test_extend_stages_ingest_and_claims(tmp_path):
         assert f"extend {m}: checkpoints/pretrain/rope to 128 tokens" in out, out
         s = json.loads((tmp_path / "checkpoints" / "extend" / m / "adapt_summary.json").read_text())
         assert s["base"] == "checkpoints/pretrain/rope" and s["seq_len"] == 128 and s["method"] == m
-        _run([py, str(REPO / "pipelines" / "eval_extend.py"), m, "ext"], tmp_path)
+        _run([py, str(REPO / "pipelines" / "eval.py"), "extend", m, "ext"], tmp_path)
         res = json.loads((tmp_path / "results" / "extend" / m / "ext" / "results.json").read_text())
         assert res["peeval"]["model_args"]["adapter"] == f"checkpoints/extend/{m}", res["peeval"]["model_args"]
         assert {"ppl@64", "ppl@256"} <= {k.split(",")[0] for k in res["results"]["peeval_ppl_pg19"]}
