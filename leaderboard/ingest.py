@@ -49,6 +49,7 @@ from peeval.records import (
     PROVENANCE_KEY,
     adapted_name,
     base_model_label,
+    clip_text,
     encoding_label,
     external_name,
     is_cell,
@@ -228,19 +229,11 @@ def check_metric(
         raise ValueError(f"{stderr_where}: {stderr!r} is not a finite number >= 0")
 
 
-#: a text ``_clip`` already shortened (a published sample's prompt): kept as it is, so clipping twice is clipping once
-_CLIPPED = re.compile(rf"(?s).{{{TEXT_LIMIT // 2}}}\[\.\.\. \d+ characters \.\.\.\].{{{TEXT_LIMIT // 2}}}")
-
-
-def _clip(text: Any) -> str | None:
-    """A sample's text as the store keeps it: at most TEXT_LIMIT characters, head and tail around a marker."""
+def clip(text: Any) -> str | None:
+    """A sample's text as the store keeps it: at most TEXT_LIMIT characters (``records.clip_text``)."""
     if text is None:
         return None
-    s = text if isinstance(text, str) else json.dumps(text, default=str)
-    if len(s) <= TEXT_LIMIT or _CLIPPED.fullmatch(s):
-        return s
-    half = TEXT_LIMIT // 2
-    return f"{s[:half]}[... {len(s) - 2 * half} characters ...]{s[-half:]}"
+    return clip_text(text if isinstance(text, str) else json.dumps(text, default=str), TEXT_LIMIT)
 
 
 def _rel(path: str | Path | None, root: Path) -> str | None:
@@ -338,8 +331,8 @@ def _sample_row(s: Any, task: str, run_id: str) -> tuple[dict, str]:
         hi = 1.0 if METRICS[key].kind == "fraction" else math.inf
         correct = _real(s[key], f"'{key}'", 0.0, hi) > 0
     scores = {k: v for k in DOC_SCORE_KEYS if (v := _real(s.get(k), f"'{k}'", 0.0, 1.0)) is not None}
-    row = {"run_id": run_id, "task": task, "doc_id": _int(s["doc_id"], "'doc_id'"), "prompt": _clip(prompt),
-           "target": _clip(s.get("target")), "response": _clip(resp), "correct": correct,
+    row = {"run_id": run_id, "task": task, "doc_id": _int(s["doc_id"], "'doc_id'"), "prompt": clip(prompt),
+           "target": clip(s.get("target")), "response": clip(resp), "correct": correct,
            "scores": json.dumps(scores, sort_keys=True) if scores else None}  # fmt: skip
     return row, str(s.get("filter", "none"))
 

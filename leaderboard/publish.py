@@ -120,11 +120,11 @@ def publish(
 
 def _slim_samples(src: Path, dest: Path) -> None:
     """A samples_<task>.jsonl without dataset text: ``doc`` dropped, prompt strings and target cut as the store
-    keeps them (``ingest._clip``, which leaves a cut text as it is); everything else as written."""
-    from leaderboard.ingest import _clip
+    keeps them (``ingest.clip``, which leaves a cut text as it is); everything else as written."""
+    from leaderboard.ingest import clip
 
     def cut(v):
-        return _clip(v) if isinstance(v, str) else [cut(x) for x in v] if isinstance(v, list) else v
+        return clip(v) if isinstance(v, str) else [cut(x) for x in v] if isinstance(v, list) else v
 
     with open(src, encoding="utf-8") as fin, open(dest, "w", encoding="utf-8") as fout:
         for line in fin:
@@ -137,7 +137,7 @@ def _slim_samples(src: Path, dest: Path) -> None:
                 s["arguments"] = {k: {a: cut(x) for a, x in v.items()} if isinstance(v, dict) else cut(v)
                                   for k, v in args.items()} if isinstance(args, dict) else cut(args)  # fmt: skip
             if isinstance(s.get("target"), str):
-                s["target"] = _clip(s["target"])
+                s["target"] = clip(s["target"])
             fout.write(json.dumps(s, ensure_ascii=False) + "\n")
 
 

@@ -24,7 +24,7 @@ import sys
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 
-from peeval.records import PPL_PREFIX, PROVENANCE_KEY
+from peeval.records import PPL_PREFIX, PROVENANCE_KEY, clip_text
 
 from ._io import replace_files
 
@@ -363,9 +363,8 @@ def clip_texts(value):
     """``value`` with every string longer than SAMPLE_TEXT_LIMIT cut to its head and tail. Used on the
     perplexity tasks' samples, whose every row repeats its whole book in doc, target and arguments (22
     books x 5 lengths: 166 MB a task); other tasks' samples are written as lm-eval gives them."""
-    if isinstance(value, str) and len(value) > SAMPLE_TEXT_LIMIT:
-        half = SAMPLE_TEXT_LIMIT // 2
-        return f"{value[:half]} [... {len(value) - 2 * half} characters ...] {value[-half:]}"
+    if isinstance(value, str):
+        return clip_text(value, SAMPLE_TEXT_LIMIT)
     if isinstance(value, dict):
         return {k: clip_texts(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

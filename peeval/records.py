@@ -26,6 +26,7 @@ API (all pure functions of strings and numbers; ``decode`` returns None for "not
   ``adapted_name(label, method)`` ``"SmolLM2-135M-Instruct (GGUF Q4_1) + yarn"``, ``shipped_first(name)`` (row order);
 - the data a task read (``peeval.data`` records it): ``DATA_SOURCES``, ``data_label(source, location)``
   ``"Gutenberg books (PG-19 substitute)"`` (``DATA_NAMES``), ``task_label(task, reads)``;
+- sample texts: ``clip_text(text, limit)`` (head and tail around a marker; cutting twice changes nothing);
 - training curves: ``CURVE_COLUMNS`` (the header of ``train_curve.csv``);
 - the metric registry: :data:`METRICS` (each metric base once: kind and unit, direction, headline rank,
   aggregation over seeds, per-example outcome), ``metric_spec(m)``, ``higher_is_better(m, lm_eval)``,
@@ -402,6 +403,17 @@ def task_label(task: str, reads: Iterable[tuple[str, str]]) -> str:
         return f"{task} · {NOT_RECORDED}"
     shown = [data_label(s, loc) for s, loc in reads if s not in ("hub", "generated")]
     return f"{task} · {' + '.join(dict.fromkeys(shown))}" if shown else task
+
+
+# ----------------------------------------------------------------------------- sample texts
+def clip_text(text: str, limit: int) -> str:
+    """``text`` cut to its head and tail around a ``[... N characters ...]`` marker when longer than ``limit``
+    (samples files and the store keep long prompts so; the doc hash names the whole). A text this function
+    already cut to ``limit`` or less is returned as it is, so cutting again (ingest after publish) changes nothing."""
+    half = limit // 2
+    if len(text) <= limit or re.fullmatch(rf"(?s).{{{half}}}\[\.\.\. \d+ characters \.\.\.\].{{{half}}}", text):
+        return text
+    return f"{text[:half]}[... {len(text) - 2 * half} characters ...]{text[-half:]}"
 
 
 # ----------------------------------------------------------------------------- training curves

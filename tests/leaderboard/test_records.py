@@ -146,3 +146,23 @@ def test_the_site_and_the_claims_page_share_one_number_format():
     assert claims_page.fmt_number is R.fmt_number
     for v in (None, math.nan, math.inf, 0.0, 0.5, 123456.0, 1e7, 2e-4, 3):
         assert site.fmt(v) == R.fmt_number(v)
+
+
+def test_clip_text_keeps_head_and_tail_and_cutting_twice_changes_nothing():
+    assert R.clip_text("abcdef", 6) == "abcdef"
+    cut = R.clip_text("abcdefghij", 4)  # 10 characters to 2 + 2 around the marker naming the 6 dropped
+    assert cut == "ab[... 6 characters ...]ij"
+    assert R.clip_text(cut, 4) == cut
+    assert R.clip_text(cut, 4 * 10) == cut  # a larger limit: shorter than it, left as it is
+
+
+def test_samples_files_the_store_and_published_samples_cut_texts_the_same_way():
+    sys.path.insert(0, REPO)
+    from leaderboard import ingest
+    from peeval import evaluation
+
+    long = "x" * 5000 + "y" * 5000
+    assert ingest.clip(long) == R.clip_text(long, ingest.TEXT_LIMIT)
+    assert ingest.clip(ingest.clip(long)) == ingest.clip(long)
+    short = evaluation.clip_texts({"doc": [long]})["doc"][0]
+    assert short == R.clip_text(long, evaluation.SAMPLE_TEXT_LIMIT) and ingest.clip(short) == short
