@@ -49,17 +49,18 @@ leaderboard: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(PY) pipelines/repro.py --jobs $(JOBS) $(STAGES)
 	@echo "leaderboard: file://$(abspath leaderboard/site/index.html)"
 
-# the leaderboard of a published profile (leaderboard/published/$(SITE_PROFILE)/: results, summaries, curves a
-# fresh-clone run committed), without training anything: its own store, claims and site under $(SITE_DIR), in seconds
-SITE_PROFILE ?= cpu
-SITE_DIR ?= build/site-$(SITE_PROFILE)
+# the leaderboard of each published profile (leaderboard/published/<profile>/: results, summaries, curves a
+# fresh-clone run committed), without training anything: its own store, claims and site under build/site-<profile>,
+# in seconds; SITE_PROFILE=cpu-claims builds one
+SITE_PROFILE ?= $(patsubst leaderboard/published/%/SOURCE.json,%,$(wildcard leaderboard/published/*/SOURCE.json))
 site: $(STAMP)
-	@test -d leaderboard/published/$(SITE_PROFILE)/results || { echo "make site: no leaderboard/published/$(SITE_PROFILE)/results (SITE_PROFILE=$$(ls leaderboard/published | grep -v README | tr '\n' ' '))" >&2; exit 2; }
-	@mkdir -p $(SITE_DIR) && rm -f $(SITE_DIR)/peeval.duckdb $(SITE_DIR)/claims.duckdb
-	$(PY) -m leaderboard.ingest leaderboard/published/$(SITE_PROFILE)/results leaderboard/published/$(SITE_PROFILE)/checkpoints --root leaderboard/published/$(SITE_PROFILE) --db $(SITE_DIR)/peeval.duckdb
-	$(PY) pipelines/claims.py --db $(SITE_DIR)/peeval.duckdb
-	$(PY) -m leaderboard.site --db $(SITE_DIR)/peeval.duckdb --out $(SITE_DIR)/site
-	@echo "leaderboard of published/$(SITE_PROFILE): file://$(abspath $(SITE_DIR))/site/index.html"
+	@for p in $(SITE_PROFILE); do test -d leaderboard/published/$$p/results || { echo "make site: no leaderboard/published/$$p/results (SITE_PROFILE=$$(ls leaderboard/published | grep -v README | tr '\n' ' '))" >&2; exit 2; }; done
+	@for p in $(SITE_PROFILE); do d=build/site-$$p; mkdir -p $$d && rm -f $$d/peeval.duckdb $$d/claims.duckdb && \
+	  echo "published/$$p -> $$d" && \
+	  $(PY) -m leaderboard.ingest leaderboard/published/$$p/results leaderboard/published/$$p/checkpoints --root leaderboard/published/$$p --db $$d/peeval.duckdb && \
+	  $(PY) pipelines/claims.py --db $$d/peeval.duckdb && \
+	  $(PY) -m leaderboard.site --db $$d/peeval.duckdb --out $$d/site || exit 1; done
+	@for p in $(SITE_PROFILE); do echo "leaderboard of published/$$p: file://$(abspath build)/site-$$p/site/index.html"; done
 
 # the newest releases pyproject's ranges allow, in a venv of its own (the lock and .venv untouched):
 # a break like transformers 5.24's cache rename shows here the day it ships
