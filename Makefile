@@ -57,7 +57,7 @@ site: $(STAMP)
 	@for p in $(SITE_PROFILE); do test -d leaderboard/published/$$p/results || { echo "make site: no leaderboard/published/$$p/results (SITE_PROFILE=$$(ls leaderboard/published | grep -v README | tr '\n' ' '))" >&2; exit 2; }; done
 	@for p in $(SITE_PROFILE); do d=build/site-$$p; mkdir -p $$d && rm -f $$d/peeval.duckdb $$d/claims.duckdb && \
 	  echo "published/$$p -> $$d" && \
-	  $(PY) -m leaderboard.ingest leaderboard/published/$$p/results leaderboard/published/$$p/checkpoints --root leaderboard/published/$$p --db $$d/peeval.duckdb && \
+	  $(PY) -m leaderboard.ingest leaderboard/published/$$p --root leaderboard/published/$$p --db $$d/peeval.duckdb && \
 	  $(PY) pipelines/claims.py --db $$d/peeval.duckdb && \
 	  $(PY) -m leaderboard.site --db $$d/peeval.duckdb --out $$d/site || exit 1; done
 	@for p in $(SITE_PROFILE); do echo "leaderboard of published/$$p: file://$(abspath build)/site-$$p/site/index.html"; done

@@ -885,6 +885,8 @@ def ingest(
         except StoreError as e:
             raise IngestError(str(e)) from None
     result_dirs, ck_dirs = discover([Path(p).resolve() for p in paths])  # found from the cwd, stored from root
+    # a published folder named as a path (`make site`): its runs are this store's own, run on its SOURCE.json machine
+    machines = {f: read_source(f)["machine"] for f in (Path(p).resolve() for p in paths) if (f / SOURCE_FILE).is_file()}
     folders = (
         sorted(p for p in Path(published).iterdir() if p.is_dir()) if published and Path(published).is_dir() else []
     )
@@ -899,7 +901,7 @@ def ingest(
                 raise IngestError(f"{results_file(d)}: the same file as {results_file(first[r['run_id']])} "
                                   "(a copied results folder would count the run twice): remove one")  # fmt: skip
             first[r["run_id"]] = d
-            r.update(source=LOCAL_SOURCE, machine=None)
+            r.update(source=LOCAL_SOURCE, machine=next((m for f, m in machines.items() if d.is_relative_to(f)), None))
         for t, rs in got.items():
             rows[t].extend(rs)
     for d in ck_dirs:
@@ -953,7 +955,12 @@ def ingest(
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m leaderboard.ingest", description=__doc__.split("\n\n")[0])
-    p.add_argument("paths", nargs="+", help="results / checkpoint directories (searched recursively)")
+    p.add_argument(
+        "paths",
+        nargs="+",
+        help="results / checkpoint directories (searched recursively); a published "
+        "folder (leaderboard/published/<profile>) records the machine its SOURCE.json names",
+    )
     p.add_argument("--db", default=str(DEFAULT_DB), help="DuckDB file (default: %(default)s)")
     p.add_argument("--root", default=None, help="paths are stored relative to this directory (default: cwd)")
     args = p.parse_args(argv)

@@ -124,6 +124,19 @@ def test_published_runs_ingest_beside_local_ones_marked_and_never_replaced(repo)
         con.close()
 
 
+def test_a_published_folder_ingested_on_its_own_keeps_its_machine_and_is_judged(repo):
+    """`make site`: the published folder is the store's only content, so its runs are judged by the claims
+    like local ones, with the machine its SOURCE.json names (not "this machine")."""
+    out = publish("gpu", "1x NVIDIA H100 80GB", out=repo / "published")
+    db = repo / "site.duckdb"
+    ingest([out], db, root=out)
+    assert _q(db, "select name, source, machine, checkpoint from runs") == [
+        ("rope", "local", "1x NVIDIA H100 80GB", "checkpoints/pretrain/rope")]  # fmt: skip
+    assert _q(db, "select checkpoint from efficiency") == [("checkpoints/pretrain/rope",)]
+    ingest([repo / "results"], repo / "local.duckdb", root=repo)  # a plain results folder: this machine
+    assert _q(repo / "local.duckdb", "select machine from runs") == [(None,)]
+
+
 @pytest.mark.parametrize(
     ("source", "msg"),
     [
