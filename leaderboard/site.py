@@ -41,6 +41,7 @@ from leaderboard.ingest import CLAIM_TABLES, TABLE_COLUMNS, StoreError, open_sto
 from peeval._io import replace_dir
 from peeval.records import (
     DIAG_PREFIX,
+    LOCAL_SOURCE,
     METRICS,
     NOT_RECORDED,
     PASSKEY_TASK,
@@ -59,7 +60,9 @@ from peeval.records import (
     parse_ppl_metric,
     ppl_corpus,
     ppl_metric,
+    published_name,
     published_profile,
+    published_source,
     seed_estimate,
     shipped_first,
     task_label,
@@ -441,15 +444,23 @@ class Site:
                 cols.append(front.Column(task, metric, label, "acc"))
         return cols
 
-    def vs_rope_table(self) -> tuple[str, dict]:
-        """The answer-first table (leaderboard.front) and what the page says about it."""
+    def name_sources(self) -> dict[str, str]:
+        """Each leaderboard name's source: ``local``, or ``published/<profile>`` (names ``… @<profile>``)."""
+        return {str(r["name"]): str(r["source"]) for r in self.q("select distinct name, source from runs")}
+
+    def vs_rope_table(self, source: str = LOCAL_SOURCE, tid: str = "vs_rope") -> tuple[str, dict]:
+        """The answer-first table (leaderboard.front) of one source's runs against that source's own RoPE (a
+        published profile is never compared with this machine's runs), and what the page says about it."""
         cols = self.front_columns()
-        base = front.BASELINE
-        info: dict[str, Any] = {"baseline": base, "has_baseline": base in self.cells}
-        if not cols or base not in self.cells:
+        profile = published_profile(source)
+        base = published_name(front.BASELINE, profile) if profile else front.BASELINE
+        sources = self.name_sources()
+        cells = {name: by for name, by in self.cells.items() if sources.get(name, LOCAL_SOURCE) == source}
+        info: dict[str, Any] = {"baseline": base, "has_baseline": base in cells}
+        if not cols or base not in cells:
             return '<p class="empty">no RoPE runs to compare with</p>', info
         runs = {name: {c.label: [front.Run(v[0], v[1], v[2], v[5], v[4]) for v in by.get(c.label, [])]
-                       for c in cols} for name, by in self.cells.items()}  # fmt: skip
+                       for c in cols} for name, by in cells.items()}  # fmt: skip
         values = {name: {c.label: e.value for c in cols if (e := front.estimate(c, by[c.label])) is not None}
                   for name, by in runs.items()}  # fmt: skip
         ranks = front.mean_ranks(cols, values)
@@ -495,7 +506,7 @@ class Site:
                             if rk else ""))  # fmt: skip
             rows.append(row)
         info.update(longest=longest, train_len=train_len)
-        return f'<div class="wide">{self.table("vs_rope", headers, rows, table_cls="sticky", filt=False)}</div>', info
+        return f'<div class="wide">{self.table(tid, headers, rows, table_cls="sticky", filt=False)}</div>', info
 
     @staticmethod
     def _base_sub(c: front.Column, runs: list[front.Run]) -> str:
@@ -504,10 +515,11 @@ class Site:
             return '<span class="sub">not run</span>'
         return f'<span class="sub">{escape(fmt(e.value))} ({e.seeds} seed{"s" if e.seeds > 1 else ""})</span>'
 
-    def budget_line(self, train_len: int | None, longest: int | None) -> str:
-        """One line: the training length and the budget every encoding got (from runs and efficiency)."""
+    def budget_line(self, train_len: int | None, longest: int | None, source: str = LOCAL_SOURCE) -> str:
+        """One line: the training length and the budget every encoding of ``source`` got (runs and efficiency)."""
         pre = self.q("select e.params, e.steps, e.tokens, r.name, r.seed from runs r join efficiency e using "
-                     "(checkpoint) where r.kind = 'pretrain' and e.task is null")  # fmt: skip
+                     "(checkpoint) where r.kind = 'pretrain' and e.task is null and r.source = ?",
+                     [source])  # fmt: skip
         bits = [f"Pretrained at context length {train_len:,} tokens" if train_len else "Training length unknown"]
         if pre:
             names = sorted({r["name"] for r in pre})
@@ -525,7 +537,8 @@ class Site:
             )
         diag = self.q("select e.task, min(e.steps) s, min(e.tokens) t, count(distinct r.seed) k, "
                       "string_agg(distinct r.pe, ', ' order by r.pe) pes from runs r join efficiency e using "
-                      "(checkpoint) where r.kind = 'diagnostic' group by 1 order by 1")  # fmt: skip
+                      "(checkpoint) where r.kind = 'diagnostic' and r.source = ? group by 1 order by 1",
+                      [source])  # fmt: skip
         for d in diag:
             bits.append(f"{d['task']}: {d['pes']}, {d['s']:,} steps ({d['t']:,} tokens), {d['k']} seeds")
         if longest and train_len:
@@ -543,7 +556,19 @@ class Site:
         self.claims = self.decided_claims()
         encodings = self.leaderboard_table("leaderboard", ("pretrain", "diagnostic"), "encoding")
         tiers = sorted({column_tier(self.chosen[lab][0]) for lab in self.chosen})
-        vs, info = self.vs_rope_table()
+
+        # the answer first: this machine's runs against its RoPE (a published profile's only where none ran here),
+        # each other published profile against its own RoPE, folded below
+        def has_rope(src: str) -> bool:
+            p = published_profile(src)
+            return (published_name(front.BASELINE, p) if p else front.BASELINE) in self.cells
+
+        with_rope = [src for src in [LOCAL_SOURCE, *(published_source(p) for p, _ in published)] if has_rope(src)]
+        first = with_rope[0] if with_rope else LOCAL_SOURCE
+        vs, info = self.vs_rope_table(first)
+        machines = {published_source(p): (str(p), str(m)) for p, m in published}
+        more = [(*machines[src], pages.Markup(self.vs_rope_table(src, f"vs_rope_{machines[src][0]}")[0]))
+                for src in with_rope if src != first]  # fmt: skip
         extension = self.leaderboard_table("extension", ("adapt", "external"), "model / method")
         kinds = [k for t, k in ((0, "perplexity within and beyond the training length"), (1, "passkey retrieval"),
                                 (2, "the papers' diagnostics"), (3, "zero-shot tasks")) if t in tiers]  # fmt: skip
@@ -553,7 +578,8 @@ class Site:
         all_runs = f'<div class="wide">{all_runs}</div>'
         self.files["index.html"] = pages.render(
             "index.html", title="leaderboard", prefix="", links=pages.nav(bool(self.claims_html)),
-            budget=self.budget_line(info.get("train_len") or self.training_length(), info.get("longest")),
+            budget=self.budget_line(info.get("train_len") or self.training_length(), info.get("longest"), first),
+            vs_first=published_profile(first), vs_more=more,
             papers=front.PAPERS, vs_rope=pages.Markup(vs), baseline=info["baseline"], level=int(front.LEVEL * 100),
             columns_text=", then ".join(kinds), encodings=pages.Markup(encodings),
             extension=pages.Markup(extension), all_runs=pages.Markup(all_runs),

@@ -124,6 +124,29 @@ def test_published_runs_ingest_beside_local_ones_marked_and_never_replaced(repo)
         con.close()
 
 
+def test_the_first_screen_compares_each_source_with_its_own_rope(repo):
+    """Local runs against the local RoPE first; a published profile against its own RoPE, folded below
+    (never one machine's encoding against another machine's RoPE); published first only when nothing ran here."""
+    publish("gpu", "1x NVIDIA H100 80GB", out=repo / "published")
+    db = repo / "store.duckdb"
+    ingest([repo / "results", repo / "checkpoints"], db, root=repo, published=repo / "published")
+    site = repo / "site"
+    html = build_site(db, site).read_text()
+
+    def names(tid):
+        return [r["encoding"] for r in json.loads((site / "data" / f"{tid}.json").read_text())]
+
+    assert names("vs_rope") == ["rope"] and names("vs_rope_gpu") == ["rope @gpu"]
+    assert html.index('id="vs_rope"') < html.index("<details") < html.index('id="vs_rope_gpu"')
+    assert "1 encodings, each" in html and "2 encodings" not in html  # the budget line: this machine's runs only
+
+    only = repo / "only.duckdb"  # nothing ran here: the published profile is the first table, said so
+    ingest([], only, root=repo, published=repo / "published")
+    html = build_site(only, repo / "site2").read_text()
+    assert "No RoPE run on this machine" in html and "<details" not in html
+    assert json.loads((repo / "site2" / "data" / "vs_rope.json").read_text())[0]["encoding"] == "rope @gpu"
+
+
 def test_a_published_folder_ingested_on_its_own_keeps_its_machine_and_is_judged(repo):
     """`make site`: the published folder is the store's only content, so its runs are judged by the claims
     like local ones, with the machine its SOURCE.json names (not "this machine")."""
