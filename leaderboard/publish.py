@@ -119,8 +119,10 @@ def publish(
 
 
 def _slim_samples(src: Path, dest: Path) -> None:
-    """A samples_<task>.jsonl without dataset text: ``doc`` dropped, prompt strings and target cut as the store
-    keeps them (``ingest.clip``, which leaves a cut text as it is); everything else as written."""
+    """A samples_<task>.jsonl with what the store reads and no dataset text: ``doc`` dropped, the first request
+    only (the prompt the store keeps; flip-flop's per-read requests repeat their prefixes), ``resps`` dropped
+    where ``filtered_resps`` holds the response, prompt strings and target cut as the store keeps them
+    (``ingest.clip``, which leaves a cut text as it is); everything else as written."""
     from leaderboard.ingest import clip
 
     def cut(v):
@@ -132,8 +134,14 @@ def _slim_samples(src: Path, dest: Path) -> None:
                 continue
             s = json.loads(line)
             s.pop("doc", None)
+            if "filtered_resps" in s:
+                s.pop("resps", None)
             if "arguments" in s:
                 args = s["arguments"]
+                if isinstance(args, list):
+                    args = args[:1]
+                elif isinstance(args, dict):  # plain lm_eval's {"gen_args_0": {...}, ...}
+                    args = dict(list(args.items())[:1])
                 s["arguments"] = {k: {a: cut(x) for a, x in v.items()} if isinstance(v, dict) else cut(v)
                                   for k, v in args.items()} if isinstance(args, dict) else cut(args)  # fmt: skip
             if isinstance(s.get("target"), str):

@@ -199,3 +199,31 @@ def test_published_samples_drop_dataset_text_and_ingest_to_the_same_rows(repo):
     assert len(got["arguments"][0][0]) < TEXT_LIMIT + 40 and got["arguments"][0][1] == {"until": ["\n"]}
     assert pub.stat().st_size < f.stat().st_size / 10
     assert _sample_row(got, "peeval_scrolls_qmsum", "r") == _sample_row(sample, "peeval_scrolls_qmsum", "r")
+
+
+def test_published_samples_keep_the_first_request_and_one_response(repo):
+    """A flip-flop-like sample (one request per read, each a longer prefix; resps and filtered_resps): published
+    with its first request and filtered_resps only, ingest reads the same row and the same metrics count."""
+    from leaderboard.ingest import _sample_row, _sample_rows
+
+    reads = [("w 1 r", " 1"), ("w 1 r 1 w 0 r", " 0"), ("w 1 r 1 w 0 r 0 r", " 0")]
+    sample = {"doc_id": 3, "target": "0", "arguments": [[p, t] for p, t in reads],
+              "resps": [[[-0.1, True]], [[-0.2, True]], [[-3.0, False]]],
+              "filtered_resps": [[-0.1, True], [-0.2, True], [-3.0, False]], "filter": "none",
+              "metrics": ["acc", "read_acc"], "doc_hash": "d" * 64,
+              "acc": 0.0, "read_acc": [1.0, 1.0, 0.0]}  # fmt: skip
+    d = repo / "results" / "rope"
+    (d / "samples_peeval_diag_flip_flop_test.jsonl").write_text(json.dumps(sample) + "\n")
+    out = publish("gpu", "m", out=repo / "published")
+    (got,) = [
+        json.loads(x) for x in (out / "results/rope/samples_peeval_diag_flip_flop_test.jsonl").read_text().splitlines()
+    ]
+    assert (
+        got["arguments"] == [list(reads[0])]
+        and "resps" not in got
+        and got["filtered_resps"] == sample["filtered_resps"]
+    )
+    assert got["read_acc"] == [1.0, 1.0, 0.0]
+    task = "peeval_diag_flip_flop_test"
+    assert _sample_row(got, task, "r") == _sample_row(sample, task, "r")
+    assert _sample_rows(out / "results" / "rope", "r")[:2] == _sample_rows(d, "r")[:2]
