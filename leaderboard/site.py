@@ -315,7 +315,7 @@ class Site:
                 first = train_len if train_len in lengths else lengths[0] if lengths else None
                 for L in sorted({first, lengths[-1]}) if lengths else []:
                     chosen.append((task, read, ppl_metric("ppl", L), f"{read} {ppl_metric('ppl', L)}"))
-            elif task.startswith(DIAG_PREFIX):  # every headline accuracy (flip-flop: acc and seq_acc); generated
+            elif task.startswith(DIAG_PREFIX):  # every headline accuracy (flip-flop: read_acc, acc, seq_acc)
                 chosen += [(task, read, m, f"{task[len(DIAG_PREFIX) :]} {m}") for m in headline_metrics(ms)]
             else:
                 plain = [m for m in ms if not is_cell(m) and not is_count(m)]

@@ -464,7 +464,7 @@ METRICS: dict[str, MetricSpec] = {
     "rougeL": dataclasses.replace(_SCORE, headline=5),
     "mcc": dataclasses.replace(_SCORE, headline=6),
     "seq_acc": dataclasses.replace(_FRACTION, headline=7),  # flip-flop: the whole sequence right
-    "read_acc": _FRACTION,
+    "read_acc": dataclasses.replace(_FRACTION, headline=0),  # flip-flop: every read (the claims' unit, Liu et al.)
     "acc_mutual_info": _FRACTION,
     "acc_all": _FRACTION,
     "rouge1": _SCORE,
