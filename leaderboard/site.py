@@ -790,11 +790,24 @@ class Site:
                     note = ", band: range over seeds" if bands else ""
                     charts.append(line_chart(series, title=f"{task or 'text pretraining'}: {col}{note}", xlabel="step",
                                              ylabel=col, bands=bands))  # fmt: skip
+        # one row per checkpoint (its last point): a table of every step is 100k rows on the claims profile, and
+        # every point is a download on the data page (training_curves)
+        last: dict[str, dict] = {}
         for r in rows:
-            del r["label"], r["group"]
+            e = last.setdefault(r["checkpoint"], {"checkpoint": r["checkpoint"], "shown as": r["label"],
+                                                  "task": r["group"] or "text pretraining", "steps": None,
+                                                  "tokens": None, "train_loss": None, "val_loss": None,
+                                                  "best val_loss": None, "elapsed_s": None})  # fmt: skip
+            for k in ("step", "tokens", "train_loss", "elapsed_s"):
+                if r[k] is not None:
+                    e["steps" if k == "step" else k] = r[k]
+            if r["val_loss"] is not None and math.isfinite(r["val_loss"]):
+                e["val_loss"] = r["val_loss"]
+                e["best val_loss"] = min(e["best val_loss"] or math.inf, r["val_loss"])
         self.chart_page("training.html", "training curves", charts, empty="no training curves",
-                        tid="training_curves_table", rows=rows, headers=["checkpoint", "step", "tokens", "lr",
-                        "train_loss", "val_loss", "elapsed_s", "pe", "pe_options", "method", "task"])  # fmt: skip
+                        note="The table: each checkpoint's last logged step (every step: <a href=\"data.html\">"
+                        "training_curves</a>).", tid="training_summary", rows=list(last.values()),
+                        headers=list(next(iter(last.values()), {}).keys()) or ["checkpoint"])  # fmt: skip
 
     def efficiency_page(self) -> None:
         rows = self.q(

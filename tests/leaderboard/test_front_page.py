@@ -324,3 +324,16 @@ def test_first_screen_at_1400px(site):
             assert len(strokes) >= 2 and len({s[0] for s in strokes}) == 1, strokes
         finally:
             browser.close()
+
+
+def test_training_page_table_is_one_row_per_checkpoint_at_its_last_step(site):
+    """Every step of every curve stays a download (data page); the page's table is each checkpoint's last point."""
+    con = duckdb.connect(str(site.parent.parent / "peeval.duckdb"), read_only=True)
+    try:
+        last = dict(con.execute("select checkpoint, max(step) from training_curves group by 1").fetchall())
+        points = con.execute("select count(*) from training_curves").fetchone()[0]
+    finally:
+        con.close()
+    rows = json.loads((site.parent / "data" / "training_summary.json").read_text())
+    assert {r["checkpoint"]: r["steps"] for r in rows} == last and points > len(rows)
+    assert "training_curves.csv" in (site.parent / "data.html").read_text()
