@@ -227,7 +227,8 @@ class Site:
         w.writerows([[_jsonable(v) for v in r] for r in rows])
         self.files[f"data/{tid}.csv"] = buf.getvalue()
         records = [{h: _jsonable(v) for h, v in zip(headers, r)} for r in rows]
-        self.files[f"data/{tid}.json"] = json.dumps(records, indent=1, default=str)
+        # one record per line: readable, and the C encoder (``indent`` takes Python's: 3x slower on 100k rows)
+        self.files[f"data/{tid}.json"] = "[\n" + ",\n".join(json.dumps(r, default=str) for r in records) + "\n]\n"
 
     def table(
         self,
