@@ -462,6 +462,9 @@ class Site:
             return '<p class="empty">no RoPE runs to compare with</p>', info
         runs = {name: {c.label: [front.Run(v[0], v[1], v[2], v[5], v[4]) for v in by.get(c.label, [])]
                        for c in cols} for name, by in cells.items()}  # fmt: skip
+        # a column RoPE never ran (CoPE's counting compares absolute and relative encodings) has nothing to show
+        unmatched = [c.label for c in cols if not runs[base][c.label]]
+        cols = [c for c in cols if runs[base][c.label]]
         values = {name: {c.label: e.value for c in cols if (e := front.estimate(c, by[c.label])) is not None}
                   for name, by in runs.items()}  # fmt: skip
         ranks = front.mean_ranks(cols, values)
@@ -507,7 +510,11 @@ class Site:
                             if rk else ""))  # fmt: skip
             rows.append(row)
         info.update(longest=longest, train_len=train_len)
-        return f'<div class="wide">{self.table(tid, headers, rows, table_cls="sticky", filt=False)}</div>', info
+        html = f'<div class="wide">{self.table(tid, headers, rows, table_cls="sticky", filt=False)}</div>'
+        if unmatched:
+            html += (f'<p class="note">No RoPE run for {escape(", ".join(unmatched))}: those columns are in the table'
+                     " below, not here.</p>")  # fmt: skip
+        return html, info
 
     @staticmethod
     def _base_sub(c: front.Column, runs: list[front.Run]) -> str:

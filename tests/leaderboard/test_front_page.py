@@ -337,3 +337,21 @@ def test_training_page_table_is_one_row_per_checkpoint_at_its_last_step(site):
     rows = json.loads((site.parent / "data" / "training_summary.json").read_text())
     assert {r["checkpoint"]: r["steps"] for r in rows} == last and points > len(rows)
     assert "training_curves.csv" in (site.parent / "data.html").read_text()
+
+
+def test_a_column_rope_never_ran_is_left_out_of_the_rope_table_and_said_so(tmp_path):
+    """CoPE's counting compares absolute and relative encodings, not RoPE: its column would read "not run" on
+    every row of the comparison with RoPE; it stays in the encodings table and a line under the first says so."""
+    db = make_store(tmp_path)
+    for seed in (0, 1):
+        ck = tmp_path / "checkpoints" / f"tape-count-s{seed}"
+        _checkpoint(ck, "tape", PRETRAIN["tape"][0], task="counting", seed=seed, loss0=2.0)
+        res = {"peeval_diag_counting_test": {"acc,none": 0.5 + 0.1 * seed, "acc_stderr,none": 0.01}}
+        _results(tmp_path / "results" / f"tape-count-s{seed}", ck, res)
+    ingest([tmp_path / "results", tmp_path / "checkpoints"], db, root=tmp_path)
+    html = build_site(db, tmp_path / "site").read_text()
+    vs = json.loads((tmp_path / "site" / "data" / "vs_rope.json").read_text())
+    assert vs and not any("counting" in k for k in vs[0]) and any("flip flop" in k for k in vs[0])
+    assert "No RoPE run for counting_test acc" in html
+    board = json.loads((tmp_path / "site" / "data" / "leaderboard.json").read_text())
+    assert any("counting" in k for k in board[0])
