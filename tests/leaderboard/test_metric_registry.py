@@ -34,7 +34,7 @@ def test_registry_hand_checked():
     # the leaderboard's column: acc_norm before acc before exact_match; cells and unknown metrics never
     assert R.headline_metrics(["exact_match", "acc", "acc_norm", "acc@3x5", "brier"]) == ["acc_norm", "acc",
                                                                                            "exact_match"]  # fmt: skip
-    # flip-flop leads with the error over every read (the claims' unit, Liu et al.), then the final read, then whole sequences
+    # flip-flop leads with the error over every read (the claims' unit, Liu et al.), then the final read
     assert R.headline_metrics(["acc", "read_acc", "seq_acc"]) == ["read_acc", "acc", "seq_acc"]
     assert R.OUTCOME_KEYS == ("acc", "exact_match", "em")
     assert R.is_outcome("acc") and R.is_outcome("exact_match") and not R.is_outcome("em")
