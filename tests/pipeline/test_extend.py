@@ -85,6 +85,10 @@ def _run(args: list[str], cwd: Path, mirror: str | None = None) -> str:
     return r.stdout
 
 
+@pytest.mark.skipif(
+    not (REPO / _profile("smoke")["data"]["root"] / "local" / "gutenberg-train").is_dir(),
+    reason="the offline data mirror is not there (params/smoke.yaml data.root)",
+)
 def test_extend_stages_ingest_and_claims(tmp_path):
     """A smoke rope model (64 tokens) extended to 128 by tape and lora, perplexity read up to 256: the rows are
     named for their base, carry the extended window and the base's budget; the scaled TAPE table 2 claim

@@ -230,6 +230,9 @@ def test_passkey_metadata_is_validated_where_the_task_reads_it(metadata, needle)
     assert needle in str(e.value)
 
 
+DIAG = ["--tasks", "peeval_diag_flip_flop_test", "--metadata", '{"n": 2}']
+
+
 @pytest.mark.parametrize(
     ("flags", "needle"),
     [
@@ -239,8 +242,9 @@ def test_passkey_metadata_is_validated_where_the_task_reads_it(metadata, needle)
         (["--metadata", "{lengths: [32]"], "--metadata is not valid JSON"),
         (["--metadata", "[32]"], "--metadata must be a JSON object"),
         pytest.param(["--tasks", "peeval_nonesuch"], "peeval_nonesuch", marks=pytest.mark.slow),  # indexes all lm-eval
-        (["--model_args", "pretrained=/nonexistent/ckpt"], "/nonexistent/ckpt"),
-        (["--model", "no-such-model"], "no-such-model"),
+        # a generated task: the model's error, whether or not a data mirror is there (tasks are built first)
+        (["--model_args", "pretrained=/nonexistent/ckpt", *DIAG], "/nonexistent/ckpt"),
+        (["--model", "no-such-model", *DIAG], "no-such-model"),
         (["--metadata", '{"lengths": [32], "protocol": "windows", "max_windows": 0}'], "max_windows=0"),
         (["--metadata", '{"lengths": [32], "max_windows": 1}'], "only the windows protocol reads it"),
         (["--metadata", '{"lengths": [64], "depths": [1.8]}', "--tasks", "peeval_passkey"], "depths: 1.8"),
