@@ -449,12 +449,17 @@ class Site:
         """Each leaderboard name's source: ``local``, or ``published/<profile>`` (names ``… @<profile>``)."""
         return {str(r["name"]): str(r["source"]) for r in self.q("select distinct name, source from runs")}
 
+    @staticmethod
+    def baseline_of(source: str) -> str:
+        """The leaderboard name of ``source``'s RoPE: ``rope`` here, ``rope @<profile>`` for a published profile."""
+        profile = published_profile(source)
+        return published_name(front.BASELINE, profile) if profile else front.BASELINE
+
     def vs_rope_table(self, source: str = LOCAL_SOURCE, tid: str = "vs_rope") -> tuple[str, dict]:
         """The answer-first table (leaderboard.front) of one source's runs against that source's own RoPE (a
         published profile is never compared with this machine's runs), and what the page says about it."""
         cols = self.front_columns()
-        profile = published_profile(source)
-        base = published_name(front.BASELINE, profile) if profile else front.BASELINE
+        base = self.baseline_of(source)
         sources = self.name_sources()
         cells = {name: by for name, by in self.cells.items() if sources.get(name, LOCAL_SOURCE) == source}
         info: dict[str, Any] = {"baseline": base, "has_baseline": base in cells}
@@ -567,11 +572,8 @@ class Site:
 
         # the answer first: this machine's runs against its RoPE (a published profile's only where none ran here),
         # each other published profile against its own RoPE, folded below
-        def has_rope(src: str) -> bool:
-            p = published_profile(src)
-            return (published_name(front.BASELINE, p) if p else front.BASELINE) in self.cells
-
-        with_rope = [src for src in [LOCAL_SOURCE, *(published_source(p) for p, _ in published)] if has_rope(src)]
+        with_rope = [src for src in [LOCAL_SOURCE, *(published_source(p) for p, _ in published)]
+                     if self.baseline_of(src) in self.cells]  # fmt: skip
         first = with_rope[0] if with_rope else LOCAL_SOURCE
         vs, info = self.vs_rope_table(first)
         machines = {published_source(p): (str(p), str(m)) for p, m in published}
@@ -800,22 +802,22 @@ class Site:
                                              ylabel=col, bands=bands))  # fmt: skip
         # one row per checkpoint (its last point): a table of every step is 100k rows on the claims profile, and
         # every point is a download on the data page (training_curves)
+        headers = ["checkpoint", "shown as", "task", "steps", "tokens", "train_loss", "val_loss", "best val_loss",
+                   "elapsed_s"]  # fmt: skip
         last: dict[str, dict] = {}
-        for r in rows:
-            e = last.setdefault(r["checkpoint"], {"checkpoint": r["checkpoint"], "shown as": r["label"],
-                                                  "task": r["group"] or "text pretraining", "steps": None,
-                                                  "tokens": None, "train_loss": None, "val_loss": None,
-                                                  "best val_loss": None, "elapsed_s": None})  # fmt: skip
-            for k in ("step", "tokens", "train_loss", "elapsed_s"):
-                if r[k] is not None:
-                    e["steps" if k == "step" else k] = r[k]
+        for r in rows:  # ordered by checkpoint, step
+            e = last.setdefault(r["checkpoint"], dict.fromkeys(headers))
+            e.update({"checkpoint": r["checkpoint"], "shown as": r["label"], "task": r["group"] or "text pretraining"})
+            e.update({"steps" if k == "step" else k: r[k] for k in ("step", "tokens", "train_loss", "elapsed_s")
+                      if r[k] is not None})  # fmt: skip
             if r["val_loss"] is not None and math.isfinite(r["val_loss"]):
-                e["val_loss"] = r["val_loss"]
-                e["best val_loss"] = min(e["best val_loss"] or math.inf, r["val_loss"])
+                best = e["best val_loss"]
+                e.update({"val_loss": r["val_loss"],
+                          "best val_loss": r["val_loss"] if best is None else min(best, r["val_loss"])})  # fmt: skip
         self.chart_page("training.html", "training curves", charts, empty="no training curves",
                         note="The table: each checkpoint's last logged step (every step: <a href=\"data.html\">"
                         "training_curves</a>).", tid="training_summary", rows=list(last.values()),
-                        headers=list(next(iter(last.values()), {}).keys()) or ["checkpoint"])  # fmt: skip
+                        headers=headers)  # fmt: skip
 
     def efficiency_page(self) -> None:
         rows = self.q(
