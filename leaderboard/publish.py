@@ -64,7 +64,7 @@ def publish(
     result_dirs, ck_dirs = discover([results, *([checkpoints] if checkpoints.is_dir() else [])])
     if not result_dirs:
         raise PublishError(f"--results {results}: no results.json under it")
-    devices, commits = set(), set()
+    devices, commits, cpus = set(), set(), set()
     for d in result_dirs:  # only what ingest accepts is published
         try:
             parse_results_dir(d, Path.cwd())
@@ -74,6 +74,7 @@ def publish(
         prov = doc.get("peeval") or lm_eval_provenance(doc, results_file(d))  # plain lm_eval's own results file
         devices.add(str(prov.get("device")))
         commits.add(str(prov.get("git_commit")))
+        cpus.add(_cpu_line(prov.get("cpu")))
     here = Path.cwd().resolve()
     for d in (*result_dirs, *ck_dirs):  # the published layout mirrors the repository's
         if not d.resolve().is_relative_to(here):
@@ -104,6 +105,8 @@ def publish(
             "profile": profile,
             "machine": machine.strip(),
             "devices": sorted(devices),
+            # the CPU and torch's kernel path each result was computed on (README: Reproducing on another CPU)
+            "cpu": sorted(cpus),
             "git_commits": sorted(commits),
             "published": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "runs": len(result_dirs),
@@ -116,6 +119,13 @@ def publish(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def _cpu_line(cpu) -> str:
+    """``AMD EPYC, torch kernels AVX2`` from a provenance's ``cpu`` record (peeval._versions.cpu_identity)."""
+    if not isinstance(cpu, dict):
+        return "not recorded (results written before provenance named the CPU)"
+    return f"{cpu.get('model') or 'unknown CPU'}, torch kernels {cpu.get('torch_capability') or 'unknown'}"
 
 
 def _slim_samples(src: Path, dest: Path) -> None:

@@ -63,3 +63,24 @@ def warn_if_untested() -> None:
         logger.warning(
             "peeval: %s; results may differ (peeval's constraints.txt pins the tested set)", "; ".join(problems)
         )
+
+
+def cpu_identity() -> dict[str, str | None]:
+    """The CPU a number was computed on and torch's CPU kernel path there (``default``, ``AVX2``, ``AVX512``;
+    ``ATEN_CPU_CAPABILITY`` picks a lower one). Floats differ in their last bits between paths (summation order,
+    vector width), so a rerun elsewhere reproduces numbers to a tolerance, not bit for bit (README: Reproducing
+    on another CPU)."""
+    import platform
+
+    import torch
+
+    model = None
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
+    except OSError:
+        pass
+    return {
+        "model": model or platform.processor() or platform.machine() or None,
+        "torch_capability": torch.backends.cpu.get_cpu_capability(),
+    }

@@ -27,6 +27,7 @@ from pathlib import Path
 from peeval.records import PPL_PREFIX, PROVENANCE_KEY, clip_text
 
 from ._io import replace_files
+from ._versions import cpu_identity
 
 PEEVAL_TASKS = Path(__file__).resolve().parent / "tasks"
 
@@ -158,6 +159,7 @@ def provenance(args, lm, model_args: dict, metadata: dict, data: dict | None = N
         command=sys.argv,
         date=now_iso(),
         data=data,
+        cpu=cpu_identity(),
     ).to_json()
 
 

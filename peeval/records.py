@@ -265,6 +265,8 @@ class Provenance:
     date: str
     #: per task, the datasets it read (peeval.data.recording): source, location, revision, documents' sha256
     data: dict | None = None
+    #: the CPU and torch's CPU kernel path (peeval._versions.cpu_identity): what a bit-for-bit rerun needs
+    cpu: dict | None = None
     extra: dict = field(default_factory=dict)  # keys of a newer writer, kept on a round trip
 
     def to_json(self) -> dict:

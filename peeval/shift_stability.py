@@ -39,6 +39,7 @@ from pathlib import Path
 import torch
 
 from ._io import atomic_write_text
+from ._versions import cpu_identity
 from .records import PROVENANCE_KEY, SHIFTS, Provenance, mean_stderr, result_key, shift_metric, stderr_key
 from .records import SHIFT_TASK as TASK
 
@@ -174,6 +175,7 @@ def results_document(metrics: dict, checkpoint: str, model, args) -> dict:
         versions=library_versions(("torch", "transformers", "lm_eval")),
         command=sys.argv,
         date=now_iso(),
+        cpu=cpu_identity(),
     )
     return {
         "results": {TASK: res},

@@ -23,6 +23,7 @@ import torch
 
 from .._extras import require
 from .._io import atomic_write_text, check_safetensors, save_dir_atomically
+from .._versions import cpu_identity
 from ..models import llama_adapters as la
 from .data import Batches, load_corpus, pack
 from .loop import fit, seed_all
@@ -161,6 +162,7 @@ def run_adapt(
             "seed": seed,
             "settings": jsonable(prof),
             "device": "cuda" if torch.cuda.is_available() else "cpu",
+            "cpu": cpu_identity(),
         }
         if method in la.TAPE_METHODS:
             summary["trainable_tensors"] = len(meta["trained_tensors"])

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from .._io import atomic_write_text, save_dir_atomically
+from .._versions import cpu_identity
 from .data import Batches, load_corpus, load_tokenizer, pack, profile_tokenizer, tokenizer_fingerprint, unigram_ppl
 from .loop import check_launch, fit, seed_all
 from .profiles import get_profile
@@ -181,6 +182,7 @@ def run_train(
             "device": "cuda" if torch.cuda.is_available() else "cpu",
             "world_size": res["world_size"],  # processes that shared each global batch
             "torch_threads": torch.get_num_threads(),  # per process
+            "cpu": cpu_identity(),  # CPU model and torch's kernel path: the last bits of the weights depend on it
         }
         if task is not None:
             summary["final_val_exact_match"] = res["final_val_exact_match"]

@@ -67,6 +67,21 @@ def test_publish_copies_results_and_summaries_never_weights(repo):
     assert json.loads((out / "SOURCE.json").read_text())["machine"] == "other"
 
 
+def test_source_names_the_cpu_and_kernel_path_of_each_result(repo):
+    """SOURCE.json says which CPU and torch kernel path computed the numbers (issue 40): a rerun on another one
+    reproduces them to a tolerance, not bit for bit; a result written before provenance named its CPU says so."""
+    out = publish("cpu", "2-core CPU", out=repo / "published")
+    assert json.loads((out / "SOURCE.json").read_text())["cpu"] == [
+        "not recorded (results written before provenance named the CPU)"
+    ]
+    f = repo / "results" / "rope" / "results.json"
+    doc = json.loads(f.read_text())
+    doc["peeval"]["cpu"] = {"model": "AMD EPYC", "torch_capability": "AVX2"}
+    f.write_text(json.dumps(doc))
+    out = publish("cpu", "2-core CPU", out=repo / "published", replace=True)
+    assert json.loads((out / "SOURCE.json").read_text())["cpu"] == ["AMD EPYC, torch kernels AVX2"]
+
+
 @pytest.mark.parametrize(
     ("argv", "msg"),
     [
