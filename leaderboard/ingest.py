@@ -1007,7 +1007,7 @@ def _check_duplicates(runs: list[dict]) -> None:
             seen[key] = r
     sources: dict[str, dict] = {}
     for r in runs:
-        other = sources.setdefault(r["name"], r)
+        other = sources.setdefault(r.get("name"), r)
         if other["source"] != r["source"]:
             raise IngestError(f"{_where(r)}: its name {r['name']!r} is taken by a run of {other['source']} "
                               f"({_where(other)}): runs of two sources never share a leaderboard row")  # fmt: skip
@@ -1063,7 +1063,10 @@ def ingest(
         raise IngestError(f"nothing to ingest under {[str(p) for p in paths]} (no results.json / *_summary.json)")
     rows: dict[str, list[dict]] = {t: [] for t in TABLE_COLUMNS}
     for d in result_dirs:  # parse everything first: a bad file stops us before the database is touched
-        for t, rs in parse_results_dir(d, root).items():
+        got = parse_results_dir(d, root)
+        for r in got["runs"]:
+            r.setdefault("source", LOCAL_SOURCE)
+        for t, rs in got.items():
             rows[t].extend(rs)
     for d in ck_dirs:
         for t, rs in parse_checkpoint_dir(d, root).items():

@@ -921,10 +921,21 @@ class Site:
             by_run[m["run_id"]][m["task"]][m["metric"]] = (m["value"], m["stderr"])
         metrics = {rid: {t: {m: ms[m] for m in compare.headline(ms)} for t, ms in tasks.items()}
                    for rid, tasks in by_run.items()}  # fmt: skip
+        blocks: dict[str, dict[tuple[str, int], compare.Blocks]] = defaultdict(lambda: defaultdict(dict))
+        for r in self.q("select run_id, task, doc_id, length, ll, tokens, protocol, target_start, target_end "
+                        "from ppl_blocks where ll is not null and tokens > 0"):  # fmt: skip
+            task = self.labels.get((r["run_id"], r["task"]), r["task"])  # the corpus as read: never two corpora
+            scored = (r["protocol"], r["target_start"], r["target_end"], r["tokens"])
+            blocks[r["run_id"]][(task, r["length"])][r["doc_id"]] = (scored, r["ll"], r["tokens"])
+        ppl_pairs = compare.all_ppl_pairs(blocks)
         data = {"pairs": {k: [dataclasses.asdict(p) for p in v] for k, v in pairs.items()}, "metrics": metrics,
-                "examples": examples, "responses": responses}  # fmt: skip
+                "examples": examples, "responses": responses,
+                "ppl_pairs": {k: [dataclasses.asdict(p) for p in v] for k, v in ppl_pairs.items()}}  # fmt: skip
         text = json.dumps(data, default=_jsonable, separators=(",", ":")).replace("</", "<\\/")
-        first, second = (next(iter(pairs)).split("|") if pairs else [r["run_id"] for r in runs[:2]] + [None, None])[:2]
+        paired_keys = list(pairs) or list(ppl_pairs)
+        first, second = (paired_keys[0].split("|") if paired_keys else [r["run_id"] for r in runs[:2]] + [None, None])[
+            :2
+        ]
         labels = [{"run_id": r["run_id"], "label": f"{r['name']} · {r['kind']} · seed {fmt(r['seed'])} · {r['run_id']}"}
                   for r in runs]  # fmt: skip
         self.files["compare.html"] = pages.render(
