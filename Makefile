@@ -51,14 +51,18 @@ leaderboard: $(STAMP)
 
 # the leaderboard of each published profile (leaderboard/published/<profile>/: results, summaries, curves a
 # fresh-clone run committed), without training anything: its own store, claims and site under build/site-<profile>,
-# in seconds; SITE_PROFILE=cpu-claims builds one
+# in seconds; SITE_PROFILE=cpu-claims builds one. Your own runs go on that board beside the published ones:
+# MINE="results/my-run lm_out/" ingests them too (peeval eval or plain lm_eval --log_samples output), as rows of
+# their own (source local / external), never seeds of a published row. The store is kept: a later `make site`
+# replaces only the published profile's rows, so what you ingested stays (README: Your runs on the leaderboard).
 SITE_PROFILE ?= $(patsubst leaderboard/published/%/SOURCE.json,%,$(wildcard leaderboard/published/*/SOURCE.json))
+MINE ?=
 site: $(STAMP)
 	@for p in $(SITE_PROFILE); do test -d leaderboard/published/$$p/results || { echo "make site: no leaderboard/published/$$p/results (SITE_PROFILE=$$(ls leaderboard/published | grep -v README | tr '\n' ' '))" >&2; exit 2; }; done
-	@for p in $(SITE_PROFILE); do d=build/site-$$p; mkdir -p $$d && rm -f $$d/peeval.duckdb $$d/claims.duckdb && \
-	  echo "published/$$p -> $$d" && \
-	  $(PY) -m leaderboard.ingest leaderboard/published/$$p --root leaderboard/published/$$p --db $$d/peeval.duckdb && \
-	  $(PY) pipelines/claims.py --db $$d/peeval.duckdb && \
+	@for p in $(SITE_PROFILE); do d=build/site-$$p; mkdir -p $$d && \
+	  echo "published/$$p $(MINE) -> $$d" && \
+	  $(PY) -m leaderboard.ingest leaderboard/published/$$p $(MINE) --db $$d/peeval.duckdb && \
+	  $(PY) pipelines/claims.py --db $$d/peeval.duckdb --source published/$$p && \
 	  $(PY) -m leaderboard.site --db $$d/peeval.duckdb --out $$d/site || exit 1; done
 	@for p in $(SITE_PROFILE); do echo "leaderboard of published/$$p: file://$(abspath build)/site-$$p/site/index.html"; done
 

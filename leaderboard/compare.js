@@ -32,9 +32,20 @@
           })));
       });
     });
-    document.getElementById('paired').innerHTML = rows.length ? table(['task', 'shared examples', 'A acc', 'B acc',
-      'A − B', '95 % interval', 'McNemar p', 'A-only / B-only right'], rows) :
-      '<p class="empty">these two runs share no examples with per-example outcomes</p>';
+    var ppl = (data.ppl_pairs || {})[key] || [];
+    var prows = ppl.map(function (p) {
+      var r = flip ? 1 / p.ratio : p.ratio, lo = p.lo == null ? null : flip ? 1 / p.hi : p.lo, hi = p.hi == null ? null : flip ? 1 / p.lo : p.hi;
+      paired[p.task] = true;
+      return ['<td>' + esc(p.task) + '</td>', '<td class="num">' + p.length + '</td>', '<td class="num">' + p.n + '</td>',
+        '<td class="num">' + num(flip ? p.b_ppl : p.a_ppl) + '</td>', '<td class="num">' + num(flip ? p.a_ppl : p.b_ppl) + '</td>',
+        '<td class="num diff">×' + num(r) + '</td>',
+        '<td class="num">' + (lo == null ? 'no interval' : '[×' + num(lo) + ', ×' + num(hi) + ']') + '</td>'];
+    });
+    document.getElementById('paired').innerHTML = (rows.length ? table(['task', 'shared examples', 'A acc', 'B acc',
+      'A − B', '95 % interval', 'McNemar p', 'A-only / B-only right'], rows) : '') +
+      (prows.length ? table(['corpus', 'length', 'documents (same targets)', 'A ppl', 'B ppl', 'A ÷ B',
+        '95 % interval'], prows) : '') ||
+      '<p class="empty">these two runs share no examples with per-example outcomes, nor perplexity target blocks</p>';
     var ma = data.metrics[ra] || {}, mb = data.metrics[rb] || {}, side = [];
     Object.keys(ma).sort().forEach(function (t) {
       if (!(t in mb)) return;

@@ -7,10 +7,11 @@ looks these up (no statistics in JavaScript); runs without shared examples are s
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 
 from leaderboard.claims.paired import mcnemar_exact, paired_anova
-from peeval.records import headline_metrics, is_cell, is_count, t_quantile
+from peeval.records import headline_metrics, is_cell, is_count, parse_ppl_metric, t_quantile
 
 #: fewer shared examples than this: no paired interval (as the claims' paired test)
 MIN_SHARED = 10
@@ -66,6 +67,59 @@ def all_pairs(outcomes: dict[str, dict[str, dict[int, tuple[str, bool]]]]) -> di
 
 
 def headline(metrics: dict[str, tuple[float | None, float | None]]) -> list[str]:
-    """The metrics of one task shown side by side: its headline ones, else every plain non-count metric."""
+    """The metrics of one task shown side by side: its headline ones, else every plain non-count metric; a
+    perplexity task (whose numbers are all cells) its perplexity at each length."""
     plain = [m for m in metrics if not is_cell(m) and not is_count(m)]
-    return headline_metrics(plain) or sorted(plain)
+    ppl = sorted((pm[1], m) for m in metrics if (pm := parse_ppl_metric(m)) and pm[0] == "ppl")
+    return headline_metrics(plain) or sorted(plain) or [m for _, m in ppl]
+
+
+@dataclass
+class PairedPpl:
+    """Two runs' perplexities at one length on the same target blocks (the same tokens of the same documents):
+    the ratio A ÷ B (exp of the mean per-document difference of mean NLLs) and its t interval over documents."""
+
+    task: str
+    length: int
+    n: int  # documents both scored on the same targets
+    a_ppl: float
+    b_ppl: float
+    ratio: float
+    lo: float | None
+    hi: float | None
+    df: float | None
+
+
+#: a perplexity block: doc_id -> (what was scored: protocol, target run, tokens; log-likelihood; tokens)
+Blocks = dict[int, tuple[tuple, float, int]]
+
+
+def paired_ppl(task: str, length: int, a: Blocks, b: Blocks) -> PairedPpl | None:
+    """The documents both runs scored on the same targets (same protocol, target run and token count): each
+    document's mean NLL an outcome, paired (``paired_anova``, one seed pair: var(d)/n on n − 1 df). None when
+    fewer than 2 documents are shared (a different tokenizer or protocol shares none)."""
+    docs = sorted(d for d in a.keys() & b.keys() if a[d][0] == b[d][0] and a[d][2] > 0)
+    if len(docs) < 2:
+        return None
+    xa = [-a[d][1] / a[d][2] for d in docs]
+    xb = [-b[d][1] / b[d][2] for d in docs]
+    diff, se, df = paired_anova([xa], [xb])
+    half = t_quantile(0.975, df) * se if df else None
+    tokens = sum(a[d][2] for d in docs)
+    a_ppl = math.exp(-sum(a[d][1] for d in docs) / tokens)
+    b_ppl = math.exp(-sum(b[d][1] for d in docs) / tokens)
+    return PairedPpl(task, length, len(docs), a_ppl, b_ppl, math.exp(diff),
+                     None if half is None else math.exp(diff - half), None if half is None else math.exp(diff + half),
+                     df)  # fmt: skip
+
+
+def all_ppl_pairs(blocks: dict[str, dict[tuple[str, int], Blocks]]) -> dict[str, list[PairedPpl]]:
+    """``blocks``: run_id -> (task, length) -> its blocks. Every pair of runs (``"<a>|<b>"``, a < b) with a
+    (task, length) of shared target blocks: its paired perplexities."""
+    out: dict[str, list[PairedPpl]] = {}
+    for a, b in itertools.combinations(sorted(blocks), 2):
+        got = [p for t, L in sorted(blocks[a].keys() & blocks[b].keys())
+               if (p := paired_ppl(t, L, blocks[a][(t, L)], blocks[b][(t, L)])) is not None]  # fmt: skip
+        if got:
+            out[f"{a}|{b}"] = got
+    return out

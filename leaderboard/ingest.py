@@ -13,6 +13,12 @@ parsed and checked before the database is opened; a malformed or partial file ra
 :class:`IngestError` naming it and the database is left as it was. The inserts then run in
 one transaction.
 
+Sources kept apart (issue 42): every run carries its source, ``local`` (``peeval eval`` here), ``external`` (plain
+lm_eval) or ``published/<profile>`` (a folder with a SOURCE.json, whether found under ``published`` or named as a
+path, checked against its SOURCE.json first); a name never holds runs of two sources, and within a source one
+checkpoint is one seed (a copied folder or a second evaluation on the same tasks is refused). A results folder
+whose checkpoint's weights no longer have the sha256 recorded at evaluation time is refused.
+
     python -m leaderboard.ingest --db leaderboard/peeval.duckdb results/ checkpoints/
 """
 
@@ -67,6 +73,9 @@ from peeval.records import (
     trained_base_label,
 )
 
+#: ``runs.source`` of a results file plain ``lm_eval`` wrote (no peeval provenance): a run from outside, never a
+#: seed of this pipeline's runs ('local') nor of a published profile's ('published/<profile>')
+EXTERNAL_SOURCE = "external"
 SCHEMA = Path(__file__).with_name("schema.sql")
 DEFAULT_DB = Path(__file__).with_name("peeval.duckdb")
 TEXT_LIMIT = 3000  # samples: longer texts keep their head and tail
@@ -560,6 +569,7 @@ def _parse_results_dir(run_dir: Path, path: Path, root: Path) -> dict[str, list[
     ckpt_raw = model_args.get("adapter") or prov.get("checkpoint")
     checkpoint = _rel(ckpt_raw, root)
     ckdir = (root / ckpt_raw) if ckpt_raw and not Path(ckpt_raw).is_absolute() else Path(ckpt_raw or ".")
+    check_checkpoint(prov, model_args, path, root)
     pe, pe_options = prov.get("pe"), _obj(prov, "pe_options", "peeval")
     train = adapt = base_train = None
     if (ckdir / "adapt_summary.json").is_file():
@@ -629,7 +639,7 @@ def _parse_results_dir(run_dir: Path, path: Path, root: Path) -> dict[str, list[
         "date": date, "max_length": _int(prov.get("max_length"), "peeval.max_length", 1),
         "training_length": _training_length(train, adapt, prov),
         "protocol": protocol, "dtype": prov.get("dtype"), "results_path": _rel(path, root),
-        "diag_task": (train or {}).get("task"),
+        "diag_task": (train or {}).get("task"), "source": EXTERNAL_SOURCE if plain else LOCAL_SOURCE,
     })  # fmt: skip
     for task, metric, filt, value, se in metrics:
         rows["metrics"].append({"run_id": run_id, "task": task, "metric": metric, "filter": filt, "value": value,
@@ -639,7 +649,59 @@ def _parse_results_dir(run_dir: Path, path: Path, root: Path) -> dict[str, list[
     rows["samples"] = samples
     rows["ppl_blocks"] = blocks
     rows["task_data"] = task_data_rows(prov, doc, run_id)
+    # what makes two results the same run, whatever their bytes or folders (never stored: ingest's duplicate check)
+    rows["runs"][0]["_content"] = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+    rows["runs"][0]["_identity"] = run_identity(params, sorted(doc["results"]))
     return rows
+
+
+def check_checkpoint(prov: dict, model_args: dict, path: Path, root: Path) -> None:
+    """IngestError unless the checkpoint a run evaluated is still the one its provenance recorded: the summaries
+    beside it (encoding, options, training length, seed) are read now, so a checkpoint retrained in place
+    (``--overwrite``) after the evaluation would lend its new summary to the old numbers. Checked where the
+    weights are here (a published folder holds none: its recorded provenance is what there is)."""
+    recorded = prov.get("checkpoint_sha256")
+    pretrained = model_args.get("pretrained") or prov.get("checkpoint")
+    if (
+        not isinstance(recorded, str)
+        or not _SHA256.match(recorded)
+        or not isinstance(pretrained, str)
+        or not pretrained
+    ):
+        return
+    weights = Path(pretrained) if Path(pretrained).is_absolute() else root / pretrained
+    if isinstance(gguf := model_args.get("gguf_file"), str) and gguf:
+        weights = weights / gguf
+    now = checkpoint_sha256(weights)
+    if now is not None and now != recorded:
+        raise IngestError(f"{path}: the checkpoint {pretrained} changed since it was evaluated (sha256 "
+                          f"{recorded[:12]}… recorded, {now[:12]}… now: retrained or replaced): evaluate it "
+                          "again, or ingest results whose checkpoint is as evaluated")  # fmt: skip
+
+
+def run_identity(params: dict, tasks: list[str]) -> tuple | None:
+    """What one evaluation of one checkpoint is, whatever folder it was copied to: the checkpoint's sha256
+    recorded at evaluation time, the model's arguments but its path, and each task it ran; None when no
+    sha256 was recorded (plain lm_eval, a checkpoint without weight files, anything but 64 hex digits)."""
+    sha = params.get("checkpoint_sha256")
+    if not isinstance(sha, str) or not _SHA256.match(sha):  # none recorded, or not a sha256 (a test's placeholder)
+        return None
+    args = {k: v for k, v in (params.get("model_args") or {}).items() if k != "pretrained"}
+    return sha, json.dumps(args, sort_keys=True, default=str), tuple(tasks)
+
+
+def checkpoint_sha256(path: Path) -> str | None:
+    """sha256 of a checkpoint's weight files as ``peeval eval`` records it (``peeval.evaluation.checkpoint_hash``:
+    the ``*.safetensors`` of a folder in name order, or the file itself); None when there are none."""
+    if not path.exists():
+        return None
+    files = [path] if path.is_file() else sorted(path.glob("*.safetensors"))
+    h = hashlib.sha256()
+    for f in files:
+        with f.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest() if files else None
 
 
 def parse_checkpoint_dir(ck: Path, root: Path) -> dict[str, list[dict]]:
@@ -839,13 +901,56 @@ def read_source(folder: Path) -> dict:
     return src
 
 
+def published_files(folder: Path) -> dict[str, str]:
+    """{path relative to ``folder``: sha256} of every file of a published folder but its SOURCE.json: what
+    ``leaderboard.publish`` records in SOURCE.json ``files`` and ingest checks before it reads the folder."""
+    out = {}
+    for f in sorted(folder.rglob("*")):
+        if f.is_file() and f != folder / SOURCE_FILE:
+            h = hashlib.sha256()
+            with f.open("rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(chunk)
+            out[f.relative_to(folder).as_posix()] = h.hexdigest()
+    return out
+
+
+def check_published(folder: Path, src: dict) -> None:
+    """IngestError (one line) unless a published folder holds what its SOURCE.json says was published: the same
+    number of runs and checkpoints, and, where SOURCE.json lists them (``files``), exactly those files with those
+    sha256s. A run folder deleted (39 of 40 runs read) or copied (one more seed of a published row) is caught
+    here, before a number of the folder is read."""
+    f = folder / SOURCE_FILE
+    files = src.get("files")
+    if files is not None:
+        if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+            raise IngestError(f"{f}: 'files' must map each published file to its sha256")
+        have = published_files(folder)
+        missing = sorted(set(files) - set(have))
+        extra = sorted(set(have) - set(files))
+        changed = sorted(k for k in set(files) & set(have) if files[k] != have[k])
+        for what, names in (("is missing", missing), ("is not in it", extra), ("changed since", changed)):
+            if names:
+                more = f" and {len(names) - 1} more" if len(names) > 1 else ""
+                raise IngestError(f"{folder}: {names[0]}{more} {what} {SOURCE_FILE} ({len(files)} files published): "
+                                  "restore the folder as published (git checkout) or publish it again")  # fmt: skip
+    result_dirs, ck_dirs = discover([folder])
+    for key, found in (("runs", result_dirs), ("checkpoints", ck_dirs)):
+        want = src.get(key)
+        if want is not None and (isinstance(want, bool) or not isinstance(want, int) or want != len(found)):
+            raise IngestError(f"{folder}: {len(found)} {key} found, {SOURCE_FILE} says {want!r} were published: "
+                              "restore the folder as published (git checkout) or publish it again")  # fmt: skip
+
+
 def _published_rows(folder: Path, root: Path) -> dict[str, list[dict]]:
     """Every row of one published folder, told apart from local ones: source ``published/<profile>``,
     the machine, names ``<label> @<profile>``, paths under the folder and run ids salted with the source
     (a published copy of a local results.json is a different run), so local runs never replace them."""
     src = read_source(folder)
+    check_published(folder, src)
     source = published_source(src["profile"])
     prefix = _rel(folder, root)
+    prefix = f"{source}/" if prefix == "." else f"{prefix}/"  # never a local run's checkpoints/... key
     result_dirs, ck_dirs = discover([folder])
     rows: dict[str, list[dict]] = {t: [] for t in TABLE_COLUMNS}
     for d in result_dirs:  # paths inside the results resolve against the folder, as where they were made
@@ -859,15 +964,71 @@ def _published_rows(folder: Path, root: Path) -> dict[str, list[dict]]:
         run.update(source=source, machine=src["machine"], name=published_name(run["name"], src["profile"]))
         for key in ("checkpoint", "results_path"):
             if run[key] and not Path(run[key]).is_absolute():
-                run[key] = f"{prefix}/{run[key]}"
+                run[key] = f"{prefix}{run[key]}"
         for t, rs in got.items():
             rows[t].extend(rs)
     for d in ck_dirs:
         for t, rs in parse_checkpoint_dir(d, folder).items():
             for r in rs:
-                r["checkpoint"] = f"{prefix}/{r['checkpoint']}"
+                r["checkpoint"] = f"{prefix}{r['checkpoint']}"
             rows[t].extend(rs)
     return rows
+
+
+def published_home(path: Path) -> Path | None:
+    """The published folder (one with a SOURCE.json) that ``path`` is, or lies in; None for any other path."""
+    for d in (path, *path.parents) if path.is_dir() else path.parents:
+        if (d / SOURCE_FILE).is_file():
+            return d
+    return None
+
+
+def _where(run: dict) -> str:
+    return str(run["results_path"])
+
+
+def _check_duplicates(runs: list[dict]) -> None:
+    """IngestError (one line naming both) when two results of one source are the same run: the same results
+    (a copied folder, re-indented or not) or the same checkpoint evaluated on the same tasks (one checkpoint is
+    one seed, whatever the copies), or when one name would hold runs of two sources (a local run is never one
+    more seed of a published row)."""
+    seen: dict[tuple, dict] = {}
+    for r in runs:
+        keys = [(r["source"], "content", r.get("_content"))]
+        if r.get("_identity") is not None:
+            keys.append((r["source"], "identity", r["_identity"]))
+        for key in keys:
+            if key[2] is None:
+                continue
+            if key in seen:
+                what = "results" if key[1] == "content" else "checkpoint (sha256), model and tasks"
+                raise IngestError(f"{_where(r)}: the same {what} as {_where(seen[key])}: one run copied twice "
+                                  "would count as two seeds: remove one")  # fmt: skip
+            seen[key] = r
+    sources: dict[str, dict] = {}
+    for r in runs:
+        other = sources.setdefault(r.get("name"), r)
+        if other["source"] != r["source"]:
+            raise IngestError(f"{_where(r)}: its name {r['name']!r} is taken by a run of {other['source']} "
+                              f"({_where(other)}): runs of two sources never share a leaderboard row")  # fmt: skip
+
+
+def _check_against_store(con, runs: list[dict], replaced: list[str]) -> None:
+    """:func:`_check_duplicates` against the runs already in the store (those this ingest replaces aside)."""
+    if not runs:
+        return
+    stored = con.execute("SELECT r.run_id, r.name, r.source, r.params, r.results_path, "
+                         "(SELECT list(DISTINCT m.task ORDER BY m.task) FROM metrics m WHERE m.run_id = r.run_id) "
+                         "FROM runs r WHERE NOT list_contains(?, r.run_id)", [replaced]).fetchall()  # fmt: skip
+    old = []
+    for run_id, name, source, params, path, tasks in stored:
+        try:
+            ident = run_identity(json.loads(params) if params else {}, list(tasks or []))
+        except (ValueError, AttributeError):
+            ident = None
+        old.append({"run_id": run_id, "name": name, "source": source, "results_path": f"{path} (in the store)",
+                    "_identity": ident})  # fmt: skip
+    _check_duplicates([*old, *runs])
 
 
 def ingest(
@@ -884,24 +1045,27 @@ def ingest(
             open_store(db, "--db", allow_empty=True).close()
         except StoreError as e:
             raise IngestError(str(e)) from None
-    result_dirs, ck_dirs = discover([Path(p).resolve() for p in paths])  # found from the cwd, stored from root
-    # a published folder named as a path (`make site`): its runs are this store's own, run on its SOURCE.json machine
-    machines = {f: read_source(f)["machine"] for f in (Path(p).resolve() for p in paths) if (f / SOURCE_FILE).is_file()}
-    folders = (
-        sorted(p for p in Path(published).iterdir() if p.is_dir()) if published and Path(published).is_dir() else []
+    given = [Path(p).resolve() for p in paths]
+    result_dirs, ck_dirs = discover(given)  # found from the cwd, stored from root
+    # a published folder is read whole, checked against its SOURCE.json, as its profile's runs: also when it is
+    # named as a path (`make site`) or lies under one, so its runs never become local ones (a user's run beside
+    # them is another row, never one more seed of theirs)
+    named = {h for d in (*given, *result_dirs, *ck_dirs) if (h := published_home(d)) is not None}
+    result_dirs = [d for d in result_dirs if published_home(d) is None]
+    ck_dirs = [d for d in ck_dirs if published_home(d) is None]
+    shelf = (
+        sorted(p.resolve() for p in Path(published).iterdir() if p.is_dir())
+        if published and Path(published).is_dir()
+        else []
     )
+    folders = sorted(set(shelf) | named)
     if not result_dirs and not ck_dirs and not folders:
         raise IngestError(f"nothing to ingest under {[str(p) for p in paths]} (no results.json / *_summary.json)")
     rows: dict[str, list[dict]] = {t: [] for t in TABLE_COLUMNS}
-    first: dict[str, Path] = {}
     for d in result_dirs:  # parse everything first: a bad file stops us before the database is touched
         got = parse_results_dir(d, root)
         for r in got["runs"]:
-            if r["run_id"] in first:
-                raise IngestError(f"{results_file(d)}: the same file as {results_file(first[r['run_id']])} "
-                                  "(a copied results folder would count the run twice): remove one")  # fmt: skip
-            first[r["run_id"]] = d
-            r.update(source=LOCAL_SOURCE, machine=next((m for f, m in machines.items() if d.is_relative_to(f)), None))
+            r.setdefault("source", LOCAL_SOURCE)
         for t, rs in got.items():
             rows[t].extend(rs)
     for d in ck_dirs:
@@ -910,6 +1074,8 @@ def ingest(
     for folder in folders:
         for t, rs in _published_rows(folder, root).items():
             rows[t].extend(rs)
+    _check_duplicates(rows["runs"])
+    whole = {published_source(src["profile"]): src["machine"] for src in map(read_source, folders)}
     run_ids = sorted({r["run_id"] for r in rows["runs"]})
     paths_ = sorted({r["results_path"] for r in rows["runs"]})
     cks = sorted({r["checkpoint"] for t in CHECKPOINT_TABLES for r in rows[t]})
@@ -922,12 +1088,18 @@ def ingest(
         raise IngestError(f"{db}: cannot open as a DuckDB database ({type(e).__name__}: {e})") from e
     try:
         con.execute("BEGIN TRANSACTION")
-        if run_ids:
+        stale: list[str] = []
+        if run_ids or whole:
             old = [r[0] for r in con.execute("SELECT run_id FROM runs WHERE list_contains(?, results_path)",
                                              [paths_]).fetchall()]  # fmt: skip
+            for source, machine in whole.items():  # a published folder replaces its profile's rows whole
+                # (and the copies an older `make site` wrote of them: source 'local' with the folder's machine)
+                q = "SELECT run_id FROM runs WHERE source = ? OR (source = ? AND machine = ?)"
+                old += [r[0] for r in con.execute(q, [source, LOCAL_SOURCE, machine]).fetchall()]
             stale = sorted(set(run_ids) | set(old))
             for t in RUN_TABLES:
                 con.execute(f"DELETE FROM {t} WHERE list_contains(?, run_id)", [stale])
+        _check_against_store(con, rows["runs"], stale)
         if cks:
             for t in CHECKPOINT_TABLES:
                 con.execute(f"DELETE FROM {t} WHERE list_contains(?, checkpoint)", [cks])

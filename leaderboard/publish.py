@@ -30,6 +30,7 @@ from leaderboard.ingest import (
     discover,
     lm_eval_provenance,
     parse_results_dir,
+    published_files,
     results_file,
 )
 from peeval._io import named, replace_dir
@@ -111,6 +112,7 @@ def publish(
             "published": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "runs": len(result_dirs),
             "checkpoints": len(ck_dirs),
+            "files": published_files(tmp),  # ingest reads the folder only while it holds exactly these
         }
         (tmp / SOURCE_FILE).write_text(json.dumps(source, indent=1) + "\n", encoding="utf-8")
         replace_dir(tmp, target)

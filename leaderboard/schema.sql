@@ -34,7 +34,7 @@ CREATE TABLE IF NOT EXISTS runs (
     dtype                VARCHAR,
     results_path         VARCHAR,              -- the results.json ingested
     diag_task            VARCHAR,              -- the diagnostic task a diagnostic checkpoint was trained on
-    source               VARCHAR NOT NULL DEFAULT '{LOCAL_SOURCE}',  -- 'local' (this pipeline) or 'published/<profile>'
+    source               VARCHAR NOT NULL DEFAULT '{LOCAL_SOURCE}',  -- 'local' (peeval eval here), 'external' (plain lm_eval) or 'published/<profile>'
     machine              VARCHAR               -- published runs: the machine SOURCE.json names (NULL: local)
 );
 

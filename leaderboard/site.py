@@ -180,6 +180,19 @@ def _jsonable(v: Any) -> Any:
     return v
 
 
+#: what a spreadsheet reads as the start of a formula (=, +, -, @, a tab or a carriage return: OWASP's list)
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(v: Any) -> Any:
+    """A value as the site's CSV downloads hold it: a text from the store that a spreadsheet would run as a
+    formula (an lm-eval model named ``=HYPERLINK(...)``) gets a leading ``'``, so it is shown as the text it is;
+    numbers (``-inf`` included) are written as they are."""
+    if isinstance(v, str) and v.startswith(FORMULA_START):
+        return "'" + v
+    return _jsonable(v)
+
+
 class Site:
     """Collects pages and downloadable tables, then writes them in one go."""
 
@@ -222,9 +235,9 @@ class Site:
 
     def data_files(self, tid: str, headers: list[str], rows: list[list[Any]]) -> None:
         buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
+        w = csv.writer(buf, lineterminator="\r\n")  # RFC 4180; and a text's lone \r is then quoted, never a row end
         w.writerow(headers)
-        w.writerows([[_jsonable(v) for v in r] for r in rows])
+        w.writerows([[csv_cell(v) for v in r] for r in rows])
         self.files[f"data/{tid}.csv"] = buf.getvalue()
         records = [{h: _jsonable(v) for h, v in zip(headers, r)} for r in rows]
         # one record per line: readable, and the C encoder (``indent`` takes Python's: 3x slower on 100k rows)
@@ -908,10 +921,21 @@ class Site:
             by_run[m["run_id"]][m["task"]][m["metric"]] = (m["value"], m["stderr"])
         metrics = {rid: {t: {m: ms[m] for m in compare.headline(ms)} for t, ms in tasks.items()}
                    for rid, tasks in by_run.items()}  # fmt: skip
+        blocks: dict[str, dict[tuple[str, int], compare.Blocks]] = defaultdict(lambda: defaultdict(dict))
+        for r in self.q("select run_id, task, doc_id, length, ll, tokens, protocol, target_start, target_end "
+                        "from ppl_blocks where ll is not null and tokens > 0"):  # fmt: skip
+            task = self.labels.get((r["run_id"], r["task"]), r["task"])  # the corpus as read: never two corpora
+            scored = (r["protocol"], r["target_start"], r["target_end"], r["tokens"])
+            blocks[r["run_id"]][(task, r["length"])][r["doc_id"]] = (scored, r["ll"], r["tokens"])
+        ppl_pairs = compare.all_ppl_pairs(blocks)
         data = {"pairs": {k: [dataclasses.asdict(p) for p in v] for k, v in pairs.items()}, "metrics": metrics,
-                "examples": examples, "responses": responses}  # fmt: skip
+                "examples": examples, "responses": responses,
+                "ppl_pairs": {k: [dataclasses.asdict(p) for p in v] for k, v in ppl_pairs.items()}}  # fmt: skip
         text = json.dumps(data, default=_jsonable, separators=(",", ":")).replace("</", "<\\/")
-        first, second = (next(iter(pairs)).split("|") if pairs else [r["run_id"] for r in runs[:2]] + [None, None])[:2]
+        paired_keys = list(pairs) or list(ppl_pairs)
+        first, second = (paired_keys[0].split("|") if paired_keys else [r["run_id"] for r in runs[:2]] + [None, None])[
+            :2
+        ]
         labels = [{"run_id": r["run_id"], "label": f"{r['name']} · {r['kind']} · seed {fmt(r['seed'])} · {r['run_id']}"}
                   for r in runs]  # fmt: skip
         self.files["compare.html"] = pages.render(
@@ -965,40 +989,61 @@ class Site:
         return _write_tree(self.out, self.files)
 
 
-#: written into every site folder: a folder that carries it is the site's own, to replace whole
+#: written into every site folder: the manifest of the files that build wrote (JSON: ``{"files": [...]}``); the
+#: next build replaces the folder only when every file in it is listed there (a file of the user's is never deleted)
 MARKER = ".peeval-site"
-#: what a site built before the marker existed always holds
-_LEGACY = ("index.html", "assets/site.css", "assets/site.js")
+#: a folder without a manifest (a site built before the manifest existed) is the site's own only when every file
+#: in it is one this build writes or a page of a run that may have left the store since (its run id: 16 hex digits)
+_OLD_SITE_FILE = re.compile(
+    r"^(?:runs/[0-9a-f]{16}\.html|data/(?:samples_|data_|metrics_)?[0-9a-f]{16}\.(?:csv|json))$"
+)
 
 
 class SiteOutError(Exception):
     """``--out`` names a folder the site may not replace (it holds someone else's files)."""
 
 
+def _manifest(out: Path) -> set[str] | None:
+    """The files the build that wrote ``out`` listed in its manifest; None when it has none (not a site, or one
+    built before the manifest: its marker said only who wrote it)."""
+    try:
+        doc = json.loads((out / MARKER).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    files = doc.get("files") if isinstance(doc, dict) else None
+    return {f for f in files if isinstance(f, str)} if isinstance(files, list) else None
+
+
 def _check_out(out: Path, files: dict[str, str]) -> None:
-    """The site replaces ``out`` whole, so ``out`` must be new, empty, or a site this module wrote:
-    a folder with the user's own files in it is refused, never swapped away."""
-    if not out.exists():
+    """The site replaces ``out`` whole, so every file in ``out`` must be one a build of the site wrote: listed in
+    its manifest (:data:`MARKER`), or, for a folder without one, a file this build writes again or a stale run
+    page. A folder with any other file (the user's notes, a store, a page beside the site's) is refused, never
+    swapped away: the site deletes only files it wrote."""
+    if not out.exists() and not out.is_symlink():
         return
-    if not out.is_dir():
+    if out.is_symlink() or not out.is_dir():
         raise SiteOutError(f"--out {out}: exists and is not a folder")
-    if (out / MARKER).is_file() or all((out / f).is_file() for f in _LEGACY):
-        return
-    foreign = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if not p.is_dir())
-    foreign = [f for f in foreign if f not in files]
+    listed = _manifest(out)
+    present = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_symlink() or not p.is_dir())
+    if listed is not None:
+        foreign = [f for f in present if f not in listed and f != MARKER]
+    else:
+        foreign = [f for f in present if f not in files and f != MARKER and not _OLD_SITE_FILE.match(f)]
     if foreign:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
         raise SiteOutError(
             f"--out {out}: holds files the site did not write ({shown}); the site replaces its "
-            "folder whole, so give a new or empty folder (or remove those files)"
+            "folder whole, so give a new or empty folder (or move those files out)"
         )
 
 
 def _write_tree(out: Path, files: dict[str, str]) -> Path:
     """Write into a temporary sibling folder, then swap it in (no half-built site); the temporary
-    folder goes on every failure."""
+    folder goes on every failure. The folder's manifest (:data:`MARKER`) lists every file written."""
     out = Path(out)
-    files = {**files, MARKER: "A static site written by peeval's leaderboard.site: rebuilt whole on every build.\n"}
+    manifest = {"written_by": "leaderboard.site (peeval): the files of this build; the next build replaces them",
+                "files": sorted([*files, MARKER])}  # fmt: skip
+    files = {**files, MARKER: json.dumps(manifest, indent=1) + "\n"}
     _check_out(out, files)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))

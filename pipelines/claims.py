@@ -31,6 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="the claims database (default: claims.duckdb beside --db)")
     ap.add_argument("--claims", default=str(ROOT / "leaderboard" / "claims.yaml"))
     ap.add_argument("--summary", default=None, help="write verdict counts as JSON here")
+    ap.add_argument(
+        "--source",
+        default="local",
+        help="judge the runs of this source (runs.source): local, or published/<profile> "
+        "on a published profile's board (make site) (default: %(default)s)",
+    )
     args = ap.parse_args(argv)
 
     import duckdb
@@ -61,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pipelines/claims.py: {e}", file=sys.stderr)
         return 2
     try:
-        rows, values = evaluate_claims(load_claims(args.claims), read_store(con))
+        rows, values = evaluate_claims(load_claims(args.claims), read_store(con, args.source))
     except ClaimsError as e:
         print(f"pipelines/claims.py: {e}", file=sys.stderr)
         return 2

