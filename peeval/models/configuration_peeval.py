@@ -29,6 +29,11 @@ ATTN_IMPLEMENTATIONS = {
 }
 
 
+def transformers_label(attn_backend: str) -> str:
+    """What transformers is told (``config._attn_implementation``): eager for the eager back-end, else sdpa."""
+    return "eager" if attn_backend == "eager" else "sdpa"
+
+
 def attn_backend_for(attn_implementation: str) -> str:
     """peeval's back-end for a transformers ``attn_implementation`` name (ValueError naming the allowed ones)."""
     if attn_implementation not in ATTN_IMPLEMENTATIONS:

@@ -15,7 +15,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutpu
 from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm
 
 from . import attention as attn
-from .configuration_peeval import PeevalConfig, attn_backend_for
+from .configuration_peeval import PeevalConfig, attn_backend_for, transformers_label
 from .encodings import Encoding, PEContext, build_encoding
 
 #: the name under which this transformers release hands the KV cache to ``forward`` and reads it back
@@ -120,7 +120,7 @@ class PeevalPreTrainedModel(PreTrainedModel):
         label = attn_implementation
         if not (attn_implementation is None or isinstance(attn_implementation, dict) or labelled):
             self.config.attn_backend = attn_backend_for(attn_implementation)
-            label = "eager" if self.config.attn_backend == "eager" else "sdpa"
+            label = transformers_label(self.config.attn_backend)
         label = super()._check_and_adjust_attn_implementation(label, *args, **kwargs)
         self.config.__dict__["_peeval_attn_label"] = label
         return label
