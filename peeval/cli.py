@@ -1,5 +1,5 @@
-"""The ``peeval`` command: ``eval``, ``train``, ``tokenizer``, ``adapt``, ``data``: argument parsing, dispatch
-and the one error path (:func:`main`); ``peeval eval`` itself is :mod:`peeval.evaluation`.
+"""The ``peeval`` command: ``eval``, ``train``, ``tokenizer``, ``adapt``, ``data``, ``bench``: argument parsing,
+dispatch and the one error path (:func:`main`); ``peeval eval`` itself is :mod:`peeval.evaluation`.
 """
 
 from __future__ import annotations
@@ -107,6 +107,25 @@ def cmd_data(args) -> int:
     return 2 if problems else 0
 
 
+def cmd_bench(args) -> int:
+    """``peeval bench --train``: training-step speed of a profile's model per encoding (peeval.train_bench)."""
+    if not args.train:
+        raise ValueError("peeval bench: only --train is a command here; forward speed: python -m peeval.bench")
+    from .train_bench import run
+
+    run(args)
+    return 0
+
+
+def _add_bench_parser(sub) -> None:
+    from .train_bench import add_arguments
+
+    b = sub.add_parser("bench", help="time a profile's training step per encoding / back-end, as ratios to rope")
+    b.add_argument("--train", action="store_true", help="time the training step (required)")
+    add_arguments(b)
+    b.set_defaults(func=cmd_bench)
+
+
 def _add_data_parsers(sub) -> None:
     d = sub.add_parser("data", help="verify the data mirror a profile reads; download what is missing (pinned, sha256)")
     d.add_argument("--root", default=None, help="the mirror folder (default: $PEEVAL_DATA_MIRROR, else data.root)")
@@ -191,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.set_defaults(func=cmd_eval)
     _add_train_parsers(sub)
     _add_data_parsers(sub)
+    _add_bench_parser(sub)
     return p
 
 

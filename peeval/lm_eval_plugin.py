@@ -284,13 +284,38 @@ class _PeevalHFLM(HFLM):
         return torch.cat(parts).view(B, T)
 
 
+def check_attention_args(model_name: str, attn_backend, attn_implementation) -> str | None:
+    """model_args ``attn_backend=`` (peeval's back-ends) and ``attn_implementation=`` (transformers' names,
+    mapped: ``peeval.models.configuration_peeval.ATTN_IMPLEMENTATIONS``), checked before any weights are
+    read: the back-end they name, or None (the checkpoint's own)."""
+    from peeval.models.configuration_peeval import ATTN_BACKENDS, attn_backend_for
+
+    if attn_backend is not None and attn_backend not in ATTN_BACKENDS:
+        raise ValueError(f"--model {model_name}: attn_backend={attn_backend!r}: allowed {', '.join(ATTN_BACKENDS)}")
+    if attn_implementation is None:
+        return attn_backend
+    try:
+        mapped = attn_backend_for(attn_implementation)
+    except ValueError as e:
+        raise ValueError(f"--model {model_name}: {e}") from None
+    if attn_backend is not None and attn_backend != mapped:
+        raise ValueError(
+            f"--model {model_name}: attn_backend={attn_backend!r} and attn_implementation={attn_implementation!r} "
+            f"(= {mapped!r}) disagree: give one"
+        )
+    return mapped
+
+
 class PeevalLM(_PeevalHFLM):
     """``--model peeval``: any peeval checkpoint; the encoding is read from it."""
 
     expected_pe: str | None = None
 
-    def __init__(self, pretrained=None, **kwargs):
+    def __init__(self, pretrained=None, attn_backend: str | None = None, **kwargs):
         self.check_args(pretrained, kwargs)
+        backend = check_attention_args(self.model_name, attn_backend, kwargs.get("attn_implementation"))
+        if backend is not None:  # read by from_pretrained as a config field
+            kwargs["attn_backend"] = backend
         if isinstance(pretrained, str):
             from transformers import AutoConfig
 

@@ -15,6 +15,7 @@ and a boolean ``allowed`` mask (B, 1, Nq, Nk) or None when plain causal masking 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
 from collections.abc import Callable
@@ -375,9 +376,15 @@ def _can_flash(c: AttentionCall) -> bool:
 
 
 def _can_flex(c: AttentionCall) -> bool:
-    """FlexAttention: by default only on CUDA; asked for (``flex``) also on the CPU without autograd."""
+    """FlexAttention: by default only on CUDA; asked for (``flex``) also on the CPU without autograd;
+    never again for an encoding (on a device type) once its compilation failed (``BROKEN``)."""
     offered = _is_position_bias(c) and c.bias.element_fn is not None
-    return offered and flex_available(c.q) and c.whole and (c.request == "flex" or c.q.is_cuda)
+    usable = offered and flex_available(c.q) and c.whole and (c.request == "flex" or _is_cuda(c.q))
+    return usable and ("flex", c.pe.name, c.q.device.type) not in BROKEN
+
+
+def _is_cuda(t: torch.Tensor) -> bool:
+    return t.is_cuda
 
 
 def _eager(c):
@@ -402,7 +409,63 @@ def _flash(c):
 
 
 def _flex(c):
-    return flex_bias_attention(c.q, c.k, c.v, c.bias.score_mod(), scale=c.scale, state=c.ctx.state), None
+    """FlexAttention, compiled. Under autograd a first call of each shape also runs a backward on
+    detached copies (``_probe_flex_backward``): the backward is compiled there, inside this call, so
+    that a failing compilation (FIRE's ``score_mod`` on an H200, issue 46) can still fall back."""
+    try:
+        if torch.is_grad_enabled() and any(t.requires_grad for t in (c.q, c.k, c.v, *c.bias.tensors)):
+            _probe_flex_backward(c)
+        return flex_bias_attention(c.q, c.k, c.v, c.bias.score_mod(), scale=c.scale, state=c.ctx.state), None
+    except torch.OutOfMemoryError:
+        raise  # no other path needs less memory
+    except Exception as e:  # InductorError, BackendCompilerFailed, a Triton error, ...
+        return fall_back("flex", c, e)
+
+
+#: (back-end, pe, device type) of compiled paths whose compilation failed: never tried again
+BROKEN: set[tuple[str, str, str]] = set()
+#: (pe, device type, shapes, dtypes, autocast) whose compiled FlexAttention backward ran once
+_FLEX_PROBED: set[tuple] = set()
+
+
+def _probe_flex_backward(c: AttentionCall) -> None:
+    """FlexAttention forward and backward on detached copies of this call's inputs (same shapes,
+    dtypes and ``requires_grad``, so the compiled graphs are the ones the real call uses); raises
+    what the compiler raises. Once per shape: the cost is one extra attention forward + backward."""
+    inputs = (c.q, c.k, c.v, *c.bias.tensors)
+    key = (c.pe.name, c.q.device.type, torch.is_autocast_enabled(c.q.device.type),
+           tuple((tuple(t.shape), t.dtype, t.requires_grad) for t in inputs))  # fmt: skip
+    if key in _FLEX_PROBED:
+        return
+    leaves = [t.detach().requires_grad_(t.requires_grad) for t in inputs]
+    bias = dataclasses.replace(c.bias, tensors=tuple(leaves[3:]))
+    out = flex_bias_attention(*leaves[:3], bias.score_mod(), scale=c.scale)
+    wanted = [t for t in leaves if t.requires_grad]
+    torch.autograd.grad(out, wanted, torch.ones_like(out), allow_unused=True)
+    _FLEX_PROBED.add(key)
+
+
+def fall_back(name: str, c: AttentionCall, error: Exception):
+    """After compiled back-end ``name`` failed for this call: mark it broken for the encoding (on
+    this device type), say so once, and run the next back-end that can (``fallback_for``)."""
+    BROKEN.add((name, c.pe.name, c.q.device.type))
+    nxt = fallback_for(c, name)
+    what = " ".join(str(error).split())[:200] or "no message"
+    log_once(f"attn_backend {name!r} failed for pe={c.pe.name!r} on {c.q.device.type} "
+             f"({type(error).__name__}: {what}): using {nxt!r} instead")  # fmt: skip
+    return BACKENDS[nxt].run(c)
+
+
+def fallback_for(c: AttentionCall, failed: str) -> str:
+    """The back-end after ``failed``: the encoding's measured default where one applies
+    (``measured_default``), else the next of the request's ``PREFERENCE`` that can run."""
+    order = PREFERENCE[c.request]
+    after = order[order.index(failed) + 1 :] if failed in order else order
+    measured = measured_default(c, any_request=True)
+    for name in ([measured] if measured else []) + list(after):
+        if name != failed and BACKENDS[name].can_run(c):
+            return name
+    return "sdpa"
 
 
 def _blocked(c):
@@ -434,7 +497,8 @@ BACKENDS: dict[str, Backend] = {
 
 #: per ``attn_backend``: the back-ends tried in order; the first that can run does. A position-only
 #: bias defaults to FlexAttention on CUDA for a whole causal pass, else the blocked path (measured
-#: faster than the N×N bias on the CPU, forward and training; issue 17).
+#: faster than the N×N bias on the CPU, forward and training; issue 17); a training step on CUDA
+#: first takes the encoding's ``cuda_train_backend`` (``measured_default``).
 PREFERENCE: dict[str, tuple[str, ...]] = {
     "eager": ("eager",),
     "triton": ("triton", "content_blocks", "flex", "blocked", "sdpa"),
@@ -443,6 +507,20 @@ PREFERENCE: dict[str, tuple[str, ...]] = {
     "flex": ("content_blocks", "flex", "blocked", "sdpa"),
     "blocked": ("content_blocks", "blocked", "sdpa"),
 }
+
+
+def measured_default(c: AttentionCall, any_request: bool = False) -> str | None:
+    """The encoding's ``cuda_train_backend`` (measured faster than this module's default in a
+    training step on an H200, issue 46: blocked for t5 / kerple, eager for fire) when it applies:
+    the default request (``sdpa``; any, after a failure), CUDA, autograd on, a whole causal pass,
+    and it can run."""
+    name = getattr(c.pe, "cuda_train_backend", None)
+    default = any_request or c.request == "sdpa"
+    if name is None or not default or not _is_cuda(c.q) or not torch.is_grad_enabled() or not c.whole:
+        return None
+    if (name, c.pe.name, c.q.device.type) in BROKEN or not BACKENDS[name].can_run(c):
+        return None
+    return name
 
 
 def plan(call: AttentionCall) -> str:
@@ -454,11 +532,15 @@ def plan(call: AttentionCall) -> str:
     call.bias = call.pe.bias(call.layer, call.ctx)
     if call.output_attentions:
         return "eager"
+    measured = measured_default(call)
+    if measured is not None:
+        return measured
     for name in PREFERENCE[call.request]:
         if BACKENDS[name].can_run(call):
             return name
         decode_step = name == "triton" and call.pe.fused_kernel(call.q) is not None  # the kernel runs whole passes
-        if name == call.request and not decode_step:
+        broken = (name, call.pe.name, call.q.device.type) in BROKEN  # ``fall_back`` said so already
+        if name == call.request and not decode_step and not broken:
             log_once(f"attn_backend={name!r} cannot run for pe={call.pe.name!r} here: falling back")
     raise AssertionError("sdpa always runs")  # pragma: no cover
 

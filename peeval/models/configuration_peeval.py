@@ -18,6 +18,30 @@ from huggingface_hub.dataclasses import strict
 from transformers import LlamaConfig
 
 ATTN_BACKENDS = ("sdpa", "eager", "flash", "triton", "flex", "blocked")
+#: transformers' ``attn_implementation`` names -> peeval's ``attn_backend`` (and peeval's own names as
+#: themselves): ``from_pretrained(..., attn_implementation="flex_attention")`` sets ``attn_backend="flex"``
+ATTN_IMPLEMENTATIONS = {
+    "sdpa": "sdpa",
+    "eager": "eager",
+    "flash_attention_2": "flash",
+    "flex_attention": "flex",
+    **{b: b for b in ATTN_BACKENDS},
+}
+
+
+def transformers_label(attn_backend: str) -> str:
+    """What transformers is told (``config._attn_implementation``): eager for the eager back-end, else sdpa."""
+    return "eager" if attn_backend == "eager" else "sdpa"
+
+
+def attn_backend_for(attn_implementation: str) -> str:
+    """peeval's back-end for a transformers ``attn_implementation`` name (ValueError naming the allowed ones)."""
+    if attn_implementation not in ATTN_IMPLEMENTATIONS:
+        allowed = ", ".join(f"{k} ({v})" if k != v else k for k, v in ATTN_IMPLEMENTATIONS.items())
+        raise ValueError(f"attn_implementation={attn_implementation!r} for a peeval model: allowed {allowed}")
+    return ATTN_IMPLEMENTATIONS[attn_implementation]
+
+
 EFFECTIVE = "pe_options_effective"  # the config.json key; derived, never stored on the object
 #: callbacks run once, when the first PeevalConfig is built (a list, so this module imports nothing upward)
 ON_FIRST_BUILD: list = []
@@ -93,5 +117,6 @@ class PeevalConfig(LlamaConfig):
 
     def to_dict(self) -> dict:
         out = super().to_dict()
+        out.pop("_peeval_attn_label", None)  # the modeling's marker (PeevalPreTrainedModel), never saved
         out[EFFECTIVE] = self.effective_pe_options
         return out

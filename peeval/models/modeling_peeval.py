@@ -15,7 +15,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutpu
 from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm
 
 from . import attention as attn
-from .configuration_peeval import PeevalConfig
+from .configuration_peeval import PeevalConfig, attn_backend_for, transformers_label
 from .encodings import Encoding, PEContext, build_encoding
 
 #: the name under which this transformers release hands the KV cache to ``forward`` and reads it back
@@ -109,6 +109,21 @@ class PeevalPreTrainedModel(PreTrainedModel):
     _no_split_modules = ["PeevalDecoderLayer"]
     _skip_keys_device_placement = [CACHE_KWARG]
     _supports_sdpa = True
+
+    def _check_and_adjust_attn_implementation(self, attn_implementation, *args, **kwargs):
+        """transformers' ``attn_implementation`` names select peeval's back-ends (``sdpa``, ``eager``,
+        ``flash_attention_2`` -> flash, ``flex_attention`` -> flex, or peeval's own names): the choice is
+        stored as ``config.attn_backend``, which ``attention.plan`` reads; transformers itself keeps
+        ``eager`` or ``sdpa`` (peeval's attention never calls transformers' attention functions)."""
+        # what an outer model's check returned (the config keeps it): the inner model must not map it again
+        labelled = attn_implementation == self.config.__dict__.get("_peeval_attn_label")
+        label = attn_implementation
+        if not (attn_implementation is None or isinstance(attn_implementation, dict) or labelled):
+            self.config.attn_backend = attn_backend_for(attn_implementation)
+            label = transformers_label(self.config.attn_backend)
+        label = super()._check_and_adjust_attn_implementation(label, *args, **kwargs)
+        self.config.__dict__["_peeval_attn_label"] = label
+        return label
 
     def _initialize_weights(self, module, is_custom_code: bool = False):
         # transformers skips custom-code modules with no tensors of their own; an encoding

@@ -179,6 +179,9 @@ class Encoding(nn.Module):
     kv_per_query_head: ClassVar[bool] = False
     #: the maths reads the position ids, so a remap of them (randpe's ``base``) changes it
     reads_positions: ClassVar[bool] = True
+    #: the attention back-end of a training step on CUDA with the default ``attn_backend``, where one
+    #: was measured faster there than ``attention.PREFERENCE``'s choice (``attention.measured_default``)
+    cuda_train_backend: ClassVar[str | None] = None
 
     def __init__(self, config) -> None:
         super().__init__()

@@ -1,0 +1,86 @@
+"""``peeval bench --train`` (issue 46): the smoke profile's model on the CPU, every row's numbers
+consistent, a failing entry a row of its own, the back-ends that ran visible, the profile read
+without pydantic."""
+
+import builtins
+import json
+import sys
+
+import pytest
+import torch
+
+from peeval import cli, train_bench
+
+
+def bench(tmp_path, *args):
+    out = tmp_path / "b.json"
+    argv = ["bench", "--train", "--profile", "smoke", "--steps", "2", "--warmup", "1", "--json", str(out),
+            "--md", str(tmp_path / "b.md"), *args]  # fmt: skip
+    assert cli.main(argv) == 0
+    return json.loads(out.read_text())["rows"]
+
+
+def test_train_bench_rows(tmp_path):
+    rows = bench(tmp_path, "--pe", "t5@eager", "nosuch", "fire", "--peak_flops", "1e12")
+    by = {r["entry"]: r for r in rows}
+    assert list(by) == ["rope", "t5@eager", "nosuch", "fire"]  # rope first, added
+    assert "nosuch" in by["nosuch"]["error"] and "step_s" not in by["nosuch"]
+    assert by["t5@eager"]["backends"] == ["eager"] and by["rope"]["backends"] == ["sdpa"]
+    assert by["fire"]["backends"] == ["blocked"]  # the CPU default
+    from peeval.models import PeevalConfig, PeevalForCausalLM
+
+    cfg = PeevalConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                       num_key_value_heads=4, vocab_size=384, tie_word_embeddings=True, pe="rope")  # fmt: skip
+    params = sum(p.numel() for p in PeevalForCausalLM(cfg).parameters())
+    r = by["rope"]
+    assert r["params"] == params and r["tokens_per_step"] == 4 * 64  # smoke: batch 4 x 64
+    assert r["ratio_to_rope"] == 1.0
+    assert r["tokens_per_s"] == pytest.approx(256 / r["step_s"])
+    assert r["model_flops_share"] == pytest.approx(6 * params * 256 / r["step_s"] / 1e12)
+    t5 = by["t5@eager"]
+    assert t5["ratio_to_rope"] == pytest.approx(t5["step_s"] / r["step_s"])
+    md = (tmp_path / "b.md").read_text()
+    assert "| nosuch | – |" in md and "FAILED" in md and "| t5@eager |" in md
+
+
+def test_train_bench_shows_a_fallback(tmp_path, caplog, monkeypatch):
+    """fire@flex on the CPU under autograd: FlexAttention cannot run, the row says what did."""
+    import peeval._log as plog
+
+    monkeypatch.setattr(plog, "_said", set())
+    rows = bench(tmp_path, "--pe", "fire@flex")
+    assert rows[1]["entry"] == "fire@flex" and rows[1]["backends"] == ["blocked"]
+    assert any("attn_backend='flex' cannot run for pe='fire'" in r.getMessage() for r in caplog.records)
+
+
+def test_bench_needs_train(capsys):
+    assert cli.main(["bench", "--profile", "smoke"]) == 2
+    assert "only --train" in capsys.readouterr().err
+
+
+def test_profile_without_pydantic(monkeypatch):
+    from peeval.training.profiles import get_profile
+
+    want = {k: get_profile("train", "gpu")[k] for k in (*train_bench.SHAPE_KEYS, "batch_size", "seq_len")}
+    real_import = builtins.__import__
+
+    def no_pydantic(name, *a, **k):
+        if name.startswith("pydantic") or name.endswith("training.profiles") or name == "profiles":
+            raise ImportError(name)
+        return real_import(name, *a, **k)
+
+    for mod in [m for m in sys.modules if m.endswith("training.profiles")]:
+        monkeypatch.delitem(sys.modules, mod)
+    monkeypatch.setattr(builtins, "__import__", no_pydantic)
+    got = train_bench.profile_settings("gpu")
+    assert "peeval.training.profiles" not in sys.modules  # read from the yaml alone
+    assert {k: got[k] for k in want} == want
+    assert want["hidden_size"] == 512 and want["num_hidden_layers"] == 8  # the gpu profile of profiles.yaml
+    with pytest.raises(ValueError, match="unknown train profile 'gpuu'"):
+        train_bench.profile_settings("gpuu")
+
+
+def test_peak_flops():
+    assert train_bench.peak_flops("cpu", None) is None and train_bench.peak_flops("cpu", 5.0) == 5.0
+    if torch.cuda.is_available():  # pragma: no cover
+        assert train_bench.peak_flops("cuda", None) in (None, 989e12)
