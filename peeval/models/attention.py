@@ -511,7 +511,8 @@ PREFERENCE: dict[str, tuple[str, ...]] = {
 
 def measured_default(c: AttentionCall, any_request: bool = False) -> str | None:
     """The encoding's ``cuda_train_backend`` (measured faster than this module's default in a
-    training step on an H200, issue 46: blocked for t5 / kerple, eager for fire) when it applies:
+    training step of the gpu profile on an H200, issue 46: eager for t5 / kerple / cope / fire, up to
+    ``EAGER_TRAIN_MAX_LEN`` tokens) when it applies:
     the default request (``sdpa``; any, after a failure), CUDA, autograd on, a whole causal pass,
     and it can run."""
     name = getattr(c.pe, "cuda_train_backend", None)
@@ -520,7 +521,14 @@ def measured_default(c: AttentionCall, any_request: bool = False) -> str | None:
         return None
     if (name, c.pe.name, c.q.device.type) in BROKEN or not BACKENDS[name].can_run(c):
         return None
+    if name == "eager" and c.q.shape[-2] > EAGER_TRAIN_MAX_LEN:  # its N x N probabilities: measured at 512 only
+        return None
     return name
+
+
+#: the longest sequence a measured ``eager`` default trains on (the gpu profile's 512, with room): beyond it the
+#: N x N probabilities of every layer would outgrow the memory the measurement saw (fire: 58.8 GiB at 64 x 512)
+EAGER_TRAIN_MAX_LEN = 1024
 
 
 def plan(call: AttentionCall) -> str:
@@ -536,11 +544,12 @@ def plan(call: AttentionCall) -> str:
     if measured is not None:
         return measured
     for name in PREFERENCE[call.request]:
+        if (name, call.pe.name, call.q.device.type) in BROKEN:  # ``fall_back`` said so already:
+            return fallback_for(call, name)  # the back-end its line named, on every later call too
         if BACKENDS[name].can_run(call):
             return name
         decode_step = name == "triton" and call.pe.fused_kernel(call.q) is not None  # the kernel runs whole passes
-        broken = (name, call.pe.name, call.q.device.type) in BROKEN  # ``fall_back`` said so already
-        if name == call.request and not decode_step and not broken:
+        if name == call.request and not decode_step:
             log_once(f"attn_backend={name!r} cannot run for pe={call.pe.name!r} here: falling back")
     raise AssertionError("sdpa always runs")  # pragma: no cover
 

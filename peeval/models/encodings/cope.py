@@ -53,6 +53,9 @@ def _acc(t: torch.Tensor) -> torch.Tensor:
 
 class CoPE(Encoding):
     name = "cope"
+    # gpu-profile training step, H200, bf16 (issue 46): eager 3.39x rope, query blocks 8.22x; the blocks keep
+    # memory linear in N, so they stay the path beyond attention.EAGER_TRAIN_MAX_LEN
+    cuda_train_backend = "eager"
     reads_positions = False  # contextual counts (``with_rope`` aside): nothing for randpe to remap
     options = {
         "npos_max": Option(64, check=is_int(1), help="an int >= 1: number of integer positions (p <= npos_max-1)"),

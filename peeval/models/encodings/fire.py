@@ -28,8 +28,8 @@ CHUNK = 1 << 24
 
 class FIRE(Encoding):
     name = "fire"
-    # training step on an H200, bf16 (issue 46): eager 3.52x rope, blocked 32.3x; FlexAttention's
-    # backward failed to compile
+    # gpu-profile training step, H200, bf16 (issue 46): eager 3.57x rope, blocked 32.4x; FlexAttention's
+    # backward fails to compile there
     cuda_train_backend = "eager"
     options = {
         "hidden": Option(32, check=is_int(1), help="an int >= 1: width of f's hidden layer"),
