@@ -26,7 +26,7 @@ from pathlib import Path
 
 from peeval.records import PPL_PREFIX, PROVENANCE_KEY, clip_text
 
-from ._io import replace_files
+from ._io import Claimed, claim_dir, dumps_json, replace_files
 
 PEEVAL_TASKS = Path(__file__).resolve().parent / "tasks"
 
@@ -173,8 +173,14 @@ def run_name(args, model_args: dict) -> str:
     (limit, few-shot, metadata, seed, lm-eval's passed-through flags), so two checkpoints with the
     same last folder name (``a/tape``, ``b/tape``), or one checkpoint run another way, never share a
     results folder; the same run asked for again finds its folder (and is refused without --overwrite)."""
-    if args.run_name:
-        return re.sub(r"[^A-Za-z0-9._+-]+", "_", args.run_name)[:150]
+    if args.run_name is not None:
+        name = args.run_name
+        if any(sep in name for sep in ("/", "\\", os.sep)) or name.strip(".") == "":
+            raise EvalInputError(
+                f"--run_name {name!r}: allowed one folder name (no '/' or '\\', not '.' or '..'): it is created "
+                "inside --output_path"
+            )
+        return re.sub(r"[^A-Za-z0-9._+-]+", "_", name)[:150]
     ckpt = Path(str(model_args.get("pretrained", "model"))).name
     settings = {"limit": args.limit, "num_fewshot": args.num_fewshot, "metadata": parse_metadata(args.metadata),
                 "seed": args.seed, **lm_eval_flags(args)}  # fmt: skip
@@ -271,6 +277,47 @@ def parse_limit(value: float | None) -> int | float | None:
     raise EvalInputError(f"--limit {value:g}: give a fraction in (0, 1) or a whole number of documents >= 1")
 
 
+#: ``--device`` values lm-eval places a model on (``cuda:N``, ``npu:N``, ``xpu:N``, ``hpu:N`` with an index)
+DEVICE_RE = re.compile(r"(cpu|cuda|mps|(cuda|npu|xpu|hpu|mps):\d+)")
+_BATCH = "an integer >= 1, auto, or auto:N (N >= 1: recompute the automatic size N times)"
+
+
+def check_eval_args(args) -> None:
+    """``--device``, ``--batch_size`` and ``--num_fewshot`` as lm-eval reads them, checked before anything
+    is loaded (lm-eval would put an unknown device on the CPU silently, and take a batch size of 0 or -3
+    or -1 few-shot examples without a word); ``--batch_size`` normalised to an int or ``auto[:N]``."""
+    dev = args.device
+    if dev is not None and not DEVICE_RE.fullmatch(dev):
+        raise EvalInputError(f"--device {dev}: allowed cpu, cuda, cuda:N, mps (or npu:N, xpu:N, hpu:N)")
+    if dev is not None and dev.startswith("cuda:"):
+        import torch
+
+        n = torch.cuda.device_count()
+        if torch.cuda.is_available() and int(dev.split(":")[1]) >= n:
+            raise EvalInputError(f"--device {dev}: this machine has {n} CUDA device(s), allowed cuda:0 .. cuda:{n - 1}")
+    bs = args.batch_size
+    if bs is not None:
+        text = str(bs).strip()
+        head, sep, tail = text.partition(":")
+        if head == "auto":
+            try:
+                ok = not sep or float(tail) >= 1
+            except ValueError:
+                ok = False
+            if not ok:
+                raise EvalInputError(f"--batch_size {bs}: allowed {_BATCH}")
+            args.batch_size = text
+        else:
+            try:
+                args.batch_size = int(text)
+            except ValueError:
+                raise EvalInputError(f"--batch_size {bs}: allowed {_BATCH}") from None
+            if args.batch_size < 1:
+                raise EvalInputError(f"--batch_size {bs}: allowed {_BATCH}")
+    if args.num_fewshot is not None and args.num_fewshot < 0:
+        raise EvalInputError(f"--num_fewshot {args.num_fewshot}: allowed an integer >= 0 (examples in each prompt)")
+
+
 def _max_length_for(metadata: dict) -> int | None:
     """Room for the longest prompt/window asked for (None when ``lengths`` is malformed: the
     task then names the problem)."""
@@ -281,6 +328,10 @@ def _max_length_for(metadata: dict) -> int | None:
     if not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in lengths):
         return None
     return max(lengths) + 64
+
+
+#: the claim ``peeval eval`` holds on its results folder while it runs (``_io.claim_dir``)
+EVAL_LOCK = ".peeval-eval.lock"
 
 
 def _earlier_run(out: Path) -> list[Path]:
@@ -315,6 +366,7 @@ def run_eval(args) -> int:
         return 0
     if not args.model:
         raise EvalInputError("--model: required (peeval, peeval-<pe>, peeval-llama or an lm-eval model name)")
+    check_eval_args(args)
     metadata = parse_metadata(args.metadata)
     from peeval.tasks.metadata_keys import check_requested
 
@@ -327,7 +379,14 @@ def run_eval(args) -> int:
         model_args["max_length"] = auto_len
     out = Path(args.output_path) / run_name(args, model_args)
     _check_output(out, args.overwrite)
-    return _evaluate(args, metadata, limit, model_args, out)
+    if int(os.environ.get("RANK", "0")) != 0:  # a launch's other processes: rank 0 claims and writes
+        return _evaluate(args, metadata, limit, model_args, out)
+    try:
+        with claim_dir(out, EVAL_LOCK):  # two runs into one folder: the second is refused at once
+            _check_output(out, args.overwrite)  # finished between the first check and the claim
+            return _evaluate(args, metadata, limit, model_args, out)
+    except Claimed as e:
+        raise EvalInputError(f"--run_name: {e}: wait for it, or choose another --run_name / --output_path") from None
 
 
 #: lm-eval's four random generators: ``--seed`` seeds them all
@@ -425,10 +484,12 @@ def _evaluate_recorded(args, metadata: dict, limit, model_args: dict, out: Path,
     results[PROVENANCE_KEY] = provenance(args, lm, model_args, metadata, data)
     _check_output(out, args.overwrite)  # a run that finished meanwhile in the same folder is not replaced silently
     clip = {task: task.startswith(PPL_PREFIX) for task in samples}
-    files = {f"samples_{task}.jsonl": "".join(json.dumps(clip_texts(r) if clip[task] else r, default=str) + "\n"
-                                              for r in rows)
-             for task, rows in samples.items()}  # fmt: skip
-    files["results.json"] = json.dumps(results, indent=1, default=str)  # last: the run is finished
+
+    def line(task: str, row) -> str:  # valid JSON: ±inf (an exploding perplexity) as "inf", NaN as null
+        return dumps_json(clip_texts(row) if clip[task] else row, infinity="inf", default=str) + "\n"
+
+    files = {f"samples_{task}.jsonl": "".join(line(task, r) for r in rows) for task, rows in samples.items()}
+    files["results.json"] = dumps_json(results, infinity="inf", default=str, indent=1)  # last: the run is finished
     replace_files(out, files, stale=_earlier_run(out))  # the old run stays until the new one is written
     from lm_eval.utils import make_table
 

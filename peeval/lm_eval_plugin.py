@@ -78,11 +78,27 @@ def _check_tokenizer(model_name: str, pretrained, kwargs: dict) -> None:
         )
 
 
+def check_finite_weights(model, pretrained) -> None:
+    """A checkpoint with NaN or infinite weights (a diverged training run) is refused: every score it
+    gave would be NaN, not a measurement."""
+    bad = [n for n, p in model.named_parameters() if not torch.isfinite(p).all()]
+    if bad:
+        name = pretrained if isinstance(pretrained, str) else getattr(model, "name_or_path", "") or "the model"
+        raise ValueError(
+            f"checkpoint {name}: {len(bad)} weight tensor(s) are NaN or infinite (e.g. {bad[0]}): its "
+            "training diverged; retrain it (a lower lr) before evaluating"
+        )
+
+
 def _cpu_launch_world_size() -> int:
     """Processes started by a launcher (torchrun, accelerate launch) on a machine without CUDA."""
     if torch.cuda.is_available():
         return 1
     return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+#: ``dtype=`` values (lm-eval reads any other string as ``getattr(torch, dtype)``: a traceback)
+DTYPES = ("auto", "float32", "bfloat16", "float16", "float64", "float", "half", "double")
 
 
 class _PeevalHFLM(HFLM):
@@ -113,6 +129,9 @@ class _PeevalHFLM(HFLM):
         ml = kwargs.get("max_length")
         if ml is not None and (isinstance(ml, bool) or not isinstance(ml, int) or ml < 1):
             raise ValueError(f"--model {cls.model_name}: max_length={ml!r} must be a positive integer (tokens)")
+        dt = kwargs.get("dtype")
+        if dt is not None and not isinstance(dt, torch.dtype) and dt not in DTYPES:
+            raise ValueError(f"--model {cls.model_name}: dtype={dt!r}: allowed {', '.join(DTYPES)}")
         _check_tokenizer(cls.model_name, pretrained, kwargs)
 
     def __init__(self, pretrained, device: str | None = None, **kwargs):
@@ -127,6 +146,7 @@ class _PeevalHFLM(HFLM):
             # HFLM enables its data-parallel path (each rank scores a share of the requests,
             # rank 0 gathers) only when it counts > 1 GPU: the same path, for CPU processes
             self._rank, self._world_size = acc.process_index, acc.num_processes
+        check_finite_weights(self.model, pretrained)
 
     def _create_model(self, *args, **kwargs):
         """HFLM's loading, refusing a checkpoint that lacks a tensor (or has a wrong-shaped or extra
