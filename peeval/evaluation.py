@@ -123,7 +123,14 @@ def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def provenance(args, lm, model_args: dict, metadata: dict, data: dict | None = None) -> dict:
+def weights_path(model_args: dict) -> str | None:
+    """What ``checkpoint_sha256`` hashes: the checkpoint folder's weights, or its GGUF file."""
+    pretrained = str(model_args["pretrained"]) if model_args.get("pretrained") else None
+    gguf = model_args.get("gguf_file")
+    return os.path.join(pretrained, gguf) if gguf and pretrained else pretrained
+
+
+def provenance(args, lm, model_args: dict, metadata: dict, data: dict | None = None, sha256=...) -> dict:
     """The ``results["peeval"]`` record (:class:`peeval.records.Provenance`) of one ``peeval eval``;
     ``data``: what each task read (``peeval.data.recording``)."""
     import torch
@@ -134,14 +141,15 @@ def provenance(args, lm, model_args: dict, metadata: dict, data: dict | None = N
     cfg = getattr(getattr(lm, "model", None), "config", None)
     versions = library_versions(("torch", "transformers", "lm_eval", "datasets", "peft", "accelerate"))
     pretrained = str(model_args["pretrained"]) if model_args.get("pretrained") else None
-    gguf = model_args.get("gguf_file")
+    if sha256 is ...:
+        sha256 = checkpoint_hash(weights_path(model_args))
     return Provenance(
         peeval_version=peeval.__version__,
         git_commit=git_commit(),
         model=args.model,
         model_args=model_args,
         checkpoint=pretrained,
-        checkpoint_sha256=checkpoint_hash(os.path.join(pretrained, gguf) if gguf and pretrained else pretrained),
+        checkpoint_sha256=sha256,
         pe=getattr(cfg, "pe", "rope" if cfg is not None and cfg.model_type == "llama" else None),
         pe_options=getattr(cfg, "pe_options", None),
         rope_parameters=getattr(cfg, "rope_parameters", None),
@@ -374,6 +382,10 @@ def run_eval(args) -> int:
     limit = parse_limit(args.limit)
     model_args = parse_model_args(args.model_args)
     auto_len = _max_length_for(metadata)
+    if auto_len is None and "lengths" not in metadata and any(t.startswith("peeval_ppl") for t in args.tasks):
+        from peeval.tasks.ppl.ppl import DEFAULT_LENGTHS  # the perplexity task's own lengths
+
+        auto_len = max(DEFAULT_LENGTHS) + 64
     if "max_length" not in model_args and auto_len and args.model.startswith("peeval"):
         # a passkey prompt of length L must not be left-truncated to the training length
         model_args["max_length"] = auto_len
@@ -459,6 +471,7 @@ def _evaluate_recorded(args, metadata: dict, limit, model_args: dict, out: Path,
     extra = {"batch_size": args.batch_size, "device": args.device}
     if flags.get("trust_remote_code"):
         model_args = {**model_args, "trust_remote_code": True}
+    sha256 = checkpoint_hash(weights_path(model_args))  # of the files about to be loaded, not of later ones
     lm = model_cls.create_from_arg_obj(model_args, {k: v for k, v in extra.items() if v is not None})
     tracker = EvaluationTracker()  # lm-eval's record of the run: model name, start / end time
     results = evaluator.simple_evaluate(
@@ -481,7 +494,12 @@ def _evaluate_recorded(args, metadata: dict, limit, model_args: dict, out: Path,
     results["task_hashes"] = task_hashes(samples)  # what lm_eval's own results file holds beside the numbers
     results.update(dataclasses.asdict(general))
     data = {task: reads[task] for task in sorted(reads)}
-    results[PROVENANCE_KEY] = provenance(args, lm, model_args, metadata, data)
+    if checkpoint_hash(weights_path(model_args)) != sha256:  # retrained (--overwrite) while it was scored
+        raise EvalInputError(
+            f"--model_args pretrained={model_args.get('pretrained')}: the checkpoint's weights changed while it was "
+            "evaluated (retrained or copied over meanwhile): nothing written; evaluate it again"
+        )
+    results[PROVENANCE_KEY] = provenance(args, lm, model_args, metadata, data, sha256)
     _check_output(out, args.overwrite)  # a run that finished meanwhile in the same folder is not replaced silently
     clip = {task: task.startswith(PPL_PREFIX) for task in samples}
 

@@ -160,3 +160,102 @@ def test_a_claim_left_by_a_dead_process_is_taken_over(ck, tmp_path, capsys):
     assert rc == 0, err
     assert sorted(p.name for p in (tmp_path / "out" / "r").iterdir() if p.name.startswith(".")) == []
     assert (tmp_path / "out" / "r" / "results.json").exists()
+
+
+# -- row 5: max_length below a perplexity length -----------------------------------------------------------------
+TEXT = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. " * 3
+
+
+def test_a_ppl_length_beyond_max_length_is_refused_not_scored_unlimited(ck):
+    from lm_eval.api.registry import get_model
+
+    lm = get_model("peeval")(pretrained=str(ck), device="cpu", max_length=16)
+    rows = [(TEXT, {"peeval_window": L, "peeval_longest": 64}) for L in (32, 64)]
+    with pytest.raises(
+        ValueError, match=r"length 64 exceeds the model's max_length=16: set model_args max_length >= 64"
+    ):
+        lm.score_rows(rows)
+    assert lm.score_rows([(TEXT, {"peeval_window": 16, "peeval_longest": 16})])[0]["windows"] > 0
+
+
+def test_peeval_eval_gives_the_default_ppl_lengths_room():
+    from peeval.cli import build_parser
+    from peeval.tasks.ppl.ppl import DEFAULT_LENGTHS
+
+    seen = {}
+
+    def fake(args, metadata, limit, model_args, out):
+        seen.update(model_args)
+        return 0
+
+    import peeval.evaluation as E
+
+    args = build_parser().parse_args(["eval", "--model", "peeval", "--model_args", "pretrained=x", "--tasks",
+                                      "peeval_ppl_pg19", "--output_path", "/nonexistent/o"])  # fmt: skip
+    real, E._evaluate = E._evaluate, fake
+    try:
+        E.run_eval(args)
+    finally:
+        E._evaluate = real
+    assert seen["max_length"] == max(DEFAULT_LENGTHS) + 64
+
+
+# -- row 6: the windows protocol scores the same documents at every length -------------------------------------
+def test_windows_protocol_refuses_a_document_shorter_than_the_longest_length(ck):
+    from lm_eval.api.registry import get_model
+
+    lm = get_model("peeval")(pretrained=str(ck), device="cpu", max_length=4096)
+    n = len(lm.tok_encode(TEXT, add_special_tokens=False))
+    long = TEXT * 40
+    rows = [(t, {"peeval_window": L, "peeval_longest": 2 * n, "peeval_protocol": "windows", "doc_id": i})
+            for i, t in enumerate((long, TEXT)) for L in (8, 2 * n)]  # fmt: skip
+    with pytest.raises(ValueError, match=rf"document 1 is {n} tokens of this model, fewer than length {2 * n}"):
+        lm.score_rows(rows)
+    ok = lm.score_rows(rows[:2])  # the long document alone: a window at every length
+    assert all(r["windows"] > 0 for r in ok)
+
+
+# -- row 9: the checkpoint scored is the checkpoint recorded ------------------------------------------------------
+def test_a_checkpoint_retrained_during_its_evaluation_is_not_recorded(ck, tmp_path, capsys, monkeypatch):
+    import shutil
+
+    from lm_eval import evaluator
+    from safetensors.torch import load_file, save_file
+
+    from peeval.evaluation import checkpoint_hash
+
+    mine = tmp_path / "ck"
+    shutil.copytree(ck, mine)
+    before = checkpoint_hash(str(mine))
+    real = evaluator.simple_evaluate
+
+    def retrained_meanwhile(*a, **k):
+        res = real(*a, **k)
+        w = load_file(mine / "model.safetensors")
+        save_file({n: t + 1 for n, t in w.items()}, mine / "model.safetensors", metadata={"format": "pt"})
+        return res
+
+    monkeypatch.setattr(evaluator, "simple_evaluate", retrained_meanwhile)
+    one_line(*run(capsys, *base(mine, tmp_path / "out", "--run_name", "r")), "weights changed while it was evaluated")
+    assert not (tmp_path / "out").exists()
+
+    shutil.copytree(ck, mine, dirs_exist_ok=True)  # as trained: evaluated, the hash of the weights scored
+    monkeypatch.setattr(evaluator, "simple_evaluate", real)
+    rc, err = run(capsys, *base(mine, tmp_path / "out", "--run_name", "r"))
+    assert rc == 0, err
+    prov = json.loads((tmp_path / "out" / "r" / "results.json").read_text())["peeval"]
+    assert prov["checkpoint_sha256"] == before
+
+
+def test_a_config_whose_pe_was_edited_after_training_is_refused(ck, tmp_path, capsys):
+    import shutil
+
+    mine = tmp_path / "ck"
+    shutil.copytree(ck, mine)
+    (mine / "train_summary.json").write_text(json.dumps({"pe": "rope", "pe_options": {}}))
+    cfg = json.loads((mine / "config.json").read_text())
+    (mine / "config.json").write_text(json.dumps({**cfg, "pe": "nope"}))
+    one_line(*run(capsys, *base(mine, tmp_path / "out")), "config.json says pe='nope'", "trained with pe='rope'")
+    assert not (tmp_path / "out").exists()
+    (mine / "config.json").write_text(json.dumps(cfg))  # restored: evaluated
+    assert run(capsys, *base(mine, tmp_path / "out"))[0] == 0
