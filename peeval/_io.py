@@ -8,12 +8,35 @@ can use it without importing torch.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import shutil
 import tempfile
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
+
+
+def finite(value, infinity: str | None = None):
+    """``value`` with every non-finite float as None (JSON has no NaN or infinity); with ``infinity``
+    (e.g. ``"inf"``), ±inf as that string (``"-inf"``) instead, NaN still None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        if infinity is None or math.isnan(value):
+            return None
+        return infinity if value > 0 else f"-{infinity}"
+    if isinstance(value, dict):
+        return {k: finite(v, infinity) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v, infinity) for v in value]
+    return value
+
+
+def dumps_json(value, *, infinity: str | None = None, **kw) -> str:
+    """``json.dumps`` that always writes valid JSON: a non-finite float is written as null, or ±inf as
+    the string ``infinity`` (Python's ``json`` would write ``NaN`` / ``Infinity``, which no other JSON
+    reader accepts)."""
+    return json.dumps(finite(value, infinity), allow_nan=False, **kw)
 
 
 def tmp_path(path: str | os.PathLike) -> Path:
@@ -137,6 +160,75 @@ def replace_dir(tmp: str | os.PathLike, target: str | os.PathLike) -> None:
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(tmp, target)
+
+
+class Claimed(ValueError):
+    """Another live process holds the folder's claim."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+@contextmanager
+def claim_dir(folder: str | os.PathLike, lock_name: str = ".peeval.lock"):
+    """Hold ``folder`` exclusively for the block: ``<folder>/<lock_name>`` is created with O_EXCL
+    (holding ``host pid``) and removed at the end. A second process asking for the same folder meanwhile
+    gets :class:`Claimed`; a claim left by a process of this host that no longer runs (``kill -9``) is
+    taken over. The folders created for the claim are removed at the end when they are left empty, so a
+    run that fails writes nothing."""
+    import socket
+
+    folder = Path(folder)
+    created, p = [], folder
+    while not p.exists():
+        created.append(p)
+        p = p.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    lock, me = folder / lock_name, f"{socket.gethostname()} {os.getpid()}"
+    try:
+        for attempt in (0, 1):
+            try:
+                fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                try:
+                    host, pid = lock.read_text(encoding="utf-8").split()
+                    stale = host == socket.gethostname() and not _alive(int(pid))
+                except (OSError, ValueError):  # being written, or removed meanwhile: not stale
+                    host, pid, stale = "?", "?", False
+                if stale and attempt == 0:
+                    lock.unlink(missing_ok=True)
+                    continue
+                raise Claimed(f"{folder} is being written by another process (pid {pid} on {host}, {lock})") from None
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(me)
+            break
+    except BaseException:
+        _remove_empty(created)
+        raise
+    try:
+        yield folder
+    finally:
+        try:
+            if lock.read_text(encoding="utf-8") == me:
+                lock.unlink()
+        except OSError:
+            pass
+        _remove_empty(created)
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    for d in folders:  # deepest first
+        try:
+            d.rmdir()
+        except OSError:  # not empty (or gone): kept
+            break
 
 
 def remove_database(path: str | os.PathLike) -> None:

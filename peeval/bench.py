@@ -21,7 +21,6 @@ Also: ``rope`` vs transformers' ``LlamaForCausalLM`` of identical shape and weig
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -30,7 +29,7 @@ import time
 
 import torch
 
-from ._io import atomic_write_text
+from ._io import atomic_write_text, dumps_json
 from .models import PeevalConfig, PeevalForCausalLM
 from .models.encodings import ENCODINGS
 
@@ -197,7 +196,7 @@ def main(argv=None) -> None:
         print(format_table(got), flush=True)
         rows += [{**r, "mode": mode} for r in got]
     if a.json:
-        atomic_write_text(a.json, json.dumps(rows, indent=1))
+        atomic_write_text(a.json, dumps_json(rows, indent=1))
 
 
 if __name__ == "__main__":

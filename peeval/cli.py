@@ -5,9 +5,13 @@ dispatch and the one error path (:func:`main`); ``peeval eval`` itself is :mod:`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import sys
+import threading
 
+from peeval._io import dumps_json
 from peeval.declarations import adapt_methods
 
 from .evaluation import run_eval
@@ -37,7 +41,7 @@ def _one_line(e: Exception) -> str:
 
 def _done(cmd: str, summary: dict, keys: tuple[str, ...], where: str) -> int:
     """A finished train / adapt: the summary's headline ``keys`` as one JSON line, then where it is."""
-    print(json.dumps({k: summary.get(k) for k in keys}))
+    print(dumps_json({k: summary.get(k) for k in keys}))
     print(f"peeval {cmd}: {where}")
     return 0
 
@@ -68,7 +72,7 @@ def cmd_tokenizer(args) -> int:
     from .training.data import build_tokenizer
     from .training.profiles import parse_set
 
-    tok = build_tokenizer(args.out, args.profile, **parse_set(args.set))
+    tok = build_tokenizer(args.out, args.profile, overwrite=args.overwrite, **parse_set(args.set))
     print(f"peeval tokenizer: {len(tok)} tokens in {args.out}")
     return 0
 
@@ -165,7 +169,13 @@ def _add_train_parsers(sub) -> None:
     t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a profile setting (repeatable)")
     t.set_defaults(func=cmd_train)
     k = sub.add_parser("tokenizer", help="build the profile's tokenizer (byte-level BPE or GPT-2)")
-    k.add_argument("--out", required=True)
+    k.add_argument(
+        "--out",
+        required=True,
+        help="tokenizer folder; refused when it holds a tokenizer (see "
+        "--overwrite) or a model (always: a checkpoint keeps the tokenizer it was trained with)",
+    )
+    k.add_argument("--overwrite", action="store_true", help="replace the tokenizer in --out")
     k.add_argument("--profile", default="cpu")
     k.add_argument("--set", action="append", metavar="KEY=VALUE")
     k.set_defaults(func=cmd_tokenizer)
@@ -224,16 +234,43 @@ def main(argv: list[str] | None = None) -> int:
         parser.parse_args(argv)  # argparse's own "unrecognized arguments" (exit 2)
     cmd = args.func.__name__.removeprefix("cmd_")
     try:
-        if args.command == "eval":  # lm-eval's own flags that peeval eval does not define: passed through
-            from .evaluation import parse_lm_eval_flags
+        with _sigterm_as_interrupt():
+            if args.command == "eval":  # lm-eval's own flags that peeval eval does not define: passed through
+                from .evaluation import parse_lm_eval_flags
 
-            args.lm_eval_flags = parse_lm_eval_flags(extra)
-        return args.func(args)
+                args.lm_eval_flags = parse_lm_eval_flags(extra)
+            return args.func(args)
+    except Terminated:
+        print(f"peeval {cmd}: terminated (SIGTERM); nothing half-written was left behind", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print(f"peeval {cmd}: interrupted; nothing half-written was left behind", file=sys.stderr)
         return 130
     except USER_ERRORS as e:
         return _fail(cmd, e)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler, ``kill``, a launcher stopping its processes): unwound as Ctrl-C is, so the
+    same clean-up runs (no half-written file, no empty ``--out``)."""
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM raises :class:`Terminated` for the duration of a command (Python's default would end the
+    process at once, skipping every ``finally``); the previous handler is restored afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

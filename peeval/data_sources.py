@@ -268,15 +268,22 @@ def params_data(params_dir: Path, profile: str | None) -> tuple[str, list[str]] 
 
     from .settings import SettingsError, compose
 
+    def load(path: Path):
+        try:
+            return yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as e:  # a malformed file: where, in one line
+            mark = getattr(e, "problem_mark", None)
+            at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+            what = getattr(e, "problem", None) or type(e).__name__
+            raise DataError(f"{path}: not valid YAML{at}: {what}") from None
+
     if profile is None:
         path = params_dir / "params.yaml"
         if not path.is_file():
             return None
-        composed = yaml.safe_load(path.read_text(encoding="utf-8"))
+        composed = load(path)
     else:
-        table = {
-            p.stem: yaml.safe_load(p.read_text(encoding="utf-8")) for p in sorted(params_dir.glob("params/*.yaml"))
-        }
+        table = {p.stem: load(p) for p in sorted(params_dir.glob("params/*.yaml"))}
         try:
             composed = compose(table, profile, "parameter file (--profile)")
         except SettingsError as e:

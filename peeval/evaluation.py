@@ -26,7 +26,7 @@ from pathlib import Path
 
 from peeval.records import PPL_PREFIX, PROVENANCE_KEY, clip_text
 
-from ._io import replace_files
+from ._io import Claimed, claim_dir, dumps_json, replace_files
 from ._versions import cpu_identity
 
 PEEVAL_TASKS = Path(__file__).resolve().parent / "tasks"
@@ -124,7 +124,14 @@ def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def provenance(args, lm, model_args: dict, metadata: dict, data: dict | None = None) -> dict:
+def weights_path(model_args: dict) -> str | None:
+    """What ``checkpoint_sha256`` hashes: the checkpoint folder's weights, or its GGUF file."""
+    pretrained = str(model_args["pretrained"]) if model_args.get("pretrained") else None
+    gguf = model_args.get("gguf_file")
+    return os.path.join(pretrained, gguf) if gguf and pretrained else pretrained
+
+
+def provenance(args, lm, model_args: dict, metadata: dict, data: dict | None = None, sha256=...) -> dict:
     """The ``results["peeval"]`` record (:class:`peeval.records.Provenance`) of one ``peeval eval``;
     ``data``: what each task read (``peeval.data.recording``)."""
     import torch
@@ -135,14 +142,15 @@ def provenance(args, lm, model_args: dict, metadata: dict, data: dict | None = N
     cfg = getattr(getattr(lm, "model", None), "config", None)
     versions = library_versions(("torch", "transformers", "lm_eval", "datasets", "peft", "accelerate"))
     pretrained = str(model_args["pretrained"]) if model_args.get("pretrained") else None
-    gguf = model_args.get("gguf_file")
+    if sha256 is ...:
+        sha256 = checkpoint_hash(weights_path(model_args))
     return Provenance(
         peeval_version=peeval.__version__,
         git_commit=git_commit(),
         model=args.model,
         model_args=model_args,
         checkpoint=pretrained,
-        checkpoint_sha256=checkpoint_hash(os.path.join(pretrained, gguf) if gguf and pretrained else pretrained),
+        checkpoint_sha256=sha256,
         pe=getattr(cfg, "pe", "rope" if cfg is not None and cfg.model_type == "llama" else None),
         pe_options=getattr(cfg, "pe_options", None),
         rope_parameters=getattr(cfg, "rope_parameters", None),
@@ -175,8 +183,14 @@ def run_name(args, model_args: dict) -> str:
     (limit, few-shot, metadata, seed, lm-eval's passed-through flags), so two checkpoints with the
     same last folder name (``a/tape``, ``b/tape``), or one checkpoint run another way, never share a
     results folder; the same run asked for again finds its folder (and is refused without --overwrite)."""
-    if args.run_name:
-        return re.sub(r"[^A-Za-z0-9._+-]+", "_", args.run_name)[:150]
+    if args.run_name is not None:
+        name = args.run_name
+        if any(sep in name for sep in ("/", "\\", os.sep)) or name.strip(".") == "":
+            raise EvalInputError(
+                f"--run_name {name!r}: allowed one folder name (no '/' or '\\', not '.' or '..'): it is created "
+                "inside --output_path"
+            )
+        return re.sub(r"[^A-Za-z0-9._+-]+", "_", name)[:150]
     ckpt = Path(str(model_args.get("pretrained", "model"))).name
     settings = {"limit": args.limit, "num_fewshot": args.num_fewshot, "metadata": parse_metadata(args.metadata),
                 "seed": args.seed, **lm_eval_flags(args)}  # fmt: skip
@@ -273,6 +287,47 @@ def parse_limit(value: float | None) -> int | float | None:
     raise EvalInputError(f"--limit {value:g}: give a fraction in (0, 1) or a whole number of documents >= 1")
 
 
+#: ``--device`` values lm-eval places a model on (``cuda:N``, ``npu:N``, ``xpu:N``, ``hpu:N`` with an index)
+DEVICE_RE = re.compile(r"(cpu|cuda|mps|(cuda|npu|xpu|hpu|mps):\d+)")
+_BATCH = "an integer >= 1, auto, or auto:N (N >= 1: recompute the automatic size N times)"
+
+
+def check_eval_args(args) -> None:
+    """``--device``, ``--batch_size`` and ``--num_fewshot`` as lm-eval reads them, checked before anything
+    is loaded (lm-eval would put an unknown device on the CPU silently, and take a batch size of 0 or -3
+    or -1 few-shot examples without a word); ``--batch_size`` normalised to an int or ``auto[:N]``."""
+    dev = args.device
+    if dev is not None and not DEVICE_RE.fullmatch(dev):
+        raise EvalInputError(f"--device {dev}: allowed cpu, cuda, cuda:N, mps (or npu:N, xpu:N, hpu:N)")
+    if dev is not None and dev.startswith("cuda:"):
+        import torch
+
+        n = torch.cuda.device_count()
+        if torch.cuda.is_available() and int(dev.split(":")[1]) >= n:
+            raise EvalInputError(f"--device {dev}: this machine has {n} CUDA device(s), allowed cuda:0 .. cuda:{n - 1}")
+    bs = args.batch_size
+    if bs is not None:
+        text = str(bs).strip()
+        head, sep, tail = text.partition(":")
+        if head == "auto":
+            try:
+                ok = not sep or float(tail) >= 1
+            except ValueError:
+                ok = False
+            if not ok:
+                raise EvalInputError(f"--batch_size {bs}: allowed {_BATCH}")
+            args.batch_size = text
+        else:
+            try:
+                args.batch_size = int(text)
+            except ValueError:
+                raise EvalInputError(f"--batch_size {bs}: allowed {_BATCH}") from None
+            if args.batch_size < 1:
+                raise EvalInputError(f"--batch_size {bs}: allowed {_BATCH}")
+    if args.num_fewshot is not None and args.num_fewshot < 0:
+        raise EvalInputError(f"--num_fewshot {args.num_fewshot}: allowed an integer >= 0 (examples in each prompt)")
+
+
 def _max_length_for(metadata: dict) -> int | None:
     """Room for the longest prompt/window asked for (None when ``lengths`` is malformed: the
     task then names the problem)."""
@@ -283,6 +338,10 @@ def _max_length_for(metadata: dict) -> int | None:
     if not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in lengths):
         return None
     return max(lengths) + 64
+
+
+#: the claim ``peeval eval`` holds on its results folder while it runs (``_io.claim_dir``)
+EVAL_LOCK = ".peeval-eval.lock"
 
 
 def _earlier_run(out: Path) -> list[Path]:
@@ -317,6 +376,7 @@ def run_eval(args) -> int:
         return 0
     if not args.model:
         raise EvalInputError("--model: required (peeval, peeval-<pe>, peeval-llama or an lm-eval model name)")
+    check_eval_args(args)
     metadata = parse_metadata(args.metadata)
     from peeval.tasks.metadata_keys import check_requested
 
@@ -324,12 +384,23 @@ def run_eval(args) -> int:
     limit = parse_limit(args.limit)
     model_args = parse_model_args(args.model_args)
     auto_len = _max_length_for(metadata)
+    if auto_len is None and "lengths" not in metadata and any(t.startswith("peeval_ppl") for t in args.tasks):
+        from peeval.tasks.ppl.ppl import DEFAULT_LENGTHS  # the perplexity task's own lengths
+
+        auto_len = max(DEFAULT_LENGTHS) + 64
     if "max_length" not in model_args and auto_len and args.model.startswith("peeval"):
         # a passkey prompt of length L must not be left-truncated to the training length
         model_args["max_length"] = auto_len
     out = Path(args.output_path) / run_name(args, model_args)
     _check_output(out, args.overwrite)
-    return _evaluate(args, metadata, limit, model_args, out)
+    if int(os.environ.get("RANK", "0")) != 0:  # a launch's other processes: rank 0 claims and writes
+        return _evaluate(args, metadata, limit, model_args, out)
+    try:
+        with claim_dir(out, EVAL_LOCK):  # two runs into one folder: the second is refused at once
+            _check_output(out, args.overwrite)  # finished between the first check and the claim
+            return _evaluate(args, metadata, limit, model_args, out)
+    except Claimed as e:
+        raise EvalInputError(f"--run_name: {e}: wait for it, or choose another --run_name / --output_path") from None
 
 
 #: lm-eval's four random generators: ``--seed`` seeds them all
@@ -402,6 +473,7 @@ def _evaluate_recorded(args, metadata: dict, limit, model_args: dict, out: Path,
     extra = {"batch_size": args.batch_size, "device": args.device}
     if flags.get("trust_remote_code"):
         model_args = {**model_args, "trust_remote_code": True}
+    sha256 = checkpoint_hash(weights_path(model_args))  # of the files about to be loaded, not of later ones
     lm = model_cls.create_from_arg_obj(model_args, {k: v for k, v in extra.items() if v is not None})
     tracker = EvaluationTracker()  # lm-eval's record of the run: model name, start / end time
     results = evaluator.simple_evaluate(
@@ -424,13 +496,20 @@ def _evaluate_recorded(args, metadata: dict, limit, model_args: dict, out: Path,
     results["task_hashes"] = task_hashes(samples)  # what lm_eval's own results file holds beside the numbers
     results.update(dataclasses.asdict(general))
     data = {task: reads[task] for task in sorted(reads)}
-    results[PROVENANCE_KEY] = provenance(args, lm, model_args, metadata, data)
+    if checkpoint_hash(weights_path(model_args)) != sha256:  # retrained (--overwrite) while it was scored
+        raise EvalInputError(
+            f"--model_args pretrained={model_args.get('pretrained')}: the checkpoint's weights changed while it was "
+            "evaluated (retrained or copied over meanwhile): nothing written; evaluate it again"
+        )
+    results[PROVENANCE_KEY] = provenance(args, lm, model_args, metadata, data, sha256)
     _check_output(out, args.overwrite)  # a run that finished meanwhile in the same folder is not replaced silently
     clip = {task: task.startswith(PPL_PREFIX) for task in samples}
-    files = {f"samples_{task}.jsonl": "".join(json.dumps(clip_texts(r) if clip[task] else r, default=str) + "\n"
-                                              for r in rows)
-             for task, rows in samples.items()}  # fmt: skip
-    files["results.json"] = json.dumps(results, indent=1, default=str)  # last: the run is finished
+
+    def line(task: str, row) -> str:  # valid JSON: ±inf (an exploding perplexity) as "inf", NaN as null
+        return dumps_json(clip_texts(row) if clip[task] else row, infinity="inf", default=str) + "\n"
+
+    files = {f"samples_{task}.jsonl": "".join(line(task, r) for r in rows) for task, rows in samples.items()}
+    files["results.json"] = dumps_json(results, infinity="inf", default=str, indent=1)  # last: the run is finished
     replace_files(out, files, stale=_earlier_run(out))  # the old run stays until the new one is written
     from lm_eval.utils import make_table
 

@@ -78,11 +78,53 @@ def _check_tokenizer(model_name: str, pretrained, kwargs: dict) -> None:
         )
 
 
+def check_finite_weights(model, pretrained) -> None:
+    """A checkpoint with NaN or infinite weights (a diverged training run) is refused: every score it
+    gave would be NaN, not a measurement."""
+    bad = [n for n, p in model.named_parameters() if not torch.isfinite(p).all()]
+    if bad:
+        name = pretrained if isinstance(pretrained, str) else getattr(model, "name_or_path", "") or "the model"
+        raise ValueError(
+            f"checkpoint {name}: {len(bad)} weight tensor(s) are NaN or infinite (e.g. {bad[0]}): its "
+            "training diverged; retrain it (a lower lr) before evaluating"
+        )
+
+
+def check_trained_encoding(pretrained: str, cfg) -> None:
+    """A checkpoint whose config.json names another encoding than the one it was trained with (its
+    ``train_summary.json``) is refused: the weights would be evaluated under an encoding they never saw,
+    and recorded as that encoding."""
+    folder = _local_folder("pretrained", pretrained)
+    summary = os.path.join(folder, "train_summary.json") if folder and os.path.isdir(folder) else None
+    if not summary or not os.path.isfile(summary):
+        return
+    import json
+
+    try:
+        with open(summary, encoding="utf-8") as f:
+            trained = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{summary}: cannot read the training summary ({e})") from e
+    if not isinstance(trained, dict) or "pe" not in trained:
+        return
+    now = (cfg.pe, dict(getattr(cfg, "pe_options", None) or {}))
+    then = (trained["pe"], dict(trained.get("pe_options") or {}))
+    if now != then:
+        raise ValueError(
+            f"checkpoint {pretrained}: config.json says pe={now[0]!r} {now[1]} but it was trained with "
+            f"pe={then[0]!r} {then[1]} (train_summary.json): restore its config.json, or train that encoding"
+        )
+
+
 def _cpu_launch_world_size() -> int:
     """Processes started by a launcher (torchrun, accelerate launch) on a machine without CUDA."""
     if torch.cuda.is_available():
         return 1
     return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+#: ``dtype=`` values (lm-eval reads any other string as ``getattr(torch, dtype)``: a traceback)
+DTYPES = ("auto", "float32", "bfloat16", "float16", "float64", "float", "half", "double")
 
 
 class _PeevalHFLM(HFLM):
@@ -113,6 +155,9 @@ class _PeevalHFLM(HFLM):
         ml = kwargs.get("max_length")
         if ml is not None and (isinstance(ml, bool) or not isinstance(ml, int) or ml < 1):
             raise ValueError(f"--model {cls.model_name}: max_length={ml!r} must be a positive integer (tokens)")
+        dt = kwargs.get("dtype")
+        if dt is not None and not isinstance(dt, torch.dtype) and dt not in DTYPES:
+            raise ValueError(f"--model {cls.model_name}: dtype={dt!r}: allowed {', '.join(DTYPES)}")
         _check_tokenizer(cls.model_name, pretrained, kwargs)
 
     def __init__(self, pretrained, device: str | None = None, **kwargs):
@@ -127,6 +172,7 @@ class _PeevalHFLM(HFLM):
             # HFLM enables its data-parallel path (each rank scores a share of the requests,
             # rank 0 gathers) only when it counts > 1 GPU: the same path, for CPU processes
             self._rank, self._world_size = acc.process_index, acc.num_processes
+        check_finite_weights(self.model, pretrained)
 
     def _create_model(self, *args, **kwargs):
         """HFLM's loading, refusing a checkpoint that lacks a tensor (or has a wrong-shaped or extra
@@ -190,6 +236,15 @@ class _PeevalHFLM(HFLM):
                                  longest=int(doc["peeval_longest"]), seed=int(doc["peeval_seed"]),
                                  doc_id=int(doc["doc_id"]))  # fmt: skip
             return P.target_windows(span, L), span
+        longest = int(doc.get("peeval_longest") or L)
+        if n_tokens < longest:  # no window at the longest length: that length would average fewer documents
+            i = int(doc.get("doc_id") or 0)
+            fewer = f" or max_docs <= {i}" if i else ""
+            raise ValueError(
+                f"peeval_ppl document {i} is {n_tokens} tokens of this model, fewer than length {longest}: under "
+                "the windows protocol every length must score the same documents; use lengths <= "
+                f"{n_tokens}{fewer}"
+            )
         stride = int(doc.get("peeval_stride") or L)
         return P.disjoint_windows(n_tokens, L, stride, int(doc.get("peeval_max_windows") or 0)), None
 
@@ -201,6 +256,13 @@ class _PeevalHFLM(HFLM):
         the longest windows when the loss by position is asked for."""
         from peeval.perplexity import bucket_starts
 
+        too_long = max((int(doc["peeval_window"]) for _, doc in rows), default=0)
+        if too_long > self.max_length:  # scored anyway, the run would record a max_length it did not apply
+            raise ValueError(
+                f"peeval_ppl length {too_long} exceeds the model's max_length={self.max_length}: set model_args "
+                f"max_length >= {too_long} (beyond the training length is allowed: extrapolation is what is "
+                "measured), or leave that length out"
+            )
         cache: dict[str, torch.Tensor] = {}  # each document's token ids, once (its rows share them)
         plans, work = [], []  # work: (length, full logits?, row, window)
         for r, (text, doc) in enumerate(rows):
@@ -326,6 +388,7 @@ class PeevalLM(_PeevalHFLM):
                 raise ValueError(f"cannot read the peeval checkpoint {pretrained!r}: {e}") from e
             if cfg.model_type != "peeval":
                 raise ValueError(f"{pretrained!r} is a {cfg.model_type!r} checkpoint: use --model peeval-llama")
+            check_trained_encoding(pretrained, cfg)
             if self.expected_pe and cfg.pe != self.expected_pe:
                 raise ValueError(
                     f"--model peeval-{self.expected_pe} but {pretrained!r} has pe={cfg.pe!r}: "

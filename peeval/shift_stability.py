@@ -31,14 +31,13 @@ O(R)-equivariant updates, ``shift_ids`` leaves both at fp32 noise for any weight
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
 
 import torch
 
-from ._io import atomic_write_text
+from ._io import atomic_write_text, dumps_json
 from ._versions import cpu_identity
 from .records import PROVENANCE_KEY, SHIFTS, Provenance, mean_stderr, result_key, shift_metric, stderr_key
 from .records import SHIFT_TASK as TASK
@@ -212,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = results_document(metrics, ckpt, model, args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "results.json", json.dumps(doc, indent=1, default=str))
+    atomic_write_text(out / "results.json", dumps_json(doc, indent=1, default=str))
     print(f"shift stability: {len(metrics)} metrics in {out / 'results.json'}")
     return 0
 

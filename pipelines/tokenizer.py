@@ -9,7 +9,7 @@ if __name__ == "__main__":
     p = params()
     use_mirror()
     try:
-        build_tokenizer(TOKENIZER, profile=p.profile, **p.tokenizer.set)
+        build_tokenizer(TOKENIZER, profile=p.profile, overwrite=True, **p.tokenizer.set)  # the stage owns its output
     except (ValueError, FileNotFoundError) as e:
         fail("tokenizer", "profile, tokenizer.set", e)
     print(f"tokenizer: {TOKENIZER}")

@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 
 from .._extras import require
-from .._io import atomic_write_text
+from .._io import atomic_write_text, dumps_json
 from .loading import check_weights, load_complete
 
 METHODS = ("tape", "tape_pi", "lora", "theta", "pi", "yarn")
@@ -210,7 +210,7 @@ def save_adapter(model, out_dir: Path, meta: dict) -> None:
         keep = set(meta["trained_tensors"])
         sd = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if k in keep}
         save_file(sd, str(out_dir / TAPE_WEIGHTS))
-    atomic_write_text(out_dir / ADAPTER_JSON, json.dumps(meta, indent=1))
+    atomic_write_text(out_dir / ADAPTER_JSON, dumps_json(meta, indent=1))
 
 
 def read_adapter_meta(adapter_dir: str | os.PathLike) -> dict:

@@ -15,20 +15,19 @@ rope_scaling, base (+ gguf_file, seq_len, final_val_loss, the settings).
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import torch
 
 from .._extras import require
-from .._io import atomic_write_text, check_safetensors, save_dir_atomically
+from .._io import atomic_write_text, check_safetensors, dumps_json, save_dir_atomically
 from .._versions import cpu_identity
 from ..models import llama_adapters as la
 from .data import Batches, load_corpus, pack
 from .loop import fit, seed_all
 from .profiles import ADAPT_FIXED, get_profile
-from .state import STATE_FILE, check_out_dir, check_seed, drop_state, jsonable, overwriting
+from .state import STATE_FILE, check_out_dir, check_seed, cleaned_on_failure, drop_state, jsonable, overwriting
 
 #: the files that mark a finished ``peeval adapt`` output, and what ``overwrite=True`` moves aside while it runs
 FINISHED_FILES = ("adapt_summary.json", la.ADAPTER_JSON)
@@ -141,7 +140,8 @@ def run_adapt(
         save_dir_atomically(out, lambda tmp: la.save_adapter(m, tmp, meta))
 
     identity = {"method": method, "base": str(Path(base).resolve()), "gguf_file": gguf, "profile": profile}
-    with overwriting(out, state_path, OVERWRITTEN_FILES, overwrite):  # a failed overwrite keeps the old run
+    # a failed overwrite keeps the old run; a failed run leaves no empty --out, a diverged one no state
+    with overwriting(out, state_path, OVERWRITTEN_FILES, overwrite), cleaned_on_failure(out, state_path):
         out.mkdir(parents=True, exist_ok=True)
         kw = {"desc": f"adapt {method}", "identity": identity, "state_path": state_path}
         res = fit(model, batches, fit_prof, out, seed, save_model, **kw)
@@ -167,6 +167,6 @@ def run_adapt(
         if method in la.TAPE_METHODS:
             summary["trainable_tensors"] = len(meta["trained_tensors"])
         if res["is_main_process"]:  # once per launch, not once per process
-            atomic_write_text(out / "adapt_summary.json", json.dumps(summary, indent=1))
+            atomic_write_text(out / "adapt_summary.json", dumps_json(summary, indent=1))
             drop_state(state_path, out)
         return summary

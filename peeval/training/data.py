@@ -85,11 +85,31 @@ def train_bpe(texts: list[str], vocab_size: int):
     return PreTrainedTokenizerFast(tokenizer_object=tk, bos_token=EOS, eos_token=EOS, unk_token=EOS, pad_token=EOS)
 
 
-def build_tokenizer(out_dir: str | os.PathLike, profile: str = "cpu", **overrides):
+#: files of a saved tokenizer (transformers' names) and of a model's weights
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json")
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "adapter_config.json")
+
+
+def build_tokenizer(out_dir: str | os.PathLike, profile: str = "cpu", *, overwrite: bool = False, **overrides):
     """Build the profile's tokenizer (``bpe``: trained on the profile's training text; ``gpt2``:
-    the mirror's files) and save it in ``out_dir``. Returns the tokenizer."""
-    if Path(out_dir).exists() and not Path(out_dir).is_dir():
+    the mirror's files) and save it in ``out_dir``. Returns the tokenizer. A folder holding a tokenizer
+    is replaced only with ``overwrite``; one holding model weights never (its tokenizer is the one its
+    weights were trained with)."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out_dir}: is a file, allowed a folder")
+    weights = [f for f in WEIGHT_FILES if (out / f).exists()]
+    if weights:
+        raise ValueError(
+            f"--out {out_dir} holds a model ({weights[0]}): its tokenizer is the one it was trained with and is "
+            "not replaced (not even with --overwrite); choose another folder"
+        )
+    tok_files = [f for f in TOKENIZER_FILES if (out / f).exists()]
+    if tok_files and not overwrite:
+        raise ValueError(
+            f"--out {out_dir} already holds a tokenizer ({', '.join(tok_files)}): pass --overwrite to replace it, "
+            "or choose another folder"
+        )
     prof = get_profile("train", profile, overrides)
     if prof["tokenizer"] not in ("bpe", "gpt2"):
         raise ValueError(f"tokenizer={prof['tokenizer']!r}: allowed 'bpe' or 'gpt2'")

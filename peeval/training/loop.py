@@ -24,7 +24,51 @@ from .._io import atomic_write_text
 from ..records import CURVE_COLUMNS  # the train_curve.csv header ingest reads
 from .data import Batches
 from .schedule import lr_lambda, perm_cache
-from .state import STATE_FILE, check_same_run, jsonable, load_state, save_state, set_rng_state
+from .state import STATE_FILE, NonFiniteLoss, check_same_run, jsonable, load_state, save_state, set_rng_state
+
+
+def check_finite(what: str, value: float, step: int, prof: dict) -> None:
+    """A diverged run ends at once, before its weights are saved anywhere (checkpoint or resume state)."""
+    if not math.isfinite(value):
+        raise NonFiniteLoss(
+            f"the {what} is {value} at step {step}: training diverged (lr={prof['lr']:g}), nothing was saved; "
+            "lower --set lr (or raise warmup_steps / set grad_clip) and train again"
+        )
+
+
+def memory_bytes(device) -> int | None:
+    """The memory one process can fill: its GPU's, else the machine's physical memory."""
+    if torch.device(device).type == "cuda":
+        return torch.cuda.get_device_properties(torch.device(device)).total_memory
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_batch(model, batches: Batches, prof: dict, world: int, device) -> None:
+    """``batch_size`` within what the run can use: at most the training rows (a larger batch repeats rows
+    inside one step), and one micro-batch's logits and activations (a coarse lower estimate) within this
+    machine's memory, refused before step 0 rather than swapping or killed in it."""
+    b, n = int(prof["batch_size"]), batches.n
+    if b > n:
+        raise ValueError(
+            f"--set batch_size={b}: the training set has {n} rows (blocks or examples): allowed at most {n} "
+            "(a larger batch repeats rows within one step)"
+        )
+    rows, seq = -(-b // world), batches.train["input_ids"].shape[1]
+    cfg = getattr(model, "config", None)
+    vocab = int(getattr(cfg, "vocab_size", 0) or 0)
+    width = int(getattr(cfg, "hidden_size", 0) or 0) * int(getattr(cfg, "num_hidden_layers", 0) or 0)
+    need = rows * seq * (vocab * 4 * 3 + width * 4 * 16)  # fp32 logits, their softmax and gradient; activations
+    have = memory_bytes(device)
+    if have and need > have:
+        fits = max(1, int(b * have / need))
+        raise ValueError(
+            f"--set batch_size={b}: one micro-batch needs at least {need / 2**30:.1f} GiB ({rows} rows x {seq} "
+            f"tokens x {vocab} logits, and activations), more than the {have / 2**30:.1f} GiB of {device}: use "
+            f"batch_size <= {fits} (and grad_accum for a larger batch)"
+        )
 
 
 def seed_all(seed: int) -> None:
@@ -154,6 +198,7 @@ def fit(
             f"batch_size={prof['batch_size']} is split across {world} processes: use batch_size >= {world} "
             "(it is the global batch per micro-step, whatever the number of processes)"
         )
+    check_batch(model, batches, prof, world, acc.device)
     steps = int(prof["steps"])
     decay, no_decay = [], []
     for n, p in model.named_parameters():
@@ -190,64 +235,79 @@ def fit(
     t0 = time.perf_counter()
     bar = tqdm(total=steps, initial=start, desc=desc, disable=not acc.is_main_process, dynamic_ncols=True)
     last_val = None
-    for step in range(start, steps):
-        opt.zero_grad(set_to_none=True)
-        loss_sum = torch.zeros((), device=acc.device)
-        # the global batch of this step (all micro-batches, all processes): a function of (seed, step)
-        micro_idx = []
-        for micro in range(n_micro):
-            pos = torch.arange((step * n_micro + micro) * b, (step * n_micro + micro + 1) * b)
-            micro_idx.append(torch.stack([perms(int(p) // batches.n)[int(p) % batches.n] for p in pos]))
-        # the loss is the mean over every labelled token of the global batch: each process sums its
-        # share and divides by the global count (known to all without communication); DDP averages
-        # the gradients over processes, hence the factor world
-        n_target = max(1, sum(n_targets(batches, idx) for idx in micro_idx))
-        tok_step = sum(len(idx) * batches.train["input_ids"].shape[1] for idx in micro_idx)
-        for micro, idx in enumerate(micro_idx):
-            idx = idx[rank::world]  # each process takes its share of the same global batch
-            batch = {k: v.to(acc.device) for k, v in batches.get(idx).items()}
-            # gradients are all-reduced once per optimizer step, after the last micro-batch
-            sync = contextlib.nullcontext() if micro == n_micro - 1 else acc.no_sync(model)
-            with sync:
-                with acc.autocast():
-                    loss, _, _, _ = loss_and_correct(model, batch, reduction="sum")
-                acc.backward(loss * (world / n_target))
-            loss_sum += loss.detach()
-        if prof["grad_clip"]:
-            acc.clip_grad_norm_(model.parameters(), prof["grad_clip"])
-        lr = opt.param_groups[0]["lr"]
-        opt.step()
-        sched.step()
-        tokens += tok_step
-        done = step + 1
-        train_loss = acc.reduce(loss_sum, reduction="sum").item() / n_target
-        val_loss = None
-        if done % prof["eval_every"] == 0 or done == steps:
-            val_loss, val_acc = evaluate(acc.unwrap_model(model), batches, prof, acc.device, acc)
-            last_val = (val_loss, val_acc)
-        elapsed = elapsed_before + time.perf_counter() - t0
-        rows.append(
-            dict(
-                step=done,
-                tokens=tokens,
-                lr=f"{lr:.6g}",
-                train_loss=f"{train_loss:.6f}",
-                val_loss=None if val_loss is None else f"{val_loss:.6f}",
-                elapsed_s=f"{elapsed:.3f}",
+    try:
+        for step in range(start, steps):
+            opt.zero_grad(set_to_none=True)
+            loss_sum = torch.zeros((), device=acc.device)
+            # the global batch of this step (all micro-batches, all processes): a function of (seed, step)
+            micro_idx = []
+            for micro in range(n_micro):
+                pos = torch.arange((step * n_micro + micro) * b, (step * n_micro + micro + 1) * b)
+                micro_idx.append(torch.stack([perms(int(p) // batches.n)[int(p) % batches.n] for p in pos]))
+            # the loss is the mean over every labelled token of the global batch: each process sums its
+            # share and divides by the global count (known to all without communication); DDP averages
+            # the gradients over processes, hence the factor world
+            n_target = max(1, sum(n_targets(batches, idx) for idx in micro_idx))
+            tok_step = sum(len(idx) * batches.train["input_ids"].shape[1] for idx in micro_idx)
+            for micro, idx in enumerate(micro_idx):
+                idx = idx[rank::world]  # each process takes its share of the same global batch
+                batch = {k: v.to(acc.device) for k, v in batches.get(idx).items()}
+                # gradients are all-reduced once per optimizer step, after the last micro-batch
+                sync = contextlib.nullcontext() if micro == n_micro - 1 else acc.no_sync(model)
+                with sync:
+                    with acc.autocast():
+                        loss, _, _, _ = loss_and_correct(model, batch, reduction="sum")
+                    acc.backward(loss * (world / n_target))
+                loss_sum += loss.detach()
+            if prof["grad_clip"]:
+                acc.clip_grad_norm_(model.parameters(), prof["grad_clip"])
+            lr = opt.param_groups[0]["lr"]
+            opt.step()
+            sched.step()
+            tokens += tok_step
+            done = step + 1
+            train_loss = acc.reduce(loss_sum, reduction="sum").item() / n_target
+            check_finite("training loss", train_loss, done, prof)
+            val_loss = None
+            if done % prof["eval_every"] == 0 or done == steps:
+                val_loss, val_acc = evaluate(acc.unwrap_model(model), batches, prof, acc.device, acc)
+                check_finite("validation loss", val_loss, done, prof)
+                last_val = (val_loss, val_acc)
+            elapsed = elapsed_before + time.perf_counter() - t0
+            rows.append(
+                dict(
+                    step=done,
+                    tokens=tokens,
+                    lr=f"{lr:.6g}",
+                    train_loss=f"{train_loss:.6f}",
+                    val_loss=None if val_loss is None else f"{val_loss:.6f}",
+                    elapsed_s=f"{elapsed:.3f}",
+                )
             )
-        )
-        bar.set_postfix(loss=f"{train_loss:.3f}", **({"val": f"{val_loss:.3f}"} if val_loss is not None else {}))
-        bar.update(1)
-        if acc.is_main_process and (done % prof["save_every"] == 0 and done < steps):
-            save_state(state_path, acc.unwrap_model(model), opt, sched, done, rows, tokens, elapsed, prof, seed, run)
-            write_curve(out_dir / "train_curve.csv", rows)
-        if stop_after is not None and done >= stop_after and done < steps:
-            bar.close()
-            return {"interrupted_at": done}
+            bar.set_postfix(loss=f"{train_loss:.3f}", **({"val": f"{val_loss:.3f}"} if val_loss is not None else {}))
+            bar.update(1)
+            if acc.is_main_process and (done % prof["save_every"] == 0 and done < steps):
+                save_state(
+                    state_path, acc.unwrap_model(model), opt, sched, done, rows, tokens, elapsed, prof, seed, run
+                )
+                write_curve(out_dir / "train_curve.csv", rows)
+            if stop_after is not None and done >= stop_after and done < steps:
+                bar.close()
+                return {"interrupted_at": done}
+    except BaseException:  # the error line starts a line of its own, not the bar's
+        bar.close()
+        raise
     bar.close()
     elapsed = elapsed_before + time.perf_counter() - t0
     if last_val is None:  # resumed at the end: evaluate once more
         last_val = evaluate(acc.unwrap_model(model), batches, prof, acc.device, acc)
+        check_finite("validation loss", last_val[0], steps, prof)
+    bad = [n for n, p in acc.unwrap_model(model).named_parameters() if not torch.isfinite(p).all()]
+    if bad:  # never saved: a checkpoint that only a later evaluation would find broken
+        raise NonFiniteLoss(
+            f"{len(bad)} weight tensor(s) are NaN or infinite after step {steps} (e.g. {bad[0]}): "
+            f"training diverged (lr={prof['lr']:g}), nothing was saved; lower --set lr and train again"
+        )
     if acc.is_main_process:
         save_model(acc.unwrap_model(model))
         write_curve(out_dir / "train_curve.csv", rows)

@@ -12,18 +12,17 @@ Outputs in ``out_dir``: the HF model (config.json, model.safetensors), the token
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import torch
 
-from .._io import atomic_write_text, save_dir_atomically
+from .._io import atomic_write_text, dumps_json, save_dir_atomically
 from .._versions import cpu_identity
 from .data import Batches, load_corpus, load_tokenizer, pack, profile_tokenizer, tokenizer_fingerprint, unigram_ppl
 from .loop import check_launch, fit, seed_all
 from .profiles import get_profile
-from .state import STATE_FILE, check_out_dir, check_seed, drop_state, jsonable, overwriting
+from .state import STATE_FILE, check_out_dir, check_seed, cleaned_on_failure, drop_state, jsonable, overwriting
 
 #: the files that mark a finished ``peeval train`` checkpoint
 FINISHED_FILES = ("model.safetensors", "train_summary.json")
@@ -123,6 +122,11 @@ def run_train(
         max_len = prof["seq_len"]
         unigram = unigram_ppl(train_blocks, val_blocks, len(tok))
     vocab = len(tok)
+    if task is None and "vocab_size" in overrides and prof["vocab_size"] < vocab:  # the setting would be ignored
+        raise ValueError(
+            f"--set vocab_size={prof['vocab_size']}: the tokenizer has {vocab} tokens, allowed >= {vocab} "
+            "(every token needs an embedding row)"
+        )
     if task is None and prof["tokenizer"] == "gpt2":
         vocab = max(vocab, prof["vocab_size"])  # GPT-2: pad to a multiple of 64 (50304) as nanoGPT
     seed_all(seed)
@@ -148,7 +152,8 @@ def run_train(
 
         save_dir_atomically(out, write)
 
-    with overwriting(out, state_path, OVERWRITTEN_FILES, overwrite):  # a failed overwrite keeps the old run
+    # a failed overwrite keeps the old run; a failed run leaves no empty --out, a diverged one no state
+    with overwriting(out, state_path, OVERWRITTEN_FILES, overwrite), cleaned_on_failure(out, state_path):
         out.mkdir(parents=True, exist_ok=True)
         res = fit(
             model,
@@ -187,6 +192,6 @@ def run_train(
         if task is not None:
             summary["final_val_exact_match"] = res["final_val_exact_match"]
         if res["is_main_process"]:  # written once, not by every process of a launch
-            atomic_write_text(out / "train_summary.json", json.dumps(summary, indent=1))
+            atomic_write_text(out / "train_summary.json", dumps_json(summary, indent=1))
             drop_state(state_path, out)
         return summary

@@ -84,6 +84,8 @@ class _Net(_Common):
             raise At("hidden_size", f"a multiple of num_attention_heads={h}", d)
         if h % kv:
             raise At("num_key_value_heads", f"a divisor of num_attention_heads={h}", kv)
+        if self.warmup_steps > self.steps:  # the learning rate would never reach lr
+            raise At("warmup_steps", f"an integer from 0 to steps={self.steps}", self.warmup_steps)
         return self
 
 
@@ -98,9 +100,20 @@ class _Text(Strict):
     val_chars: integer(1, null=True)
 
 
+#: a byte-level BPE holds the 256 bytes and the end-of-text token before any merge
+MIN_BPE_VOCAB = 257
+
+
 class TrainSettings(_Net, _Text):
     tokenizer: choice("bpe", "gpt2")
     vocab_size: integer(1)
+
+    @model_validator(mode="after")
+    def _vocab(self):
+        if self.tokenizer == "bpe" and self.vocab_size < MIN_BPE_VOCAB:
+            raise At("vocab_size", f"an integer >= {MIN_BPE_VOCAB} (a byte-level BPE: 256 bytes + end of text)",
+                     self.vocab_size)  # fmt: skip
+        return self
 
 
 class DiagSettings(_Net):
@@ -117,6 +130,12 @@ class AdaptSettings(_Common, _Text):
     tape_extra_trainable: str
     gguf_file: Annotated[str | None, Allowed("a string or null")]
     max_layers: integer(1, null=True)
+
+    @model_validator(mode="after")
+    def _warmup(self):
+        if self.steps and self.warmup_steps > self.steps:  # steps=0: a training-free rescaling, no schedule
+            raise At("warmup_steps", f"an integer from 0 to steps={self.steps}", self.warmup_steps)
+        return self
 
 
 #: per kind: the model its profiles are

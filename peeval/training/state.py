@@ -20,6 +20,10 @@ STATE_FILE = "train_state.pt"
 MAX_SEED = 2**32 - 1  # numpy's seed range (transformers.set_seed seeds numpy too)
 
 
+class NonFiniteLoss(ValueError):
+    """The loss became NaN or infinite: the run diverged, and no checkpoint is written."""
+
+
 class ResumeMismatch(ValueError):
     """The resume state was written by a different run (encoding, settings, seed, tokenizer...)."""
 
@@ -153,6 +157,24 @@ def check_out_dir(out: Path, finished_files: tuple[str, ...], state_path: Path, 
             f"--out {out} already holds a finished run ({', '.join(done)}): pass {flag} to replace it, or "
             "choose another folder"
         )
+
+
+@contextmanager
+def cleaned_on_failure(out: Path, state_path: Path, curve: str = "train_curve.csv"):
+    """A run that fails leaves no empty ``--out`` it created (Ctrl-C, SIGTERM, a bad setting found
+    late); one that diverged (:class:`NonFiniteLoss`) also leaves no resume state or curve of its
+    own: resuming it would diverge again. Used inside ``overwriting`` (which then restores the old run)."""
+    out = Path(out)
+    created = not out.exists()
+    try:
+        yield
+    except NonFiniteLoss:
+        drop_state(state_path, out)
+        (out / curve).unlink(missing_ok=True)
+        raise
+    finally:
+        if created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
 
 
 @contextmanager

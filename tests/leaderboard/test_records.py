@@ -94,7 +94,8 @@ def test_provenance_round_trip_keeps_order_and_unknown_keys():
          "training_length": 128, "max_length": 256, "protocol": {"ppl": "disjoint windows", "metadata": {}},
          "dtype": "torch.float32", "seed": 0, "limit": None, "device": "cpu", "world_size": 1,
          "torch_threads": 1, "versions": {"torch": "2"}, "command": ["peeval"],
-         "date": "2026-01-01T00:00:00+00:00", "data": {"t": [{"source": "hub", "location": "a/b"}]}}  # fmt: skip
+         "date": "2026-01-01T00:00:00+00:00", "data": {"t": [{"source": "hub", "location": "a/b"}]},
+         "cpu": {"model": "AMD EPYC", "torch_capability": "AVX2"}}  # fmt: skip
     p = R.Provenance.from_json(d)
     assert p.to_json() == d and list(p.to_json()) == list(d)
     newer = {**d, "future": 1}

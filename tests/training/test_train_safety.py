@@ -86,7 +86,7 @@ def test_out_that_is_a_file_is_refused(corpus, tok_dir, tmp_path, capsys):
         ({"lr": 1e-4}, "settings.lr"),
         ({"hidden_size": 64}, "settings.hidden_size"),
         ({"other_tokenizer": True}, "tokenizer"),
-        ({"profile": "cpu"}, "profile"),
+        ({"profile": "cpu", "warmup_steps": 2}, "profile"),  # cpu's warmup (20) is more than TINY's 6 steps
     ],
 )
 def test_resume_refuses_a_different_run_naming_the_key(change, key, corpus, tok_dir, tmp_path):

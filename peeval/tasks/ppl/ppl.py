@@ -161,6 +161,8 @@ def _ppl(items, where: str = "ppl") -> float:
         raise ValueError(
             f"{where}: no token was scored (no evaluated document has that many tokens): use shorter lengths"
         )
+    if math.isnan(ll):
+        raise ValueError(f"{where}: the model's log-likelihood is NaN (non-finite weights or activations)")
     try:
         return math.exp(-ll / n)
     except OverflowError:  # an exploding model: report it, don't crash
@@ -173,6 +175,8 @@ def _bpb(items, where: str = "bpb") -> float:
         raise ValueError(
             f"{where}: no token was scored (no evaluated document has that many tokens): use shorter lengths"
         )
+    if math.isnan(ll):
+        raise ValueError(f"{where}: the model's log-likelihood is NaN (non-finite weights or activations)")
     return -ll / (b * math.log(2))
 
 
