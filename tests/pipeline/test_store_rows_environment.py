@@ -49,3 +49,17 @@ def test_across_cpus_generations_and_hashes_are_not_compared_but_counts_are():
     assert problems == ["loss_by_position row 0: tokens: 128 -> 129"]
     far = 0.4587152606 * (1 + 20 * store_rows.CROSS_CPU_RTOL.get("loss_by_position", 1e-5))
     assert "nll" in store_rows.cross_cpu_diff(ref, _store("sha256:aaaa", far, 128, "be71"))[0]
+
+
+def test_cross_cpu_tolerances_are_the_measured_spread_with_margin():
+    """Each table's tolerance is at least 10x the largest spread measured between torch's CPU kernel paths
+    (tests/pipeline/data/cross_cpu_spread.json) and no looser than 10x rounded up (a tolerance is measured,
+    not guessed: loosening one without a new measurement fails here)."""
+    from pathlib import Path
+
+    spread = json.loads((Path(__file__).parent / "data" / "cross_cpu_spread.json").read_text())["tables"]
+    for table, s in spread.items():
+        rtol = store_rows.CROSS_CPU_RTOL.get(table, store_rows.CROSS_CPU_RTOL_DEFAULT)
+        assert rtol >= 10 * s["max_rel"], table
+        assert rtol <= max(store_rows.CROSS_CPU_RTOL_DEFAULT, 20 * s["max_rel"]), table
+    assert set(store_rows.CROSS_CPU_RTOL) <= set(spread)
