@@ -74,7 +74,7 @@ def test_a_new_encoding_trains_evaluates_and_reaches_the_site(tmp_path):
         (corpus / f"{i:02d}.txt").write_text(TEXT)
     py, peeval = sys.executable, str(BIN / "peeval")
     text = ["--profile", "smoke", "--set", f"corpus={corpus}"]
-    sh([peeval, "tokenizer", "--out", str(tmp_path / "tok"), *text, "--set", "vocab_size=200"], tmp_path, work)
+    sh([peeval, "tokenizer", "--out", str(tmp_path / "tok"), *text, "--set", "vocab_size=300"], tmp_path, work)
     sh([peeval, "train", "--pe", NAME, "--tokenizer", str(tmp_path / "tok"), "--out", str(tmp_path / "ck"), *text,
         "--set", "steps=3", "--set", "seq_len=32", "--set", "train_chars=null", "--set", "val_chars=null"],
        tmp_path, work)  # fmt: skip
