@@ -318,6 +318,13 @@ def test_first_screen_at_1400px(site):
             box = cell.bounding_box()
             assert box and box["y"] + box["height"] <= 900 and box["x"] + box["width"] <= 1400
             assert "×0.750" in cell.inner_text()
+            # the seed papers and their encodings: named with their verdicts, and their rows start on this screen
+            papers = page.locator("#papers")
+            assert papers.bounding_box()["y"] + papers.bounding_box()["height"] <= 900
+            assert all(short in papers.inner_text() for short in ("TAPE", "CoPE", "PoPE"))
+            for name in ("tape(equivariant=False)", "pope"):
+                row = page.locator("#vs_rope tbody tr", has_text=name).first.bounding_box()
+                assert row and row["y"] < 900, name
             for tid in ("vs_rope", "leaderboard"):  # wide tables: the encoding column stays in view
                 wrap = page.locator(f"#{tid}").locator("xpath=..")
                 wrap.evaluate("e => { e.scrollLeft = e.scrollWidth; }")
