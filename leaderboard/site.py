@@ -526,7 +526,8 @@ class Site:
                 # colour and the word only from the interval: a win or a loss where it excludes parity
                 outcome = vc.outcome
                 cls = {"win": "num win", "loss": "num lose"}.get(outcome, "num")
-                extra = (f'<span class="outcome">{escape(outcome)}</span><span class="sub">{escape(vc.sub)}</span>'
+                sub = vc.sub.removesuffix(": no interval")  # said once, as the outcome
+                extra = (f'<span class="outcome">{escape(outcome)}</span><span class="sub">{escape(sub)}</span>'
                          + self.claim_links(vc.claims))  # fmt: skip
                 row.append(Cell(vc.text, vc.sort, cls=cls, extra=extra))
             if name == base:
