@@ -1,5 +1,5 @@
 """The front page's answer: each encoding against RoPE (the baseline every paper compares with), column by
-column, with the interval the runs justify and nothing more; a HELM-style summary (win rate, mean rank).
+column, with the interval the runs justify and nothing more; a summary that counts only what an interval decides.
 
 Pure functions of per-run numbers (no store, no HTML), so each rule is tested on its own:
 
@@ -8,8 +8,13 @@ Pure functions of per-run numbers (no store, no HTML), so each rule is tested on
   no interval") and the ratio stands alone;
 - an accuracy: the difference X - RoPE with its Welch interval (both sides >= 2 seeds) or, both sides one run
   with a standard error over examples, the normal one; seeds on each side are stated;
-- win rate: over the columns where both have a number, the share where X is better, and how many of those
-  wins lie beyond the interval; mean rank: X's rank among all encodings, averaged over its columns.
+- outcome of a cell (:attr:`VsCell.outcome`): a ``win`` or a ``loss`` only when its interval excludes parity
+  (ratio 1, difference 0); an interval that includes parity is ``within noise`` and a cell without an interval
+  (one seed, no standard error) is ``no interval``, whatever the sign of the point estimate;
+- wins (:func:`win_rate`): over the columns where both have a number, the wins and losses counted from those
+  outcomes only, with how many columns are within noise or have no interval. There is no mean rank: the encodings
+  ran different columns (pope 3, rope 10 on cpu-claims), and a rank averaged over different columns compares
+  nothing.
 """
 
 from __future__ import annotations
@@ -66,11 +71,21 @@ class VsCell:
 
     text: str  # the ratio or difference
     sub: str  # its support: the interval and seeds, or why there is no interval
-    better: bool | None  # X better than the baseline (None: a tie or no number)
+    better: bool | None  # the point estimate is on X's side (None: a tie or no number); decides nothing alone
     beyond: bool = False  # the interval excludes "no difference", on X's side when better
     sort: float | None = None
     diff: Difference | None = None
     claims: list[tuple[str, str]] = field(default_factory=list)  # (claim_id, verdict) resting on these runs
+
+    @property
+    def outcome(self) -> str:
+        """``win`` / ``loss``: the interval excludes parity on X's side / the baseline's; ``within noise``: it
+        includes parity; ``no interval``: there is none (the sign of the point estimate decides nothing)."""
+        if self.diff is None:
+            return "no interval"
+        if not self.beyond or self.better is None:
+            return "within noise"
+        return "win" if self.better else "loss"
 
 
 def _tokens(runs: list[Run]) -> str:
@@ -127,50 +142,34 @@ def estimate(col: Column, runs: list[Run]) -> SeedEstimate | None:
     return seed_estimate([(r.value, r.stderr, r.n) for r in runs], proportion=col.kind == "acc")
 
 
-def mean_ranks(cols: list[Column], values: dict[str, dict[str, float]]) -> dict[str, tuple[float, int]]:
-    """name -> (mean rank, columns ranked in): in each column the names with a finite number ranked 1 = best
-    (ties share the mean of their ranks), then averaged over the columns each name has a number in."""
-    got: dict[str, list[float]] = {}
-    for c in cols:
-        vs = sorted(((v, n) for n, by in values.items() if (v := by.get(c.label)) is not None and math.isfinite(v)),
-                    key=lambda t: t[0] if c.lower else -t[0])  # fmt: skip
-        i = 0
-        while i < len(vs):
-            j = i
-            while j + 1 < len(vs) and vs[j + 1][0] == vs[i][0]:
-                j += 1
-            for k in range(i, j + 1):
-                got.setdefault(vs[k][1], []).append((i + j) / 2 + 1)
-            i = j + 1
-    return {n: (sum(r) / len(r), len(r)) for n, r in got.items()}
-
-
 @dataclass
 class WinRate:
-    wins: int
-    beyond: int  # wins whose interval excludes no difference
-    losses_beyond: int
+    wins: int  # intervals that exclude parity on X's side
+    losses: int  # ... on the baseline's side
+    noise: int  # intervals that include parity
+    no_interval: int  # no interval at all
     compared: int
 
     @property
     def text(self) -> str:
         if not self.compared:
             return "–"
-        return f"{self.wins}/{self.compared}"
+        return f"{self.wins} won, {self.losses} lost"
 
     @property
     def sub(self) -> str:
         if not self.compared:
             return "no column in common with RoPE"
-        return f"{self.wins / self.compared:.0%}; beyond the interval: {self.beyond} won, {self.losses_beyond} lost"
+        return (f"of {self.compared} column{'s' if self.compared != 1 else ''}: {self.noise} within noise, "
+                f"{self.no_interval} no interval")  # fmt: skip
 
 
 def win_rate(cells: list[VsCell | None]) -> WinRate:
-    """Over the columns where both have a number: how often X is better, and beyond its interval."""
-    done = [c for c in cells if c is not None]
-    return WinRate(sum(1 for c in done if c.better), sum(1 for c in done if c.better and c.beyond),
-                   sum(1 for c in done if c.better is False and c.beyond), len(done))  # fmt: skip
+    """Over the columns where both have a number: the wins and losses an interval decides, and the rest."""
+    done = [c.outcome for c in cells if c is not None]
+    return WinRate(done.count("win"), done.count("loss"), done.count("within noise"), done.count("no interval"),
+                   len(done))  # fmt: skip
 
 
 __all__ = ["BASELINE", "LEVEL", "PAPERS", "Column", "Run", "VsCell", "WinRate", "compare", "estimate", "fmt_number",
-           "mean_ranks", "win_rate"]  # fmt: skip
+           "win_rate"]  # fmt: skip

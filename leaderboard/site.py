@@ -1,9 +1,10 @@
 """Build the static leaderboard site from the DuckDB store: plain HTML + inline SVG + one small
 script (sorting, filtering), so ``leaderboard/site/index.html`` opens from file:// offline.
 
-Pages: ``index.html`` (leaderboard/templates/index.html: the training length and budget in one line, the
-papers, each encoding against RoPE with its interval or the reason there is none, win rate and mean rank
-(``leaderboard/front.py``); then encodings x task groups, mean ± stderr over seeds with seeds and scored
+Pages: ``index.html`` (leaderboard/templates/index.html: the training length and budget (parameters, tokens per
+parameter, seeds) in one line, the papers with the claims page's verdicts on each, each encoding against RoPE with
+its interval or the reason there is none, a win or a loss only where the interval excludes parity, and the wins so
+counted (``leaderboard/front.py``); then encodings x task groups, mean ± stderr over seeds with seeds and scored
 tokens / examples beside each number; context extension; all runs), ``ppl.html``, ``passkey.html``,
 ``diagnostics.html``, ``training.html``, ``efficiency.html``, ``runs/<run_id>.html`` (provenance + metrics +
 samples), ``claims.html``
@@ -97,11 +98,13 @@ white-space:pre-wrap;word-break:break-all;max-height:320px;overflow:auto;margin:
 .wide{overflow-x:auto;max-width:100%}table.sticky th:first-child,table.sticky td:first-child{position:sticky;left:0;
 z-index:1;background:#fff}table.sticky th:first-child{background:#eef2f7}.lead{font-size:15px;margin:8px 0}
 td .sub{display:block;color:#666;font-size:11px;white-space:normal;max-width:17em}
-.win{color:#1a7f37}.lose{color:#b42318}
-td .claim{display:block;font-size:10.5px;white-space:normal;max-width:11em}.papers a{margin-right:12px}
+.win{color:#1a7f37}.lose{color:#b42318}td .outcome{display:block;font-size:11px}
+.papers .paper{margin-right:14px}#vs-rope{margin-top:14px}
+td .claim{display:block;font-size:10.5px;white-space:normal;max-width:11em}
 table.sticky{font-size:13px}table.sticky th{white-space:normal;min-width:7em;max-width:11em;vertical-align:bottom}
 table.sticky td{padding:2px 6px}table.sticky td:first-child{max-width:11em;overflow-wrap:anywhere}
-table.sticky td .sub{max-width:11em;font-size:10.5px;line-height:1.25}
+table.sticky td .sub{max-width:11em;font-size:10.5px;line-height:1.25}#vs_rope th{font-size:12px}
+#budget .note{font-size:12.5px}
 """
 
 JS = """
@@ -366,15 +369,17 @@ class Site:
                     stats[name][label] = seed_estimate(per_run, proportion=vals[0][3])
         return labels, stats, lower
 
-    def decided_claims(self) -> list[dict]:
-        """The claims with a decided verdict (reproduced / contradicted): id, task, metric, verdict, run ids."""
+    def run_claims(self) -> list[dict]:
+        """The claims that rest on runs of this store, whatever their verdict (reproduced, contradicted,
+        inconclusive, not decidable here), so a cell links to the verdict its runs got: id, task, metric, verdict,
+        run ids."""
         con = self.claims_con
         if not con.execute("select 1 from information_schema.tables where table_name = 'claims'").fetchall():
             return []
         out = []
         for cid, task, metric, verdict, ids, compared in con.execute(
             "select claim_id, task, metric, verdict, run_ids, compared from claims where verdict in ('reproduced', "
-            "'contradicted') order by claim_id"
+            "'contradicted', 'inconclusive', 'not decidable here') order by claim_id"
         ).fetchall():
             try:
                 run_ids = set(json.loads(ids) if isinstance(ids, str) else ids or [])
@@ -385,7 +390,7 @@ class Site:
         return out
 
     def cell_claims(self, label: str, run_ids: set[str], against: str | None = None) -> list[tuple[str, str]]:
-        """(claim_id, verdict) of the decided claims on this column's task and metric that used these runs
+        """(claim_id, verdict) of the claims on this column's task and metric that used these runs
         (``against``: only the claims comparing with that encoding, e.g. rope in the table against RoPE)."""
         task, metric = self.chosen.get(label, (None, None))
         return [(c["claim_id"], c["verdict"]) for c in self.claims
@@ -395,8 +400,8 @@ class Site:
     def claim_links(self, claims: list[tuple[str, str]]) -> str:
         if not self.claims_html:
             return ""
-        return "".join(f'<a class="claim" href="claims.html#{escape(cid)}" title="{escape(cid)}">claim {escape(v)}: '
-                       f"{escape(cid.split(':', 1)[-1])}</a>" for cid, v in claims)  # fmt: skip
+        return "".join(f'<a class="claim" href="claims.html#{escape(cid)}" title="{escape(cid)}">claim: {escape(v)}</a>'
+                       for cid, v in claims)  # fmt: skip
 
     def leaderboard_table(self, tid: str, kinds: tuple[str, ...], first: str) -> str:
         """Mean ± stderr (seeds), with its support beside every number: the scored tokens of a perplexity, the
@@ -483,9 +488,6 @@ class Site:
         # a column RoPE never ran (CoPE's counting compares absolute and relative encodings) has nothing to show
         unmatched = [c.label for c in cols if not runs[base][c.label]]
         cols = [c for c in cols if runs[base][c.label]]
-        values = {name: {c.label: e.value for c in cols if (e := front.estimate(c, by[c.label])) is not None}
-                  for name, by in runs.items()}  # fmt: skip
-        ranks = front.mean_ranks(cols, values)
         train_len, longest = self.training_length(), max((c.length or 0 for c in cols), default=0)
         headers = ["encoding"]
         for c in cols:
@@ -497,8 +499,16 @@ class Site:
             else:
                 headers.append(f"{c.label} − RoPE ↑" if c.task == PASSKEY_TASK else
                                f"{c.label[: -len(c.metric) - 1].replace('_', ' ')} {c.metric} − RoPE ↑")  # fmt: skip
-        headers += ["wins vs RoPE", "mean rank ↓"]
-        order = sorted(runs, key=lambda n: (ranks.get(n, (math.inf, 0))[0], n))
+        headers.append("wins vs RoPE (interval clear of parity)")
+        # no rank: the encodings ran different columns. A fixed order instead: the baseline, the papers' encodings
+        # (TAPE, CoPE, PoPE), then the rest by name, so no row moves up on a point estimate
+        papers = [short.lower() for short, _, _ in front.PAPERS]
+
+        def order_key(n: str) -> tuple:
+            pe = re.match(r"[A-Za-z0-9_]*", n)[0].lower()
+            return (n != base, papers.index(pe) if pe in papers else len(papers), natural_key(n))
+
+        order = sorted(runs, key=order_key)
         rows = []
         for name in order:
             row: list[Any] = [Cell(name, name)]
@@ -512,20 +522,20 @@ class Site:
                 if vc is None:
                     row.append(Cell("not run", None, cls="num"))
                     continue
-                vc.claims = self.cell_claims(c.label, {r.run_id for r in runs[name][c.label]}, against=base)
-                cls = "num " + ("win" if vc.better else "lose" if vc.better is False else "")
-                extra = f'<span class="sub">{escape(vc.sub)}</span>' + self.claim_links(vc.claims)
-                row.append(Cell(vc.text, vc.sort, cls=cls.strip(), extra=extra))
+                vc.claims = self.cell_claims(c.label, {r.run_id for r in runs[name][c.label]}, against=front.BASELINE)
+                # colour and the word only from the interval: a win or a loss where it excludes parity
+                outcome = vc.outcome
+                cls = {"win": "num win", "loss": "num lose"}.get(outcome, "num")
+                sub = vc.sub.removesuffix(": no interval")  # said once, as the outcome
+                extra = (f'<span class="outcome">{escape(outcome)}</span><span class="sub">{escape(sub)}</span>'
+                         + self.claim_links(vc.claims))  # fmt: skip
+                row.append(Cell(vc.text, vc.sort, cls=cls, extra=extra))
             if name == base:
                 row.append(Cell("–", None, cls="num", extra='<span class="sub">the baseline</span>'))
             else:
                 wr = front.win_rate(cells)
-                row.append(Cell(wr.text, wr.wins / wr.compared if wr.compared else None, cls="num",
+                row.append(Cell(wr.text, wr.wins - wr.losses if wr.compared else None, cls="num",
                                 extra=f'<span class="sub">{escape(wr.sub)}</span>'))  # fmt: skip
-            rk = ranks.get(name)
-            row.append(Cell(f"{rk[0]:.1f}" if rk else "–", rk[0] if rk else None, cls="num",
-                            extra=f'<span class="sub">over {rk[1]} column{"s" if rk[1] != 1 else ""}</span>'
-                            if rk else ""))  # fmt: skip
             rows.append(row)
         info.update(longest=longest, train_len=train_len)
         html = f'<div class="wide">{self.table(tid, headers, rows, table_cls="sticky", filt=False)}</div>'
@@ -541,8 +551,9 @@ class Site:
             return '<span class="sub">not run</span>'
         return f'<span class="sub">{escape(fmt(e.value))} ({e.seeds} seed{"s" if e.seeds > 1 else ""})</span>'
 
-    def budget_line(self, train_len: int | None, longest: int | None, source: str = LOCAL_SOURCE) -> str:
-        """One line: the training length and the budget every encoding of ``source`` got (runs and efficiency)."""
+    def budget_line(self, train_len: int | None, longest: int | None, source: str = LOCAL_SOURCE) -> tuple[str, str]:
+        """One line: the training length and the budget every encoding of ``source`` got (runs and efficiency), as
+        (the pretraining scale, the diagnostics' budgets and the lengths read)."""
         pre = self.q("select e.params, e.steps, e.tokens, r.name, r.seed from runs r join efficiency e using "
                      "(checkpoint) where r.kind = 'pretrain' and e.task is null and r.source = ?",
                      [source])  # fmt: skip
@@ -557,9 +568,14 @@ class Site:
             def span(xs, f=lambda v: f"{v:,}"):
                 return "–" if not xs else f(xs[0]) if xs[0] == xs[-1] else f"{f(xs[0])}–{f(xs[-1])}"
 
+            # the scale a reader needs before any verdict: training tokens per parameter (Hoffmann et al.'s ~20
+            # is compute-optimal; the claims stage decides no language-model claim below it)
+            per = sorted({r["tokens"] / r["params"] for r in pre if r["tokens"] and r["params"]})
+            per_text = f" ({span(per, lambda v: f'{v:.2f}')} tokens per parameter)" if per else ""
+            size = span(params, lambda v: f"{v / 1e6:.2f}M" if v >= 1e6 else f"{v:,}")
             bits.append(
-                f"{len(names)} encodings, each {span(params, lambda v: f'{v / 1e6:.2f}M')} parameters, "
-                f"{span(toks)} training tokens in {span(steps)} steps, {seeds} seed{'s' if seeds > 1 else ''}"
+                f"{len(names)} encodings, each {size} parameters, "
+                f"{span(toks)} training tokens in {span(steps)} steps{per_text}, {seeds} seed{'s' if seeds > 1 else ''}"
             )
         diag = self.q("select e.task, min(e.steps) s, min(e.tokens) t, count(distinct r.seed) k, "
                       "string_agg(distinct r.pe, ', ' order by r.pe) pes from runs r join efficiency e using "
@@ -569,7 +585,25 @@ class Site:
             bits.append(f"{d['task']}: {d['pes']}, {d['s']:,} steps ({d['t']:,} tokens), {d['k']} seeds")
         if longest and train_len:
             bits.append(f"perplexity up to {longest:,} tokens ({longest / train_len:g}× the training length)")
-        return " · ".join(bits)
+        head = 2 if pre else 1
+        return " · ".join(bits[:head]), " · ".join(bits[head:])
+
+    def paper_verdicts(self) -> list[dict]:
+        """Per paper checked (front.PAPERS): its link, and the claims page's count of each verdict with the anchor
+        of that paper's section; ``scale``: how many of its pairs the claims stage left "not decidable at this
+        scale" (language models below the tokens-per-parameter criterion)."""
+        con = self.claims_con
+        has = con.execute("select 1 from information_schema.tables where table_name = 'claims'").fetchall()
+        rows = con.execute("select paper, verdict, coalesce(setting_diff, '') from claims").fetchall() if has else []
+        out = []
+        for short, title, url in front.PAPERS:
+            mine = [(v, sd) for p, v, sd in rows if str(p) == short]
+            counts = [(v, sum(1 for m, _ in mine if m == v)) for v in claims_page.VERDICT_CLASS]
+            out.append({"short": short, "title": title, "url": url, "arxiv": url.rsplit("/", 1)[-1],
+                        "counts": [(v, n) for v, n in counts if n],
+                        "scale": sum(1 for v, sd in mine if v == "not decidable here"
+                                     and "not decidable at this scale" in sd)})  # fmt: skip
+        return out
 
     def index(self) -> None:
         runs = self.q("select * from runs order by kind, name, date")
@@ -579,7 +613,7 @@ class Site:
                      Cell(r["run_id"], r["run_id"], href=f"runs/{r['run_id']}.html")] for r in runs]  # fmt: skip
         profiles = {(published_profile(r["source"]), r["machine"]) for r in runs}
         published = sorted((p, m) for p, m in profiles if p is not None)
-        self.claims = self.decided_claims()
+        self.claims = self.run_claims()
         encodings = self.leaderboard_table("leaderboard", ("pretrain", "diagnostic"), "encoding")
         tiers = sorted({column_tier(self.chosen[lab][0]) for lab in self.chosen})
 
@@ -599,11 +633,14 @@ class Site:
                                             "training_length", "date", "source", "machine", "run"],
                               run_rows, table_cls="sticky")  # fmt: skip
         all_runs = f'<div class="wide">{all_runs}</div>'
+        budget = self.budget_line(info.get("train_len") or self.training_length(), info.get("longest"), first)
+        papers = self.paper_verdicts()
         self.files["index.html"] = pages.render(
             "index.html", title="leaderboard", prefix="", links=pages.nav(bool(self.claims_html)),
-            budget=self.budget_line(info.get("train_len") or self.training_length(), info.get("longest"), first),
+            budget=budget[0], budget_more=budget[1],
             vs_first=published_profile(first), vs_more=more,
-            papers=front.PAPERS, vs_rope=pages.Markup(vs), baseline=info["baseline"], level=int(front.LEVEL * 100),
+            papers=papers, scale_n=sum(p["scale"] for p in papers), vs_rope=pages.Markup(vs),
+            baseline=info["baseline"], level=int(front.LEVEL * 100),
             columns_text=", then ".join(kinds), encodings=pages.Markup(encodings),
             extension=pages.Markup(extension), all_runs=pages.Markup(all_runs),
             published=[(str(p), str(m)) for p, m in published], claims=bool(self.claims_html),

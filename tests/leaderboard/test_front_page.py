@@ -159,16 +159,28 @@ def test_compare_perplexity_without_seeds_says_so():
     assert c.diff is not None and "CI" in c.sub and c.beyond  # 0.75 with that little spread: clearly better
 
 
-def test_win_rate_and_mean_rank():
+def test_win_rate_counts_only_what_an_interval_decides():
+    """A win or a loss only where the interval excludes parity; the sign of a point estimate decides nothing."""
     from leaderboard import front
+    from peeval.records import Difference
 
-    cols = [front.Column("t", "m1", "a", "ppl", 1), front.Column("t", "m2", "b", "acc")]
-    values = {"rope": {"a": 10.0, "b": 0.5}, "x": {"a": 8.0, "b": 0.4}, "y": {"a": 12.0}}
-    # a (lower better): x 1, rope 2, y 3; b (higher better): rope 1, x 2
-    assert front.mean_ranks(cols, values) == {"x": (1.5, 2), "rope": (1.5, 2), "y": (3.0, 1)}
-    cells = [front.VsCell("", "", True, True), front.VsCell("", "", False, False), None]
+    assert not hasattr(front, "mean_ranks")  # a rank averaged over different columns per encoding: dropped
+    up, down, around = (Difference(0.2, 0.1, 0.3, 8.0), Difference(-0.2, -0.3, -0.1, 8.0),
+                        Difference(0.2, -0.1, 0.5, 8.0))  # fmt: skip
+    cells = [front.VsCell("", "", True, True, diff=up), front.VsCell("", "", False, True, diff=down),
+             front.VsCell("", "", True, False, diff=around), front.VsCell("", "", True, False), None]  # fmt: skip
+    assert [c.outcome for c in cells if c] == ["win", "loss", "within noise", "no interval"]
     wr = front.win_rate(cells)
-    assert (wr.wins, wr.beyond, wr.losses_beyond, wr.compared) == (1, 1, 0, 2) and wr.text == "1/2"
+    assert (wr.wins, wr.losses, wr.noise, wr.no_interval, wr.compared) == (1, 1, 1, 1, 4)
+    assert wr.text == "1 won, 1 lost" and "1 within noise, 1 no interval" in wr.sub
+    # compare(): a ratio below 1 whose interval includes 1 is within noise, not a win
+    col = front.Column("t", "ppl@64", "ppl@64", "ppl", 64)
+    c = front.compare(col, [front.Run(v) for v in (29.0, 39.0, 48.5)], [front.Run(v) for v in (30.0, 40.0, 50.0)])
+    assert c.better is True and c.diff.lo < 0 < c.diff.hi and c.outcome == "within noise"
+    # CoPE "+0.000": no difference at all is never a win
+    col = front.Column("t", "acc", "acc", "acc")
+    c = front.compare(col, [front.Run(v) for v in (1.0, 1.0, 1.0)], [front.Run(v) for v in (1.0, 1.0, 1.0)])
+    assert c is not None and c.outcome != "win"
 
 
 # ----------------------------------------------------------------------------- charts
@@ -231,9 +243,11 @@ def test_front_page_differences_against_rope(site):
     assert f'href="claims.html#{CLAIM}"' in _row(html, "vs_rope", "tape(equivariant=False)")
     # a claim on the same run against another encoding is not shown in a column about RoPE
     assert OTHER_CLAIM not in _row(html, "vs_rope", "tape(equivariant=False)")
-    # pope has no flip-flop runs; wins: pope beats rope on ppl@64, ppl@256, loses passkey -> 2 of 3
+    # pope has no flip-flop runs; pope is below rope's perplexity at 64 and 256 (one seed: no interval) and
+    # below its passkey (an interval that includes 0): no win, no loss (was "2/3" on the point estimates)
     pope = _cells(_row(html, "vs_rope", "pope"))
-    assert "not run" in pope[4] and "2/3" in pope[5]
+    assert "not run" in pope[4] and "0 won, 0 lost" in pope[5] and "1 within noise, 2 no interval" in pope[5]
+    assert "no interval" in pope[1] and "within noise" in pope[3]
 
 
 def test_numbers_show_their_support_and_no_unsupported_best(site):
@@ -304,6 +318,13 @@ def test_first_screen_at_1400px(site):
             box = cell.bounding_box()
             assert box and box["y"] + box["height"] <= 900 and box["x"] + box["width"] <= 1400
             assert "×0.750" in cell.inner_text()
+            # the seed papers and their encodings: named with their verdicts, and their rows start on this screen
+            papers = page.locator("#papers")
+            assert papers.bounding_box()["y"] + papers.bounding_box()["height"] <= 900
+            assert all(short in papers.inner_text() for short in ("TAPE", "CoPE", "PoPE"))
+            for name in ("tape(equivariant=False)", "pope"):
+                row = page.locator("#vs_rope tbody tr", has_text=name).first.bounding_box()
+                assert row and row["y"] < 900, name
             for tid in ("vs_rope", "leaderboard"):  # wide tables: the encoding column stays in view
                 wrap = page.locator(f"#{tid}").locator("xpath=..")
                 wrap.evaluate("e => { e.scrollLeft = e.scrollWidth; }")
@@ -355,3 +376,57 @@ def test_a_column_rope_never_ran_is_left_out_of_the_rope_table_and_said_so(tmp_p
     assert "No RoPE run for counting_test acc" in html
     board = json.loads((tmp_path / "site" / "data" / "leaderboard.json").read_text())
     assert any("counting" in k for k in board[0])
+
+
+def test_an_interval_that_includes_parity_is_no_win_no_colour_and_no_rank(tmp_path):
+    """Issue 43 item 5: a cell is a win or a loss only when its interval excludes parity. pope's perplexity is
+    below rope's on every seed's mean (×0.971) but the seeds spread so much that the 95% interval includes 1: the
+    front page said "win" in green, counted it in "wins" and ranked pope above rope. tape has one seed (no
+    interval): no win either. The claim that rests on pope's runs ("not decidable here") is linked from the cell."""
+    rope, pope = (30.0, 40.0, 50.0), (29.0, 39.0, 48.5)
+    for pe, ppls in (("rope", rope), ("pope", pope), ("tape", (20.0,))):
+        for seed, v in enumerate(ppls):
+            ck = tmp_path / "checkpoints" / f"{pe}-s{seed}"
+            _checkpoint(ck, pe, PRETRAIN[pe][0], seed=seed)
+            res = {"peeval_ppl_pg19": {"ppl@64,none": v, "bpb@64,none": math.log2(v) / 4, "tokens@64,none": 252}}
+            _results(tmp_path / "results" / f"{pe}-s{seed}", ck, res)
+    db = tmp_path / "peeval.duckdb"
+    ingest([tmp_path / "results", tmp_path / "checkpoints"], db, root=tmp_path)
+    con = duckdb.connect(str(db), read_only=True)
+    pope_ids = [r for (r,) in con.execute("select run_id from runs where pe = 'pope'").fetchall()]
+    con.close()
+    cc = duckdb.connect(str(tmp_path / "claims.duckdb"))
+    cc.execute(table_ddl("claims"))
+    cc.execute("insert into claims (claim_id, paper, ref, task, metric, compared, verdict, setting_diff, run_ids) "
+               "values ('pope-f2:pope-vs-rope', 'PoPE', 'fig 2', 'peeval_ppl_pg19', 'ppl@64', 'pope vs rope', "
+               "'not decidable here', 'not decidable at this scale: 0.30 tokens per parameter', ?)",
+               [json.dumps(pope_ids)])  # fmt: skip
+    cc.close()
+    html = build_site(db, tmp_path / "site").read_text()
+
+    row = _row(html, "vs_rope", "pope")
+    cells = _cells(row)
+    assert "×0.971" in cells[1] and "CI" in cells[1]  # the point estimate is below 1 ...
+    lo, hi = re.search(r"CI ×([\d.]+) to ×([\d.]+)", cells[1]).groups()
+    assert float(lo) < 1 < float(hi)  # ... and the interval includes parity
+    assert "within noise" in cells[1] and "win" not in re.sub("within", "", cells[1])
+    tds = re.findall(r"<td([^>]*)>", row)
+    assert not any(re.search(r'class="[^"]*\b(win|lose)\b', a) for a in tds), tds  # no colour
+    assert "0 won, 0 lost" in cells[2]  # no win counted (was "1/1")
+    assert 'href="claims.html#pope-f2:pope-vs-rope"' in row and "not decidable here" in cells[1]
+    tape = _row(html, "vs_rope", "tape(equivariant=False)")
+    assert "no interval" in _cells(tape)[1] and not re.search(r'class="[^"]*\b(win|lose)\b', tape)
+    assert "0 won, 0 lost" in _cells(tape)[2]
+    # no rank advantage: no rank column, and no row above the baseline on a point estimate
+    vs = json.loads((tmp_path / "site" / "data" / "vs_rope.json").read_text())
+    assert not any("rank" in k for k in vs[0]), list(vs[0])
+    assert [r["encoding"] for r in vs] == [
+        "rope",
+        "tape(equivariant=False)",
+        "pope",
+    ]  # the baseline, then the papers' order
+    # the first screen states the scale and what the claims page says about it
+    budget = re.search(r'id="budget">(.*?)</p>', html, flags=re.S)[1]
+    assert "0.30 tokens per parameter" in budget and "3 seeds" in budget and "0.00M parameters" not in budget
+    assert 'href="claims.html#PoPE"' in html and "1 not decidable here" in html
+    assert re.search(r'id="scale"><b>1 language-model pairs? (is|are) "not decidable at this scale"', html)
