@@ -25,15 +25,25 @@ def series_style(name: str) -> tuple[str, str]:
     """(colour, SVG dash pattern) of a series, a function of its name alone so an encoding looks the same on
     every chart: ``learned(max_positions=4096)`` is ``learned``'s colour, solid; ``SmolLM2-135M + tape`` is
     tape's colour, dashed; anything else a hashed colour, dotted."""
-    base = name.split("(", 1)[0].strip().lower()
-    if base in ENCODING_COLORS:
-        return ENCODING_COLORS[base], ""
-    if " + " in name:
-        method = name.rsplit(" + ", 1)[1].strip().lower()
+    own = name.rsplit(" @", 1)[0] if " @" in name else name  # a published profile's run: its encoding's style
+    if " + " in own:  # an adapted / extended model: the method's colour, dashed (``rope (256 tokens) + tape``)
+        method = own.rsplit(" + ", 1)[1].split("(", 1)[0].strip().lower()
         if method in ENCODING_COLORS:
             return ENCODING_COLORS[method], DASH_ADAPTED
         return OTHER_COLORS[zlib.crc32(method.encode()) % len(OTHER_COLORS)], DASH_ADAPTED
+    base = own.split("(", 1)[0].strip().lower()
+    if base in ENCODING_COLORS:
+        return ENCODING_COLORS[base], ""
     return OTHER_COLORS[zlib.crc32(name.encode()) % len(OTHER_COLORS)], DASH_OTHER
+
+
+def legend_text(name: str, n: int = 31) -> str:
+    """A legend entry of at most ``n`` characters that keeps both ends (``SmolLM2-135M-Ins…Q4_1) + yarn``): long
+    names of one family differ at their end, and a cut head made four entries read the same."""
+    if len(name) <= n:
+        return name
+    tail = n * 3 // 5
+    return name[: n - tail - 1] + "…" + name[-tail:]
 
 
 def _fmt(v: float) -> str:
@@ -47,11 +57,15 @@ def _fmt(v: float) -> str:
     return f"{v:.4g}"
 
 
-def _ticks(lo: float, hi: float, log: bool, n: int = 5) -> list[float]:
+def _ticks(lo: float, hi: float, log: bool, n: int = 5, base: float = 10) -> list[float]:
+    """Tick positions inside [lo, hi] (log: in log10 units; values 1-2-5 per decade, or plain 1-2-5 steps of the
+    values when the range spans under two decades, so a 180-260 ppl axis still has labels)."""
     if log:
+        if hi - lo < 2:
+            return [math.log(v, base) for v in _ticks(base**lo, base**hi, False, n) if v > 0]
         a, b = math.floor(lo), math.ceil(hi)
         step = max(1, math.ceil((b - a) / n))
-        return [float(x) for x in range(a, b + 1, step)]
+        return [float(x) for x in range(a, b + 1, step) if lo - 1e-9 <= x <= hi + 1e-9]
     if hi == lo:
         return [lo]
     raw = (hi - lo) / n
@@ -113,8 +127,11 @@ def line_chart(
         y0, y1 = y0 - 0.5, y1 + 0.5
     pad = (y1 - y0) * 0.05
     y0, y1 = y0 - pad, y1 + pad
-    L, R, T, B = 64, 190, 28, 44
+    L, R, T, B = 64, 240, 28, 44
+    width = max(width, 660)  # two charts side by side in the 1400 px page, legends of 31 characters
+    height = max(height, T + 12 + 16 * len(clean) + 8)  # every legend entry inside the picture
     W, H = width - L - R, height - T - B
+    shown = title if len(title) <= (width - L) // 7 else title[: (width - L) // 7 - 1] + "…"  # full text in <title>
 
     def px(v):
         return L + (tx(v) - x0) / (x1 - x0) * W
@@ -124,9 +141,9 @@ def line_chart(
 
     out = [f'<svg class="chart" role="img" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
            f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>',
-           f'<text x="{L}" y="16" class="ctitle">{escape(title)}</text>',
+           f'<text x="{L}" y="16" class="ctitle">{escape(shown)}</text>',
            f'<rect x="{L}" y="{T}" width="{W}" height="{H}" class="frame"/>']  # fmt: skip
-    for t in _ticks(x0, x1, logx):
+    for t in _ticks(x0, x1, logx, base=base or 10):
         v = base**t if logx else t
         x = L + (t - x0) / (x1 - x0) * W
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{T}" y2="{T + H}" class="grid"/>')
@@ -163,7 +180,7 @@ def line_chart(
         ly = T + 12 + i * 16
         out.append(f'<line x1="{L + W + 8}" x2="{L + W + 26}" y1="{ly - 3}" y2="{ly - 3}" stroke="{c}"{da} '
                    f'stroke-width="3"/><text x="{L + W + 30}" y="{ly + 1}" class="legend">'
-                   f"{escape(name[:28])}</text>")  # fmt: skip
+                   f"{escape(legend_text(name))}<title>{escape(name)}</title></text>")  # fmt: skip
     out.append("</svg>")
     return "".join(out)
 

@@ -105,6 +105,10 @@ table.sticky{font-size:13px}table.sticky th{white-space:normal;min-width:7em;max
 table.sticky td{padding:2px 6px}table.sticky td:first-child{max-width:11em;overflow-wrap:anywhere}
 table.sticky td .sub{max-width:11em;font-size:10.5px;line-height:1.25}#vs_rope th{font-size:12px}
 #budget .note{font-size:12.5px}
+nav{display:flex;flex-wrap:wrap;gap:2px 14px}nav a{margin-right:0}main{overflow-wrap:anywhere}
+main table{display:block;overflow-x:auto;max-width:100%}.wide table{display:table}
+svg.chart{max-width:100%;height:auto}.tools input{max-width:100%;box-sizing:border-box}select{max-width:100%}
+@media (max-width:600px){main{padding:10px}header{padding:8px 10px}}
 """
 
 JS = """

@@ -65,6 +65,12 @@ def check_in_browser(
             if hostile:
                 assert page.locator("pre", has_text="<script>alert(1)</script>").count() > 0  # shown as text
             assert page.evaluate("window.__pwned === undefined")
+            run_page = page.url
+            narrow = browser.new_page(viewport={"width": 390, "height": 844})  # a phone: no page scrolls sideways
+            for url in [*(f.as_uri() for f in sorted(index.parent.glob("*.html"))), run_page]:
+                narrow.goto(url)
+                wide = narrow.evaluate("document.documentElement.scrollWidth")
+                assert wide <= 390, f"{url} is {wide} px wide at 390 px (tables scroll inside their own box)"
         finally:
             browser.close()
     assert not errors, errors

@@ -430,3 +430,26 @@ def test_an_interval_that_includes_parity_is_no_win_no_colour_and_no_rank(tmp_pa
     assert "0.30 tokens per parameter" in budget and "3 seeds" in budget and "0.00M parameters" not in budget
     assert 'href="claims.html#PoPE"' in html and "1 not decidable here" in html
     assert re.search(r'id="scale"><b>1 language-model pairs? (is|are) "not decidable at this scale"', html)
+
+
+def test_axes_and_legends_stay_inside_the_chart_and_read_apart():
+    """Issue 41: a log axis spanning under a decade drew its labels outside the picture (y = -72.7 in a 340-high
+    viewBox) or none at all; legends cut four SmolLM2 entries to one prefix and ran past the bottom; a published
+    profile's runs (``tape @cpu``) lost their encoding's colour and six rope extensions shared rope's blue."""
+    pts = {n: [(256, 180.0 + i), (4096, 260.0 - i)] for i, n in enumerate(
+        ["rope @cpu", "tape @cpu", *(f"rope (256 tokens) + {m} @cpu" for m in ("tape", "lora", "pi", "yarn", "theta")),
+         *(f"SmolLM2-135M-Instruct (GGUF Q4_1) {s}" for s in ("as shipped", "+ lora", "+ tape", "+ yarn")),
+         *(f"enc{i}" for i in range(12))])}  # fmt: skip
+    svg = line_chart(pts, title="t", xlabel="x", ylabel="ppl", logx=True, logy=True)
+    height = float(re.search(r'viewBox="0 0 [\d.]+ ([\d.]+)"', svg)[1])
+    ys = [float(y) for y in re.findall(r'<text x="[\d.]+" y="([-\d.]+)" class="tick" text-anchor="end">', svg)]
+    assert len(ys) >= 3 and all(0 < y < height for y in ys), ys
+    legend = re.findall(r'class="legend">([^<]*)<', svg)
+    assert len(legend) == len(pts) == len(set(legend))
+    ly = [float(y) for y in re.findall(r'<text x="[\d.]+" y="([\d.]+)" class="legend"', svg)]
+    assert max(ly) < height
+    styles = _strokes(svg)
+    assert styles["tape @cpu"] == styles["tape"] if "tape" in styles else styles["tape @cpu"][1] == ""
+    assert styles["rope @cpu"][1] == "" and styles["tape @cpu"][0] != styles["rope @cpu"][0]
+    ext = [styles[f"rope (256 tokens) + {m} @cpu"] for m in ("tape", "lora", "pi", "yarn", "theta")]
+    assert len(set(ext)) == 5 and styles["rope @cpu"] not in ext
