@@ -21,8 +21,8 @@ finder that waits for those libraries' own modules and then
 - after ``lm_eval.tasks.manager`` runs: puts peeval's task folder on every TaskManager's
   include path, before the user's paths so those can still override;
 - after ``lm_eval.api.task`` runs: routes the dataset download of lm-eval's own YAML tasks
-  through the offline mirror (``peeval.data.patch_lm_eval_tasks``: mirror, else hub, else one
-  error naming the dataset).
+  through the offline mirror (``peeval.data.patch_lm_eval_tasks``: a named mirror, else the hub, else
+  the mirror beside the repository, else one error naming the dataset).
 
 Safe to run twice (a ``lib64 -> lib`` symlink can execute the .pth twice). ``PEEVAL_LM_EVAL_HOOK=0``
 turns it off.
