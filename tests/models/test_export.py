@@ -143,3 +143,92 @@ def test_push_to_hub_uses_huggingface_hubs_upload(tmp_path, monkeypatch):
     assert [c[:2] for c in calls] == [("create_repo", "me/tiny-rope"), ("upload_folder", "me/tiny-rope")]
     assert calls[0][2]["private"] is True and calls[1][2]["folder_path"] == str(out)
     assert result["url"].endswith("/commit/1") and result["format"] == "llama"
+
+
+MANY_LOADER = """
+import sys
+sys.modules["peeval"] = None
+import torch
+from transformers import AutoModelForCausalLM
+ids = torch.load(sys.argv[1])
+out = {}
+for path in sys.argv[3:]:
+    model = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=True).eval()
+    with torch.no_grad():
+        out[path] = model(ids).logits
+torch.save(out, sys.argv[2])
+"""
+
+
+def test_every_encoding_exports_and_loads_without_peeval(tmp_path):
+    """One child loads every encoding's export (randpe's registry look-ups, cope's attention helpers, the
+    kernels' lazy imports all resolve among the copied files)."""
+    from peeval.models.encodings import ENCODINGS
+
+    ids = torch.randint(0, 61, (1, 24), generator=torch.Generator().manual_seed(5))
+    want, outs = {}, []
+    for pe in sorted(ENCODINGS):
+        model = _checkpoint(tmp_path / f"ckpt-{pe}", pe)
+        out = tmp_path / f"out-{pe}"
+        ex.export(tmp_path / f"ckpt-{pe}", out, as_peeval=True)
+        with torch.no_grad():
+            want[str(out)] = model(ids).logits
+        outs.append(str(out))
+    torch.save(ids, tmp_path / "ids.pt")
+    (tmp_path / "many.py").write_text(MANY_LOADER)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env.update(PEEVAL_LM_EVAL_HOOK="0", HF_HUB_OFFLINE="1", HF_MODULES_CACHE=str(tmp_path / "modules"))
+    args = [str(tmp_path / "many.py"), str(tmp_path / "ids.pt"), str(tmp_path / "got.pt"), *outs]
+    run = subprocess.run([sys.executable, "-I", *args], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = torch.load(tmp_path / "got.pt")
+    for path in outs:
+        torch.testing.assert_close(got[path], want[path], rtol=0, atol=1e-5, msg=lambda m, p=path: f"{p}: {m}")
+
+
+def test_the_tokenizer_travels_with_the_export(tmp_path):
+    from helpers.checkpoints import save_tiny_checkpoint
+    from transformers import AutoTokenizer
+
+    text = "the quick brown fox jumps over the lazy dog"
+    save_tiny_checkpoint(tmp_path / "ckpt", [text], pe="tape", vocab_size=280, max_positions=64)
+    ex.export(tmp_path / "ckpt", tmp_path / "out")
+    before = AutoTokenizer.from_pretrained(tmp_path / "ckpt")(text)["input_ids"]
+    assert AutoTokenizer.from_pretrained(tmp_path / "out")(text)["input_ids"] == before
+    assert "AutoTokenizer.from_pretrained(path)" in (tmp_path / "out" / "README.md").read_text()
+
+
+HUB_LOADER = """
+import os, sys
+sys.path.insert(0, sys.argv[1])  # tests/, for the loopback hub (stdlib only)
+from pathlib import Path
+from helpers.loopback_hub import LoopbackHub
+sys.modules["peeval"] = None
+out = Path(sys.argv[2])
+with LoopbackHub({("model", "someone/exported"): {p.name: p for p in out.iterdir()}}) as hub:
+    os.environ["HF_ENDPOINT"] = hub.endpoint  # read by huggingface_hub at import, below
+    import torch
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained("someone/exported", trust_remote_code=True).eval()
+    with torch.no_grad():
+        torch.save(model(torch.load(sys.argv[3])).logits, sys.argv[4])
+"""
+
+
+def test_remote_code_export_loads_from_a_hub_without_peeval(tmp_path):
+    """From a hub repository transformers fetches every code file and checks each one's imports are installed
+    (not only the auto_map module's, as for a local folder): flash-attn / triton must not be required."""
+    model = _checkpoint(tmp_path / "ckpt", "tape")
+    ex.export(tmp_path / "ckpt", tmp_path / "out")
+    ids = torch.randint(0, 61, (1, 16), generator=torch.Generator().manual_seed(6))
+    torch.save(ids, tmp_path / "ids.pt")
+    (tmp_path / "hub_loader.py").write_text(HUB_LOADER)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "HF_"))}
+    env.update(PEEVAL_LM_EVAL_HOOK="0", HF_HOME=str(tmp_path / "hf-home"))
+    tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    args = [str(tmp_path / "hub_loader.py"), tests_dir, str(tmp_path / "out"), str(tmp_path / "ids.pt")]
+    run = subprocess.run([sys.executable, "-I", *args, str(tmp_path / "got.pt")], cwd=tmp_path, env=env,
+                         capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    with torch.no_grad():
+        torch.testing.assert_close(torch.load(tmp_path / "got.pt"), model(ids).logits, rtol=0, atol=1e-6)
