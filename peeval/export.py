@@ -257,8 +257,8 @@ def export(
         raise ExportError(f"{out} exists and is not a folder")
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise ExportError(f"{out} exists and is not empty (--overwrite replaces it)")
-    if out.resolve() == ckpt.resolve():
-        raise ExportError(f"{out} is the checkpoint itself")
+    if out.resolve() == ckpt.resolve() or out.resolve() in ckpt.resolve().parents:
+        raise ExportError(f"{out} is or holds the checkpoint {ckpt}: export to another folder")
     cfg = _read_config(ckpt)
     fmt = choose_format(cfg, as_llama, as_peeval)
     summary = None

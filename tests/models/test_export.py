@@ -118,6 +118,9 @@ def test_export_refusals(tmp_path, capsys):
     assert "owner/name" in capsys.readouterr().err and not (tmp_path / "o3").exists()
     assert main(["export", str(tmp_path), str(tmp_path / "o4")]) == 2  # not a checkpoint
     assert "config.json" in capsys.readouterr().err
+    for holder in (ckpt, str(tmp_path)):  # --overwrite never replaces the checkpoint or a folder holding it
+        assert main(["export", ckpt, holder, "--overwrite"]) == 2
+        assert "holds the checkpoint" in capsys.readouterr().err and (tmp_path / "ckpt" / "config.json").is_file()
     assert main(["export", ckpt, str(out), "--overwrite"]) == 0
     assert not (out / "keep.txt").exists() and (out / "modeling_peeval.py").is_file()
     assert not [p for p in tmp_path.iterdir() if "-export-" in p.name]  # no temporary folder left
