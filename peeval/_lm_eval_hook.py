@@ -17,12 +17,13 @@ finder that waits for those libraries' own modules and then
 - after ``lm_eval.api.registry`` runs: imports ``lm_eval.models`` first (its built-ins
   register only into an empty registry) and registers ``peeval``, ``peeval-llama`` and
   ``peeval-<pe>`` for every encoding as lazy placeholders (nothing heavy is imported until
-  a model is used);
+  a model is used), ``EntryPoint`` objects equal to pyproject's, so that an lm-eval which also
+  registers the installed entry points does so without a conflict, in either order;
 - after ``lm_eval.tasks.manager`` runs: puts peeval's task folder on every TaskManager's
   include path, before the user's paths so those can still override;
 - after ``lm_eval.api.task`` runs: routes the dataset download of lm-eval's own YAML tasks
-  through the offline mirror (``peeval.data.patch_lm_eval_tasks``: mirror, else hub, else one
-  error naming the dataset).
+  through the offline mirror (``peeval.data.patch_lm_eval_tasks``: a named mirror, else the hub, else
+  the mirror beside the repository, else one error naming the dataset).
 
 Safe to run twice (a ``lib64 -> lib`` symlink can execute the .pth twice). ``PEEVAL_LM_EVAL_HOOK=0``
 turns it off.
@@ -40,6 +41,8 @@ _FLAG = "_peeval_lm_eval_hook_installed"
 #: ``PEEVAL_LM_EVAL_HOOK=0`` leaves lm-eval and transformers exactly as installed (no peeval models or tasks)
 OFF_SWITCH = "PEEVAL_LM_EVAL_HOOK"
 PLUGIN = "peeval.lm_eval_plugin"
+#: pyproject's entry-point group for lm-eval models (read by lm-eval releases that scan entry points)
+ENTRY_POINT_GROUP = "lm_eval.models"
 
 
 def _peeval_dir() -> str | None:
@@ -73,11 +76,16 @@ def tasks_dir() -> str | None:
 
 
 def _on_registry(module) -> None:
+    from importlib.metadata import EntryPoint  # already imported by lm_eval.api.registry
+
     import lm_eval.models  # noqa: F401  (registers the built-ins into the still-empty registry)
 
     for name, target in model_targets().items():
         if name not in module.model_registry:
-            module.model_registry.register(name, target=target)
+            # the very placeholder pyproject's entry point is (EntryPoints compare by name, value and group): an
+            # lm-eval that registers the installed ``lm_eval.models`` entry points as well, before or after this,
+            # finds the alias taken by an equal target, where a "module:attr" string would be a conflict
+            module.model_registry.register(name, target=EntryPoint(name, target, ENTRY_POINT_GROUP))
 
 
 def _on_task_manager(module) -> None:

@@ -1,5 +1,5 @@
-"""The ``peeval`` command: ``eval``, ``train``, ``tokenizer``, ``adapt``, ``data``, ``bench``: argument parsing,
-dispatch and the one error path (:func:`main`); ``peeval eval`` itself is :mod:`peeval.evaluation`.
+"""The ``peeval`` command: ``eval``, ``train``, ``tokenizer``, ``adapt``, ``data``, ``export``, ``bench``:
+argument parsing, dispatch and the one error path (:func:`main`); ``peeval eval`` itself is :mod:`peeval.evaluation`.
 """
 
 from __future__ import annotations
@@ -111,6 +111,18 @@ def cmd_data(args) -> int:
     return 2 if problems else 0
 
 
+def cmd_export(args) -> int:
+    """A checkpoint folder plain transformers loads (``peeval.export``); optionally uploaded to the hub."""
+    from .export import export
+
+    result = export(args.ckpt, args.out, as_llama=args.as_llama, as_peeval=args.as_peeval,
+                    overwrite=args.overwrite, push_to_hub=args.push_to_hub, private=args.private)  # fmt: skip
+    print(f"peeval export: {result['format']} checkpoint in {result['out']}")
+    if "url" in result:
+        print(f"peeval export: uploaded to {result['url']}")
+    return 0
+
+
 def cmd_bench(args) -> int:
     """``peeval bench --train``: training-step speed of a profile's model per encoding (peeval.train_bench)."""
     if not args.train:
@@ -128,6 +140,21 @@ def _add_bench_parser(sub) -> None:
     b.add_argument("--train", action="store_true", help="time the training step (required)")
     add_arguments(b)
     b.set_defaults(func=cmd_bench)
+
+
+def _add_export_parser(sub) -> None:
+    x = sub.add_parser("export", help="write a checkpoint folder that plain transformers loads (no peeval needed)")
+    x.add_argument("ckpt", help="a peeval checkpoint folder (peeval train's --out)")
+    x.add_argument("out", help="the folder to write; refused when it exists and is not empty (see --overwrite)")
+    fmt = x.add_mutually_exclusive_group()
+    llama = "a plain LlamaForCausalLM (pe=rope without pe_options only; the default for those)"
+    fmt.add_argument("--as-llama", action="store_true", help=llama)
+    remote = "peeval's model as remote code (trust_remote_code=True), also for a Llama-equivalent rope"
+    fmt.add_argument("--as-peeval", action="store_true", help=remote)
+    x.add_argument("--overwrite", action="store_true", help="replace a non-empty OUT")
+    x.add_argument("--push-to-hub", default=None, metavar="REPO", help="then upload OUT to this hub repo (owner/name)")
+    x.add_argument("--private", action="store_true", help="create the hub repo private (with --push-to-hub)")
+    x.set_defaults(func=cmd_export)
 
 
 def _add_data_parsers(sub) -> None:
@@ -220,6 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.set_defaults(func=cmd_eval)
     _add_train_parsers(sub)
     _add_data_parsers(sub)
+    _add_export_parser(sub)
     _add_bench_parser(sub)
     return p
 

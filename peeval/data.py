@@ -245,10 +245,14 @@ def is_not_found(error: BaseException) -> bool:
 
 
 def _not_found(hub_id: str, name: str | None, error: Exception) -> FileNotFoundError:
+    """One line: what is missing, where it was looked for, and the two ways to supply it."""
     root = mirror_root()
-    where = f"the mirror {root}" if root else "no mirror (set PEEVAL_DATA_MIRROR)"
+    where = f"the mirror {root}" if root else "a mirror (none found beside the repository)"
+    why = " ".join(str(error).split()) or type(error).__name__
     return FileNotFoundError(
-        f"dataset {hub_id!r}{f' ({name})' if name else ''} is neither in {where} nor reachable on the hub: {error}"
+        f"dataset {hub_id!r}{f' ({name})' if name else ''} is neither in {where} nor reachable on the hub ({why}): "
+        "set PEEVAL_DATA_MIRROR to a mirror folder that holds it (hf/<org>/<name>), or fetch the mirror with "
+        "`peeval data`"
     )
 
 
@@ -259,7 +263,8 @@ def _is_peeval_task(task) -> bool:
 
 def patch_lm_eval_tasks(task_module=None) -> None:
     """Route YAML tasks (``ConfigurableTask.download``) through the mirror: peeval's own always,
-    lm-eval's own only when the user configured one (``$PEEVAL_DATA_MIRROR``).
+    lm-eval's own first when the user configured one (``$PEEVAL_DATA_MIRROR``), else (a mirror found
+    beside the repository or working directory) only when the hub and its cache do not have the dataset.
 
     A task whose ``dataset_path`` is a hub id present in the mirror loads ``<mirror>/hf/<id>``
     with the task's own ``dataset_name`` and ``dataset_kwargs`` (same schema, so the task's
@@ -294,21 +299,33 @@ def patch_lm_eval_tasks(task_module=None) -> None:
         self._peeval_read_from = hub_id
         if callable(getattr(self.config, "custom_dataset", None)) or not isinstance(hub_id, str) or not hub_id:
             return original(self, dataset_kwargs, **kwargs)
-        if not _is_peeval_task(self) and configured_mirror() is None:  # a folder that happens to sit nearby
-            return original(self, dataset_kwargs, **kwargs)  # is no reason to change what lm-eval reads
-        local = mirror_path(hub_id, getattr(self, "DATASET_NAME", None)) if not Path(hub_id).exists() else None
-        if local is not None:
-            self.DATASET_PATH = self._peeval_read_from = str(local)
-            try:
-                return original(self, dataset_kwargs, **kwargs)
-            finally:
-                self.DATASET_PATH = hub_id
+        name = getattr(self, "DATASET_NAME", None)
+        local = mirror_path(hub_id, name) if not Path(hub_id).exists() else None
+        if local is not None and (_is_peeval_task(self) or configured_mirror() is not None):
+            return from_mirror(self, local, dataset_kwargs, **kwargs)
         try:
             return original(self, dataset_kwargs, **kwargs)
         except Exception as e:  # offline or unknown id: name the dataset; anything else is lm-eval's own error
             if not is_not_found(e):
                 raise
-            raise _not_found(hub_id, getattr(self, "DATASET_NAME", None), e) from e
+            if local is None:
+                raise _not_found(hub_id, name, e) from e
+        # lm-eval's own task, the mirror found beside the repository / working directory but not named: a
+        # folder that happens to sit nearby changes nothing while the hub (or its cache) answers (issue 32),
+        # and is the fallback, as for peeval's own tasks, when it does not (offline, unreachable: issue 45)
+        from ._log import log_once
+
+        log_once(f"{getattr(self.config, 'task', None) or hub_id}: {hub_id!r} is not reachable on the hub; "
+                 f"reading the mirror {local} (PEEVAL_DATA_MIRROR names a mirror to read first)")  # fmt: skip
+        return from_mirror(self, local, dataset_kwargs, **kwargs)
+
+    def from_mirror(self, local, dataset_kwargs=None, **kwargs):
+        hub_id = self.DATASET_PATH
+        self.DATASET_PATH = self._peeval_read_from = str(local)
+        try:
+            return original(self, dataset_kwargs, **kwargs)
+        finally:
+            self.DATASET_PATH = hub_id
 
     download._peeval_mirror = True
     download.__doc__ = original.__doc__

@@ -126,7 +126,10 @@ def triton_available(t: torch.Tensor) -> bool:
 
 def flash_attention(q, k, v, *, alibi_slopes=None, scale=None):
     """flash-attn 2 (causal, no padding): extra value channels go through extra calls."""
-    from flash_attn import flash_attn_func
+    try:  # optional: transformers' import check of an exported checkpoint's code (peeval export) skips a try
+        from flash_attn import flash_attn_func
+    except ImportError as e:
+        raise ImportError("the flash back-end needs flash-attn (pip install flash-attn)") from e
 
     d = q.shape[-1]
     qt, kt = q.transpose(1, 2), k.transpose(1, 2)

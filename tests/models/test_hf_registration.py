@@ -238,6 +238,74 @@ def test_lm_eval_entry_points_match_the_hook():
         assert issubclass(cls, LM), name
 
 
+def _declared_entry_points():
+    from importlib.metadata import EntryPoint
+
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]["lm_eval.models"]
+    return [EntryPoint(name, value, "lm_eval.models") for name, value in declared.items()]
+
+
+def _registry_module():
+    """What the hook sees after ``lm_eval.api.registry`` ran: a module with a fresh model registry."""
+    from lm_eval.api.registry import Registry
+
+    return type("RegistryModule", (), {"model_registry": Registry("model")})
+
+
+def test_installed_lm_eval_reads_no_entry_point_group():
+    """lm-eval 0.4.13 accepts EntryPoint placeholders but scans no group: the .pth hook is the path that works
+    today. When a release scans ``lm_eval.models``, this fails and the hook's fallback role can be revisited."""
+    import lm_eval
+
+    scanning = [p.name for p in Path(lm_eval.__file__).parent.rglob("*.py") if "entry_points(" in p.read_text()]
+    assert scanning == []
+
+
+def test_entry_points_alone_give_lm_eval_peevals_models():
+    """The entry-point path, as a scanning lm-eval would take it, with the hook off."""
+    from lm_eval.api.model import LM
+
+    from peeval.lm_eval_plugin import PeevalLlamaLM, PeevalLM
+
+    mod = _registry_module()
+    for ep in _declared_entry_points():
+        mod.model_registry.register(ep.name, target=ep)
+    assert mod.model_registry.get("peeval") is PeevalLM and mod.model_registry.get("peeval-llama") is PeevalLlamaLM
+    assert issubclass(mod.model_registry.get("peeval"), LM) and "peeval-tape" not in mod.model_registry
+
+
+def test_hook_path_registers_lm_eval_models_in_a_fresh_interpreter(fresh_python):
+    """The .pth hook path as installed today (lm-eval 0.4.13 scans no entry points): the models resolve."""
+    code = """
+import sys
+from importlib.metadata import EntryPoint
+from lm_eval.api.registry import get_model, model_registry
+assert "peeval" not in sys.modules, "the hook imported peeval before a model was used"
+assert isinstance(model_registry._objs["peeval-tape"], EntryPoint)
+print(get_model("peeval").__name__, get_model("peeval-tape").__name__, get_model("peeval-llama").__name__)
+"""
+    assert _run(fresh_python, code).split() == ["PeevalLM", "PeevalLM_tape", "PeevalLlamaLM"]
+
+
+@pytest.mark.parametrize("entry_points_first", [True, False])
+def test_hook_and_entry_points_coexist_in_either_order(entry_points_first):
+    """Before: the hook registered "module:attr" strings, and a later registration of the equal EntryPoint (an
+    lm-eval that scans entry points after the hook ran) was a ValueError: alias already registered."""
+    from peeval import _lm_eval_hook as hook
+    from peeval.lm_eval_plugin import PeevalLM
+
+    mod = _registry_module()
+    if entry_points_first:
+        for ep in _declared_entry_points():
+            mod.model_registry.register(ep.name, target=ep)
+    hook._on_registry(mod)
+    if not entry_points_first:
+        for ep in _declared_entry_points():
+            mod.model_registry.register(ep.name, target=ep)  # raised before
+    assert mod.model_registry.get("peeval") is PeevalLM
+    assert mod.model_registry.get("peeval-tape").__name__ == "PeevalLM_tape"  # the hook's own names as well
+
+
 # -- 4. import rules ---------------------------------------------------------------------
 
 

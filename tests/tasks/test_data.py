@@ -126,3 +126,74 @@ def test_lm_eval_own_tasks_read_a_mirror_only_when_configured(configured, tmp_pa
         data.patch_lm_eval_tasks(mod)
         mod.ConfigurableTask().download()
         assert mod.ConfigurableTask.read == [mirrored if routed else "x/y"], name
+
+
+def _offline_task_module(task_name: str):
+    """lm-eval's download as it behaves offline: a hub id is unreachable, a folder loads."""
+
+    class _Named:
+        custom_dataset = None
+        task = task_name
+
+    class ConfigurableTask:
+        DATASET_PATH = "x/y"
+        DATASET_NAME = None
+        config = _Named()
+        tried = []
+
+        def download(self, dataset_kwargs=None, **kwargs):
+            self.tried.append(self.DATASET_PATH)
+            if not self.DATASET_PATH.startswith("/"):
+                raise ConnectionError(f"Couldn't reach '{self.DATASET_PATH}' on the Hub (OfflineModeIsEnabled)")
+
+    return type("M", (), {"ConfigurableTask": ConfigurableTask})
+
+
+def _nearby_mirror(tmp_path, monkeypatch, with_dataset: bool = True):
+    (tmp_path / "shared" / "data" / "hf").mkdir(parents=True)
+    if with_dataset:
+        (tmp_path / "shared" / "data" / "hf" / "x" / "y").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "shared")
+    monkeypatch.setattr(data, "__file__", str(tmp_path / "site-packages" / "peeval" / "data.py"))
+    monkeypatch.delenv("PEEVAL_DATA_MIRROR", raising=False)
+    return tmp_path / "shared" / "data"
+
+
+def test_lm_eval_own_tasks_fall_back_to_a_nearby_mirror_when_the_hub_does_not_answer(tmp_path, monkeypatch):
+    """Issue 45: offline, `lm_eval --tasks arc_easy` ended in ConnectionError with the mirror beside the
+    repository; now the hub is tried first (issue 32: a nearby folder changes nothing while the hub answers),
+    then the mirror, and the read is recorded as the mirror's."""
+    root = _nearby_mirror(tmp_path, monkeypatch)
+    mod = _offline_task_module("arc_easy")
+    data.patch_lm_eval_tasks(mod)
+    with data.recording() as reads:
+        mod.ConfigurableTask().download()
+    assert mod.ConfigurableTask.tried == ["x/y", str(root / "hf" / "x" / "y")]
+    assert mod.ConfigurableTask.DATASET_PATH == "x/y"  # the task's own attribute is left as it was
+    assert [(r["source"], r["location"]) for r in reads["arc_easy"]] == [("mirror", "hf/x/y")]
+
+
+def test_a_dataset_in_neither_place_is_one_line_naming_the_env_var_and_peeval_data(tmp_path, monkeypatch):
+    _nearby_mirror(tmp_path, monkeypatch, with_dataset=False)
+    mod = _offline_task_module("arc_easy")
+    data.patch_lm_eval_tasks(mod)
+    with pytest.raises(FileNotFoundError) as e:
+        mod.ConfigurableTask().download()
+    msg = str(e.value)
+    assert "\n" not in msg and "'x/y'" in msg and "PEEVAL_DATA_MIRROR" in msg and "`peeval data`" in msg
+    assert mod.ConfigurableTask.tried == ["x/y"]
+
+
+def test_lm_eval_arc_easy_offline_reads_the_mirror_beside_the_repository(hub_offline, monkeypatch, tmp_path):
+    """The real task and library, offline, PEEVAL_DATA_MIRROR unset: lm-eval's own arc_easy loads."""
+    monkeypatch.delenv("PEEVAL_DATA_MIRROR", raising=False)
+    if data.mirror_path("allenai/ai2_arc", "ARC-Easy") is None:
+        pytest.skip("no ai2_arc in a mirror beside the repository")
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "empty-cache")  # not served from a cache
+    from lm_eval.tasks import TaskManager, get_task_dict
+
+    data.patch_lm_eval_tasks()
+    with data.recording() as reads:
+        tasks = get_task_dict(["arc_easy"], TaskManager())
+    assert len(tasks["arc_easy"].dataset["test"]) > 0
+    assert [(r["source"], r["location"]) for r in reads["arc_easy"]] == [("mirror", "hf/allenai/ai2_arc")]
