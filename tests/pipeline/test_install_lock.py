@@ -122,3 +122,29 @@ def test_write_round_trips_through_the_reader(tmp_path):
     pins = lock.read_lock(str(out))
     assert pins["transformers"] == _versions.installed("transformers") and "peeval" not in pins
     assert pins["torch"] == _versions.installed("torch").split("+")[0]  # no local label (+cpu)
+
+
+def test_the_cuda_lock_is_the_lock_without_the_cpu_torch_build():
+    """A CUDA machine installs with constraints-cuda.txt after its own torch (issue 45): every pin of the lock but
+    torch / triton / nvidia-* / cuda-*, kept in step with the lock (``make lock`` writes both)."""
+    cuda = lock.read_lock(str(REPO / "constraints-cuda.txt"))
+    cpu = lock.read_lock(str(LOCK))
+    dropped = {k for k in cpu if k in ("torch", "triton") or k.startswith(("nvidia-", "cuda-"))}
+    assert {"torch", "triton"} <= dropped
+    assert cuda == {k: v for k, v in cpu.items() if k not in dropped}
+
+
+def test_the_cuda_lock_resolves_with_the_torch_already_installed(tmp_path):
+    """Resolved here without installing (pip --dry-run): the CUDA lock with the pipeline and gpu extras accepts the
+    torch in place (a CUDA user's) and asks for nothing but peeval itself, whose dependencies it all pins."""
+    report = tmp_path / "report.json"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "-q", "--report", str(report),
+                        "-c", str(REPO / "constraints-cuda.txt"), "-e", f"{REPO}[pipeline,gpu]"],
+                       capture_output=True, text=True, timeout=600)  # fmt: skip
+    if r.returncode != 0 and ("ConnectionError" in r.stderr or "NewConnectionError" in r.stderr):
+        pytest.skip("no package index reachable")
+    assert r.returncode == 0, r.stderr[-2000:]
+    import json
+
+    names = [i["metadata"]["name"] for i in json.loads(report.read_text())["install"]]
+    assert names == ["peeval"], names
