@@ -136,3 +136,54 @@ def test_published_tape_and_rope_perplexity_are_compared(tmp_path):
         data["metrics"][tape][t] and set(data["metrics"][tape][t]) & set(data["metrics"][rope][t]) for t in shared
     )
     assert len(set(options.values())) == len(options)  # no two dropdown entries read the same
+
+
+def test_tape_vs_rope_perplexity_in_chromium(tmp_path):
+    """Issue 42: driven in Chromium, the compare page of the published cpu profile shows TAPE's perplexity against
+    RoPE's paired per target block: a ratio with its 95 % interval at every length both ran, which flips when the
+    runs swap."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium)")
+    from playwright.sync_api import sync_playwright
+
+    db = tmp_path / "s.duckdb"
+    ingest([Path(REPO) / "leaderboard" / "published" / "cpu"], db, root=tmp_path)
+    site = build_site(db, tmp_path / "site").parent
+    html = (site / "compare.html").read_text()
+    data = json.loads(re.search(r'<script type="application/json" id="compare-data">(.*?)</script>', html, re.S)[1])
+    options = dict(re.findall(r'<option value="([0-9a-f]+)"[^>]*>([^<]*)</option>', html))
+    ppl_run = {label.split(" · ")[0]: rid for rid, label in options.items()
+               if " · pretrain · seed 0 · " in label
+               and any(t.startswith("Gutenberg books") for t in data["metrics"].get(rid, {}))}  # fmt: skip
+    errors = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto((site / "compare.html").as_uri())
+
+            def rows():
+                out = []
+                for tr in page.locator("#paired tr").all():
+                    cells = tr.locator("td").all_inner_texts()
+                    if len(cells) == 7 and cells[5].startswith("×"):  # a perplexity pair: length, n, A, B, ratio, CI
+                        out.append(cells)
+                return out
+
+            page.select_option("#run-a", ppl_run["tape @cpu"])
+            page.select_option("#run-b", ppl_run["rope @cpu"])
+            forward = rows()
+            assert {r[1] for r in forward} >= {"256", "4096"}, forward
+            for r in forward:
+                ratio = float(r[5].lstrip("×"))
+                lo, hi = (float(x.strip(" ×")) for x in re.match(r"\[(.*), (.*)\]", r[6]).groups())
+                assert lo < ratio < hi and int(r[2]) >= 2, r
+            page.select_option("#run-a", ppl_run["rope @cpu"])
+            page.select_option("#run-b", ppl_run["tape @cpu"])
+            back = {r[1]: float(r[5].lstrip("×")) for r in rows()}
+            for r in forward:
+                assert math.isclose(back[r[1]], 1 / float(r[5].lstrip("×")), rel_tol=2e-3), (r, back)
+        finally:
+            browser.close()
+    assert not errors, errors
