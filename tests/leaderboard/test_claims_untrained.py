@@ -108,3 +108,55 @@ def test_untrained_checkpoints_get_no_verdict():
                if r["verdict"] in ("reproduced", "contradicted")}  # fmt: skip
     assert not decided, decided
     assert all(r["p_adjusted"] is None for r in rows if r["verdict"] not in ("inconclusive",)), rows
+
+
+def _diag_pair(con, accs: dict, seeds: int = 3):
+    """cope (the focus) and rope on flip-flop, 3 seeds, with accuracies ``accs`` = {split: (cope, rope)} a point
+    apart per seed."""
+    for s in range(seeds):
+        for pe in ("cope", "rope"):
+            summary = {"pe": pe, "task": "flip_flop", "profile": "cpu", "tokens": 0, "params": 1, "seed": s}
+            _run(con, f"{pe}{s}", "diagnostic", pe, {}, s, summary, "flip_flop")
+        for split, (a, b) in accs.items():
+            t = records.diag_task("flip_flop", split)
+            _metric(con, f"cope{s}", t, "acc", a + 0.01 * s, 0.02, N)
+            _metric(con, f"rope{s}", t, "acc", b - 0.01 * s, 0.02, N)
+
+
+def _ff_claim(tmp_path, task):
+    from helpers.claims import write_claims_file
+
+    return write_claims_file(tmp_path, [{"id": "ff", "task": task, "focus": "a", "variants": {
+        "a": {"pe": "cope", "paper": 90.0}, "b": {"pe": "rope", "paper": 10.0}}}])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "split, accs, want",
+    [
+        # in distribution: the focus must learn the task (the other side failing to is the paper's contrast)
+        ("test", {"test": (0.95, 0.52)}, "reproduced"),
+        ("test", {"test": (0.55, 0.52)}, "not learned at this scale"),
+        # OOD: both sides must have learned the task in distribution
+        ("ood_sparse", {"test": (0.95, 0.55), "ood_sparse": (0.9, 0.5)}, "not learned at this scale"),
+        ("ood_sparse", {"test": (0.95, 0.95), "ood_sparse": (0.9, 0.5)}, "reproduced"),
+        # both at the ceiling on every seed: no contrast, no test
+        ("test", {"test": (1.0, 1.0)}, "no contrast at this setting"),
+    ],
+)
+def test_learned_and_contrast_gates(tmp_path, split, accs, want):
+    con = duckdb.connect()
+    con.execute(schema_sql())
+    if accs["test"] == (1.0, 1.0):
+        for s in range(3):
+            for pe in ("cope", "rope"):
+                summary = {"pe": pe, "task": "flip_flop", "profile": "cpu", "tokens": 0, "params": 1, "seed": s}
+                _run(con, f"{pe}{s}", "diagnostic", pe, {}, s, summary, "flip_flop")
+                _metric(con, f"{pe}{s}", records.diag_task("flip_flop", "test"), "acc", 1.0, 0.0, N)
+    else:
+        _diag_pair(con, accs)
+    (row,) = C.compute_claims(con, _ff_claim(tmp_path, records.diag_task("flip_flop", split)))
+    assert row["verdict"] == want, row["setting_diff"]
+    if want != "reproduced":
+        assert row["p_adjusted"] is None  # outside Holm's family
+    if want == "not learned at this scale":
+        assert "majority answer's 0.508 + 0.1 = 0.608" in row["setting_diff"], row["setting_diff"]
