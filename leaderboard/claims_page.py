@@ -26,9 +26,9 @@ from leaderboard import pages
 from peeval.records import fmt_number, t_quantile
 
 PAPER_ORDER = ("PoPE", "CoPE", "TAPE")
-#: the five states, in the page's order, and their CSS class
-VERDICT_CLASS = {"reproduced": "ok", "contradicted": "bad", "inconclusive": "unk", "not decidable here": "nd",
-                 "not measured": "nm"}  # fmt: skip
+#: the seven states, in the page's order, and their CSS class
+VERDICT_CLASS = {"reproduced": "ok", "contradicted": "bad", "inconclusive": "unk", "not learned at this scale": "nl",
+                 "no contrast at this setting": "nc", "not decidable here": "nd", "not measured": "nm"}  # fmt: skip
 DECIDED = ("reproduced", "contradicted")
 #: the forest plot's interval: two-sided 95 % with the test's degrees of freedom (normal where none)
 LEVEL = 0.95
@@ -203,6 +203,7 @@ def render_claims_page(con, labels: dict[tuple[str, str], str] | None = None) ->
         forest = forest_svg(measured, f"{paper}: peeval's differences beside the paper's")
         papers.append({"name": paper, "answer": answer, "decided": decided,
                        "inconclusive": state["inconclusive"] + other, "undecidable": state["not decidable here"],
+                       "unlearned": state["not learned at this scale"], "flat": state["no contrast at this setting"],
                        "not_measured": state["not measured"],
                        "forest": pages.Markup(forest)})  # fmt: skip
     return pages.render("claims.html", title="claims: the papers' headline results, measured by peeval", prefix="",

@@ -214,6 +214,9 @@ CREATE TABLE IF NOT EXISTS claims (
     n            INTEGER,
     seeds        INTEGER,
     verdict      VARCHAR,   -- 'reproduced' | 'contradicted' | 'inconclusive' (measured, not decided) |
+                            -- 'not learned at this scale' (a diagnostic side below the majority answer +
+                            -- claims.yaml learned_margin in distribution: no test) | 'no contrast at this
+                            -- setting' (both sides at the same floor / ceiling on every seed: no test) |
                             -- 'not decidable here' (a beyond_window claim measured inside the runs'
                             -- training_length: setting_diff says at which length; not in Holm's family) |
                             -- 'not measured' (no peeval number for a side: see measured_in)

@@ -181,6 +181,25 @@ def ablation_keys(claims: list[Claim]) -> dict[str, set[str]]:
 RUN_PARAM_DEFAULTS = {"n_vars": 1}
 
 
+def generator_default(r: dict, key: str):
+    """What a diagnostic run's generator used for ``key`` when the run records no value: the default of its
+    task at the run's generator size set (``settings.gen_profile`` of its training summary, else cpu; flip-flop's
+    ``n_instr``: 32 at cpu, 256 at paper), else :data:`RUN_PARAM_DEFAULTS`."""
+    s = r.get("summary") or {}
+    task = s.get("task") or r.get("diag_task")
+    prof = (s.get("settings") or {}).get("gen_profile") or "cpu"
+    if task in records.DIAG_TASKS:
+        from peeval.tasks.diagnostics.generators import params
+
+        try:
+            got = params(task, prof)
+        except ValueError:
+            got = {}
+        if key in got:
+            return got[key]
+    return RUN_PARAM_DEFAULTS.get(key)
+
+
 def _find_key(obj, key):
     """The first value of ``key`` anywhere in nested dicts/lists, or KeyError."""
     if isinstance(obj, dict):
@@ -204,7 +223,7 @@ def _run_params_match(r: dict, want: dict) -> bool:
         try:
             got = _find_key([r["params"], r.get("summary") or {}], key)
         except KeyError:
-            got = RUN_PARAM_DEFAULTS.get(key)
+            got = generator_default(r, key)
         if got != value:
             return False
     return True

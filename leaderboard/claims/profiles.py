@@ -87,9 +87,21 @@ def _diag_runs(p: dict, claim: Claim, variant: Variant, name: str) -> bool:
         if not isinstance(entry, dict) or entry.get("task") != name or not _options_match(claim, variant, entry):
             continue
         given = {**(train.get("set") or {}), **((train.get("task_set") or {}).get(name) or {}), **entry}
-        if all(given.get(k, RUN_PARAM_DEFAULTS.get(k)) == v for k, v in claim.run_params.items()):
+        given = {**given, **(given.get("task_params") or {})}  # the generator's parameters of this run
+        gen = "paper" if str(p.get("profile")) == "paper" else "cpu"  # peeval/training/profiles.yaml gen_profile
+        defaults = {**RUN_PARAM_DEFAULTS, **_generator_params(name, gen)}
+        if all(given.get(k, defaults.get(k)) == v for k, v in claim.run_params.items()):
             return True
     return False
+
+
+def _generator_params(task: str, gen: str) -> dict:
+    from peeval.tasks.diagnostics.generators import params
+
+    try:
+        return params(task, gen)
+    except ValueError:
+        return {}
 
 
 def runs_variant(p: dict, claim: Claim, variant: Variant) -> bool:

@@ -76,6 +76,9 @@ class Claim:
     #: the paper's claim is about contexts beyond the model's trained / native window (context extension,
     #: extrapolation): a pair measured only inside the runs' ``training_length`` gets no verdict (``verdicts``)
     beyond_window: bool = False
+    #: a diagnostic side "learned" its task when its in-distribution accuracy beats the majority answer by this
+    #: (claims.yaml's top-level ``learned_margin``, one for every claim; ``learned``)
+    learned_margin: float = 0.1
 
     def task_label(self) -> str:
         return _task_label(self.task)
@@ -277,6 +280,9 @@ def validate(data: Any, source: str = "claims") -> list[Claim]:
     required += ("setting", "cpu", "cpu_note")
     allowed = set(required) | {"claim", "tolerance", "note", "run_params", "unlearned_at", "beyond_window"}
     pending: list[tuple[str, str]] = []  # (where, task) that only lm-eval's index can confirm
+    margin = data.get("learned_margin", 0.1)
+    if not (_num(margin) and 0 <= margin < 1):
+        raise ClaimsError(f"{source}: field 'learned_margin' must be a number in [0, 1), not {margin!r}")
     for i, e in enumerate(data["claims"]):
         cid = e.get("id") if isinstance(e, dict) else None
         where = f"{source}: claim {cid!r}" if cid else f"{source}: claim #{i + 1}"
@@ -340,6 +346,7 @@ def validate(data: Any, source: str = "claims") -> list[Claim]:
                 run_params=dict(e.get("run_params") or {}),
                 unlearned_at=list(unlearned),
                 beyond_window=beyond,
+                learned_margin=float(margin),
             )
         )
     _check_lm_eval_tasks(pending)

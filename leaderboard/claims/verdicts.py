@@ -10,11 +10,18 @@ equivalence test (TOST against ±tolerance) when |difference| <= tolerance, else
 
 - ``reproduced``: significant in the paper's direction (or, comparable claims, equivalent within the tolerance);
 - ``contradicted``: significant the other way (or, comparable claims, significantly outside the tolerance);
-- ``inconclusive``: measured, but not significant, no uncertainty, or no verdict by design (``unlearned_at``);
+- ``inconclusive``: measured, but not significant, or no uncertainty;
+- ``not learned at this scale``: a diagnostic pair whose focus (in-distribution claims) or either side (OOD claims)
+  did not beat the majority answer in distribution by claims.yaml's ``learned_margin``, or trained at a profile
+  of the claim's ``unlearned_at`` (``learned``, issue 44): numbers, no test, not in Holm's family;
+- ``no contrast at this setting``: both sides at the same floor or ceiling on every seed, or a difference of
+  exactly 0 with no uncertainty: numbers, no test, not in Holm's family;
 - ``not decidable here``: measured, but not in the setting the claim is about: a ``beyond_window`` claim (context
   extension, extrapolation) whose runs were evaluated no further than their ``training_length``; or a perplexity
   claim on language models pretrained on fewer than ``decision.MIN_TOKENS_PER_PARAM`` tokens per parameter ("not
-  decidable at this scale"); the row's setting says why, and the pair is no test in Holm's family;
+  decidable at this scale"), as are shift-stability claims (TAPE table 8) on such models: an untrained model is
+  shift invariant by the formula of RoPE and TAPE too; the row's setting says why, and the pair is no test in
+  Holm's family;
 - ``not measured``: peeval has no number for a side in this store; ``measured_in`` names the first profile
   whose parameter file measures the pair (``profiles``), or 'none'.
 
@@ -28,17 +35,23 @@ import math
 from pathlib import Path
 
 from leaderboard.ingest import CLAIM_TABLES, schema_columns, table_ddl
+from peeval import records
 
 from . import decision as D
 from . import paired as P
+from .learned import no_contrast, not_learned
 from .matching import Evidence, Store, find_runs, measured_length, read_store
 from .profiles import measured_in
-from .schema import DEFAULT_PATH, Claim, load_claims
+from .schema import DEFAULT_PATH, Claim, load_claims, option_defaults
 from .stats import Estimate, estimate_pairs
 
 #: a measured pair whose setting cannot decide its claim (in-window numbers for a beyond-the-window claim)
 UNDECIDABLE = "not decidable here"
-VERDICTS = ("reproduced", "contradicted", "inconclusive", UNDECIDABLE, "not measured")
+#: a diagnostic pair with a side that did not learn the task in distribution (``learned``; issue 44)
+NOT_LEARNED = "not learned at this scale"
+#: a pair with both sides at the same floor / ceiling on every seed, or exactly equal with no uncertainty
+NO_CONTRAST = "no contrast at this setting"
+VERDICTS = ("reproduced", "contradicted", "inconclusive", NOT_LEARNED, NO_CONTRAST, UNDECIDABLE, "not measured")
 #: the level of every decision, on Holm-adjusted p-values
 ALPHA = D.ALPHA
 #: the tables this package writes, and their columns (DDL: leaderboard/schema.sql, the store's one schema)
@@ -101,6 +114,22 @@ def verdict(
     return "reproduced" if adv * (1 if expected_sign >= 0 else -1) > 0 else "contradicted"
 
 
+def _options(store: Store, c: Claim, side: str, run_ids: list[str]) -> str:
+    """``side=pe{options}`` of a side's first run: every encoding option with its default filled in (what the run
+    used, not only what it set), or the adapt method."""
+    if not run_ids:
+        return f"{side}: no runs"
+    r = store.runs[run_ids[0]]
+    if c.variants[side].method:
+        return f"{side}={c.variants[side].method}"
+    pe = r.get("pe")
+    try:
+        opts = {**option_defaults(pe), **(r.get("pe_options") or {})} if pe else dict(r.get("pe_options") or {})
+    except Exception:  # noqa: BLE001 - an encoding this peeval does not declare: its recorded options
+        opts = dict(r.get("pe_options") or {})
+    return f"{side}={pe}" + json.dumps(opts, sort_keys=True)
+
+
 def _setting_summary(store: Store, run_ids: list[str]) -> str:
     bits = []
     for rid in run_ids[:1]:
@@ -113,8 +142,6 @@ def _setting_summary(store: Store, run_ids: list[str]) -> str:
                 bits.append(f"{label}={p[key]:,}")
         if r.get("training_length"):
             bits.append(f"ctx={r['training_length']}")
-        if r["pe_options"]:
-            bits.append("options=" + json.dumps(r["pe_options"], sort_keys=True))
     return " ".join(bits)
 
 
@@ -146,10 +173,13 @@ def _undertrained(c: Claim, store: Store, run_ids: list[str]) -> str:
     model). Perplexity claims are judged by their pretrained models' budget; an extension of a peeval-pretrained
     model by its base's budget, whatever the task (SCROLLS after extension too)."""
     ratios = {}
+    shift = records.SHIFT_TASK in c.leaves  # TAPE table 8: a trained model's property, any random one has it too
     for r in run_ids:
         s = store.runs.get(r, {}).get("summary") or {}
-        if c.unit == "ppl" and s.get("task") is None and s.get("tokens") and s.get("params"):  # text pretraining
-            ratios[r] = float(s["tokens"]) / float(s["params"])
+        if (c.unit == "ppl" or shift) and s.get("task") is None and s.get("tokens") is not None and s.get("params"):
+            ratios[r] = float(s["tokens"]) / float(s["params"])  # text pretraining (0 tokens: an untrained model)
+        elif shift:
+            ratios[r] = 0.0  # no training budget recorded: no telling that the model was trained at all
         base = (store.runs.get(r, {}).get("params") or {}).get("base_train") or {}
         if base.get("tokens") and base.get("params"):  # an extension of a peeval-pretrained model: its base's budget
             ratios[r] = float(base["tokens"]) / float(base["params"])
@@ -202,12 +232,20 @@ def _row(
     if fe is None or oe is None:
         v, where = "not measured", measured_in(c, (c.focus, name))
     elif unlearned := _unlearned_profiles(store, c, fe.run_ids + oe.run_ids):
-        notes.append(f"no verdict: the sweep's baseline does not learn this task at the {unlearned} budget")
+        v = NOT_LEARNED  # numbers, no verdict, not in Holm's family
+        notes.append(f"not learned at this scale: the sweep's baseline does not learn this task at the {unlearned} "
+                     "budget")  # fmt: skip
+    elif why := not_learned(ev, name, store):
+        v = NOT_LEARNED  # numbers, no verdict, not in Holm's family: a side that learned nothing carries no contrast
+        notes.append(why)
     elif window and not window[0]:
         v = UNDECIDABLE  # numbers, no verdict, not in Holm's family: they measure something else than the claim
     elif scale := _undertrained(c, store, fe.run_ids + oe.run_ids):
         v = UNDECIDABLE  # language models below the training criterion: the same, at this scale
         notes.append(scale)
+    elif why := no_contrast(ev, name, store, d.diff, d.se):
+        v = NO_CONTRAST  # the same floor / ceiling on every seed: no test, not in Holm's family
+        notes.append(why)
     elif p is not None:
         how = (d.diff, d.se, c.higher_is_better, sign, kind, c.tolerance, d.df)
     elif d.diff is not None:
@@ -218,7 +256,9 @@ def _row(
     seeds = min(fe.seeds, oe.seeds) if fe and oe else (fe or oe).seeds if (fe or oe) else 0
     n = (fe.n or 0) + (oe.n or 0) if fe and oe and fe.n is not None and oe.n is not None else None
     peeval_side = _setting_summary(store, (fe.run_ids if fe else []) or [r for u in ev.units[c.focus] for r in u])
-    setting = f"paper: {c.setting} | peeval: {peeval_side or 'no runs'}; {seeds} seed(s)"
+    options = [_options(store, c, side, (e.run_ids if e else []) or [r for u in ev.units[side] for r in u])
+               for side, e in ((c.focus, fe), (name, oe))]  # fmt: skip
+    setting = f"paper: {c.setting} | peeval: {peeval_side or 'no runs'}; {seeds} seed(s); {'; '.join(options)}"
     setting += f" | CPU profile: {c.cpu} ({c.cpu_note})"
     if notes:
         setting += " | " + "; ".join(notes)

@@ -264,6 +264,8 @@ def test_end_to_end_verdicts_from_a_store(tmp_path):
     _run(con, "cope0", "cope", 0)
     _metric(con, "cope0", ff, "acc", 0.50, 0.02, 400)
     _metric(con, "rope0", ff, "acc", 0.90, 0.02, 400)
+    for rid in ("cope0", "rope0"):  # both learned the task in distribution: the OOD pair is tested (issue 44)
+        _metric(con, rid, "peeval_diag_flip_flop_test", "acc", 0.99, 0.005, 400)
     # perplexity at the longest common length, one seed, no stderr -> inconclusive
     _run(con, "popeP", "pope", 0, kind="pretrain", training_length=256)
     _run(con, "ropeP", "rope", 0, kind="pretrain", training_length=256)
@@ -276,6 +278,10 @@ def test_end_to_end_verdicts_from_a_store(tmp_path):
     _metric(con, "tapeA", "peeval_shift_stability", "attn_diff@shift_ids@4", 0.0001, 0.00001)
     _metric(con, "tapeB", "peeval_shift_stability", "attn_diff@shift_ids@4", 0.0100, 0.0001)
     _metric(con, "tapeB", "peeval_shift_stability", "attn_diff@shift_ids@8", 0.0200, 0.0001)
+    for rid in ("tapeA", "tapeB"):  # trained to the criterion (shift stability of an untrained model: no verdict)
+        summary = {"pe": "tape", "task": None, "profile": "cpu", "tokens": 25_000_000, "params": 1_000_000}
+        con.execute("INSERT INTO efficiency (checkpoint, pe, params, tokens, summary) VALUES (?, 'tape', ?, ?, ?)",
+                    [f"ck/{rid}", 1_000_000, 25_000_000, json.dumps(summary)])  # fmt: skip
     path = _claims_file(
         tmp_path,
         [
@@ -436,6 +442,12 @@ def _page_db():
             for v, p in (("reproduced", "PoPE"), ("contradicted", "CoPE"), ("inconclusive", "TAPE"),
                          ("not decidable here", "TAPE"))
         ] + [
+            dict(claim_id=f"c-{v}:a-vs-b", paper="CoPE", ref="Table 3", task="peeval_diag_x_test", metric="acc",
+                 compared="a vs b", paper_value=1.5, peeval_value=0.0, stderr=0.0, n=100, seeds=3, verdict=v,
+                 setting_diff=f"paper: s | peeval: t | {v}: why", run_ids="[]", test=None, df=None, p_value=None,
+                 p_adjusted=None, measured_in=None)
+            for v in ("not learned at this scale", "no contrast at this setting")
+        ] + [
             dict(claim_id="c-nm:a-vs-b", paper="TAPE", ref="Table 2", task="peeval_diag_x_test", metric="acc",
                  compared="a vs b", paper_value=1.5, peeval_value=None, stderr=None, n=None, seeds=0,
                  verdict="not measured", setting_diff="paper: <b>big</b> & long | peeval: no runs", run_ids="[]",
@@ -461,6 +473,8 @@ def test_claims_page_escapes_and_shows_every_verdict():
         ("contradicted", "bad"),
         ("inconclusive", "unk"),
         ("not decidable here", "nd"),
+        ("not learned at this scale", "nl"),
+        ("no contrast at this setting", "nc"),
     ):
         assert f'<td class="verdict {cls}">{v}</td>' in html
     assert '<td class="verdict nm">not measured · profile gpu&lt;x&gt;' in html  # the profile that measures it

@@ -138,8 +138,8 @@ def test_holm_across_every_pair_of_the_store(tmp_path):
     for task, gap in ((FF, 0.0307), (SC, 0.0290)):
         _run(con, f"cope-{task}", "cope", 0)
         _run(con, f"rope-{task}", "rope", 0)
-        _metric(con, f"cope-{task}", task, 0.5 + gap, 0.01)
-        _metric(con, f"rope-{task}", task, 0.5, 0.01)
+        _metric(con, f"cope-{task}", task, 0.8 + gap, 0.01)  # both learned (above the majority answer + 0.1)
+        _metric(con, f"rope-{task}", task, 0.8, 0.01)
     variants = {"a": {"pe": "cope", "paper": 90.0}, "b": {"pe": "rope", "paper": 10.0}}
     both = _claims(tmp_path, [{"id": k, "task": t, "variants": variants} for k, t in (("ff", FF), ("sc", SC))])
     rows = {r["claim_id"]: r for r in C.compute_claims(con, both)}
@@ -191,7 +191,10 @@ def test_a_pair_without_a_number_is_not_measured_naming_the_profile(tmp_path):
     }
     assert all(r["p_value"] is None and r["p_adjusted"] is None for r in rows.values())
     assert "no peeval number for b (rope)" in rows["ff"]["setting_diff"]
-    want = "reproduced: 0, contradicted: 0, inconclusive: 0, not decidable here: 0, not measured: 5"
+    want = (
+        "reproduced: 0, contradicted: 0, inconclusive: 0, not learned at this scale: 0, "
+        "no contrast at this setting: 0, not decidable here: 0, not measured: 5"
+    )
     assert C.summary(list(rows.values())) == want
 
 
@@ -229,5 +232,13 @@ def test_schema_has_the_decision_columns():
                              "WHERE table_name = 'claims'").fetchall())  # fmt: skip
     got = [types[c] for c in ("df", "p_value", "p_adjusted", "measured_in")]
     assert got == ["DOUBLE", "DOUBLE", "DOUBLE", "VARCHAR"]
-    want = ["reproduced", "contradicted", "inconclusive", "not decidable here", "not measured"]
+    want = [
+        "reproduced",
+        "contradicted",
+        "inconclusive",
+        "not learned at this scale",
+        "no contrast at this setting",
+        "not decidable here",
+        "not measured",
+    ]
     assert json.dumps(C.VERDICTS) == json.dumps(want)

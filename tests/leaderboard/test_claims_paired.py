@@ -335,8 +335,14 @@ def test_equal_claims_use_the_paired_se(tmp_path):
     _run(con, "pope0", "pope", 0, [1] * 50 + [0] * 50)
     _run(con, "rope0", "rope", 0, [1] * 50 + [0] * 50)
     row = _row(con, _claims(tmp_path, claim="equal", tolerance=5.0))
-    # identical outcomes: difference 0 with se 0 -> comparable within 5 points
-    assert (row["verdict"], row["test"], row["stderr"]) == ("reproduced", "paired-se", 0.0)
+    # identical outcomes: difference 0 with se 0; before issue 44 "comparable within 5 points" (reproduced), a
+    # verdict that two identical models pass by construction: now no contrast, no test
+    assert (row["verdict"], row["test"], row["stderr"]) == ("no contrast at this setting", "paired-se", 0.0)
+    assert row["p_adjusted"] is None
+    _run(con, "pope1", "pope", 1, [1] * 52 + [0] * 48)  # a second seed that differs: a contrast, tested
+    _run(con, "rope1", "rope", 1, [1] * 49 + [0] * 51)
+    row = _row(con, _claims(tmp_path, claim="equal", tolerance=5.0))
+    assert row["test"] == "paired-se" and row["stderr"] > 0 and row["verdict"] != "no contrast at this setting"
 
 
 # --------------------------------------------------------------------------- why pairing applies
@@ -390,7 +396,7 @@ def _with_profile(con, profile: str) -> None:
         )
 
 
-@pytest.mark.parametrize("profile,want", [("cpu", "inconclusive"), ("paper", "reproduced")])
+@pytest.mark.parametrize("profile,want", [("cpu", "not learned at this scale"), ("paper", "reproduced")])
 def test_unlearned_at_keeps_the_numbers_but_gives_no_verdict(tmp_path, profile, want):
     """claims.yaml `unlearned_at: [cpu]`: the sweep's baseline did not learn the task at the cpu budget,
     so cpu runs that differ decisively (McNemar p = 0.002) still get no verdict; paper runs do."""

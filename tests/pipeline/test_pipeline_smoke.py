@@ -224,8 +224,13 @@ def test_cpu_claims_extends_cpu_without_rerunning_it():
     assert yaml.safe_load((root / "params" / "cpu-claims.yaml").read_text())["extends"] == "cpu"  # not a copy
     cpu, _ = load(root / "params" / "cpu.yaml")
     claims, _ = load(root / "params" / "cpu-claims.yaml")  # composed: cpu with the file merged on top
-    for key in ("profile", "seed", "data", "tokenizer", "train", "shift", "adapt", "eval"):
+    for key in ("profile", "seed", "data", "tokenizer", "train", "adapt", "eval"):
         assert claims[key] == cpu[key], key
+    # shift: the stage's parameters (sequences, length) as cpu's; more encodings only add shift@<encoding> stages
+    assert {k: v for k, v in claims["shift"].items() if k != "encodings"} == {
+        k: v for k, v in cpu["shift"].items() if k != "encodings"
+    }
+    assert claims["shift"]["encodings"][: len(cpu["shift"]["encodings"])] == cpu["shift"]["encodings"]
     assert {k: v for k, v in claims["diagnostics"].items() if k not in ("runs", "seeds")} == {
         k: v for k, v in cpu["diagnostics"].items() if k not in ("runs", "seeds")
     }

@@ -125,6 +125,43 @@ def test_flip_flop_instruction_mix_per_split():
         assert abs(ops["w"] - ops["r"]) / total < 0.03
 
 
+def _read_distances(rows) -> list[int]:
+    """Every read's distance, in instructions, from the write it must recall."""
+    out = []
+    for r in rows:
+        last = None
+        for k, op in enumerate((r["prompt"] + " " + r["answer"]).split()[0::2]):
+            if op == "w":
+                last = k
+            elif op == "r":
+                out.append(k - last)
+    return out
+
+
+def _ood_share_beyond_training(n_instr: int, train_examples: int) -> float:
+    """The share of OOD (sparse) reads farther from their write than any read of the training set."""
+    longest = max(_read_distances(g.generate("flip_flop", "train", train_examples, seed=0, n_instr=n_instr)))
+    ood = _read_distances(g.generate("flip_flop", "ood_sparse", 300, seed=0, n_instr=n_instr))
+    return sum(d > longest for d in ood) / len(ood)
+
+
+def test_flip_flop_claims_profile_reads_beyond_the_training_distances():
+    """CoPE's OOD flip-flop question is whether a read farther from its write than training ever showed is still
+    answered (Liu et al.: 256 instruction pairs). The claims profile's flip-flop runs use that length, and at it
+    >= 15 % of the OOD reads lie beyond the longest training distance over the profile's training examples (18 %
+    at 32k); at the cpu generator's 32 pairs none does (issue 44)."""
+    from leaderboard.claims import profiles
+
+    p = profiles.parameter_files()["cpu-claims"]
+    train = p["diagnostics"]["train"]
+    examples = {**train["set"], **train["task_set"]["flip_flop"]}["train_examples"]
+    lengths = {(e.get("task_params") or {}).get("n_instr") for e in p["diagnostics"]["runs"].values()
+               if e["task"] == "flip_flop"}  # fmt: skip
+    assert 256 in lengths and g.params("flip_flop", "paper")["n_instr"] == 256
+    assert _ood_share_beyond_training(256, examples) >= 0.15
+    assert _ood_share_beyond_training(g.params("flip_flop")["n_instr"], 2000) == 0.0  # cpu's 32: none
+
+
 def test_selective_copy_sizes_and_vocabulary():
     for split, blanks in (("train", 16), ("test", 16), ("ood_dense", 8), ("ood_sparse", 32)):
         for r in g.generate("selective_copy", split, 20, seed=0):
