@@ -5,14 +5,12 @@ hand), and the examples one got right and the other wrong; seen in Chromium."""
 import json
 import math
 import re
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import REPO
 from helpers.browser import CHROMIUM, CHROMIUM_FLAGS
 
-sys.path.insert(0, REPO)
 from leaderboard import compare  # noqa: E402
 from leaderboard.ingest import ingest  # noqa: E402
 from leaderboard.site import build_site  # noqa: E402

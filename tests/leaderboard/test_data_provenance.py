@@ -3,13 +3,10 @@ peeval.data), on the site (columns, the perplexity page, run pages) and by the c
 
 import csv
 import json
-import sys
 
 import duckdb
 import pytest
-from conftest import REPO
 
-sys.path.insert(0, REPO)
 from leaderboard.claims.matching import claim_data, matching_runs, read_store  # noqa: E402
 from leaderboard.claims.schema import Variant  # noqa: E402
 from leaderboard.ingest import IngestError, ingest  # noqa: E402

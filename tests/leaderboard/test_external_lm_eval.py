@@ -9,10 +9,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import REPO
 from helpers.training import TEXT, save_tiny_llama
 
-sys.path.insert(0, REPO)
 from leaderboard.ingest import IngestError, ingest  # noqa: E402
 from leaderboard.site import build_site  # noqa: E402
 

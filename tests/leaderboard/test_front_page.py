@@ -11,15 +11,12 @@ the code before issue 31."""
 import json
 import math
 import re
-import sys
 from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import REPO
 from helpers.browser import CHROMIUM, CHROMIUM_FLAGS
 
-sys.path.insert(0, REPO)
 from leaderboard.charts import heatmap, line_chart  # noqa: E402
 from leaderboard.ingest import ingest, table_ddl  # noqa: E402
 from leaderboard.site import build_site  # noqa: E402

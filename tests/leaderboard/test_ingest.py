@@ -13,7 +13,6 @@ import duckdb
 import pytest
 from conftest import REPO
 
-sys.path.insert(0, REPO)
 from leaderboard.ingest import IngestError, ingest, main  # noqa: E402
 
 TABLES = ("runs", "metrics", "ppl_by_length", "passkey_cells", "diagnostic_cells", "samples", "training_curves",

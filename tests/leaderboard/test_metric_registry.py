@@ -4,15 +4,12 @@ the claims page. Expected values are worked out by hand in the comments."""
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import REPO
 from helpers.claims import CLAIM
 
-sys.path.insert(0, REPO)
 from leaderboard import claims as C  # noqa: E402
 from leaderboard.ingest import IngestError, connect, ingest  # noqa: E402
 from leaderboard.site import build_site  # noqa: E402

@@ -4,14 +4,12 @@ local run, and kept out of the local claims."""
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import duckdb
 import pytest
 from conftest import REPO
 
-sys.path.insert(0, REPO)
 from leaderboard.ingest import IngestError, ingest  # noqa: E402
 from leaderboard.publish import PublishError, main, publish  # noqa: E402
 from leaderboard.site import build_site  # noqa: E402

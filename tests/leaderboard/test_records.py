@@ -141,7 +141,6 @@ def test_records_and_its_leaderboard_readers_are_torch_free():
 
 
 def test_the_site_and_the_claims_page_share_one_number_format():
-    sys.path.insert(0, REPO)
     from leaderboard import claims_page, site
 
     assert claims_page.fmt_number is R.fmt_number
@@ -158,7 +157,6 @@ def test_clip_text_keeps_head_and_tail_and_cutting_twice_changes_nothing():
 
 
 def test_samples_files_the_store_and_published_samples_cut_texts_the_same_way():
-    sys.path.insert(0, REPO)
     from leaderboard import ingest
     from peeval import evaluation
 

@@ -10,7 +10,6 @@ training curves. ``tests/leaderboard/data/store_dump.json`` is the dump of the s
 """
 
 import json
-import sys
 from pathlib import Path
 
 import duckdb
@@ -19,7 +18,6 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 DATA = HERE / "data" / "store"
 EXPECTED = HERE / "data" / "store_dump.json"
-sys.path.insert(0, str(REPO))
 
 
 def build_dump(db: Path) -> dict[str, list[str]]:

@@ -7,14 +7,11 @@ import json
 import math
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 from helpers.browser import check_in_browser
 
-sys.path.insert(0, REPO)
 from leaderboard.ingest import ingest  # noqa: E402
 from leaderboard.site import build_site  # noqa: E402
 

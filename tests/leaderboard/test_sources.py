@@ -7,14 +7,12 @@ import hashlib
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
 import pytest
 from conftest import REPO
 
-sys.path.insert(0, REPO)
 from leaderboard.ingest import IngestError, ingest, main  # noqa: E402
 from leaderboard.site import build_site  # noqa: E402
 

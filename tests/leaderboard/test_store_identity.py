@@ -11,7 +11,6 @@ import duckdb
 import pytest
 from conftest import REPO
 
-sys.path.insert(0, REPO)
 from leaderboard import ingest, site  # noqa: E402
 from leaderboard.ingest import TABLE_COLUMNS  # noqa: E402
 

@@ -18,8 +18,6 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "pipelines"))
-sys.path.insert(0, str(REPO))
 
 import common  # noqa: E402
 from pipeline_params import ParamsError, validate  # noqa: E402

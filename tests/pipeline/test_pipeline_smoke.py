@@ -197,7 +197,6 @@ def test_profiles_are_consistent():
     """params.yaml is the cpu profile (generated from params/cpu.yaml: test_profiles_typed checks it); every
     parameter file passes the stages' own check (pipeline_params: known encodings, tasks, suites, adapt
     methods, distinct seeds, ...)."""
-    sys.path.insert(0, str(Path(REPO) / "pipelines"))
     from pipeline_params import load
 
     root = Path(REPO)
@@ -217,7 +216,6 @@ def test_cpu_claims_extends_cpu_without_rerunning_it():
     """`cpu-claims` only adds to `cpu`: every section a cpu stage reads as a DVC parameter is the same
     (e.g. diagnostics.train: a different task_set would rerun the cpu flip-flop runs on a switch), and
     every cpu encoding / diagnostics run is kept unchanged."""
-    sys.path.insert(0, str(Path(REPO) / "pipelines"))
     from pipeline_params import load
 
     root = Path(REPO)

@@ -13,7 +13,6 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "pipelines"))
 
 import common  # noqa: E402
 from pipeline_params import PipelineParams, load  # noqa: E402

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "pipelines"))
 
 from pipeline_params import load  # noqa: E402
 

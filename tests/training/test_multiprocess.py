@@ -197,7 +197,6 @@ def test_two_processes_eval_like_one(tmp_path):
 
 # -- params.yaml `launcher` -------------------------------------------------------------------------
 def _launcher_module():
-    sys.path.insert(0, str(REPO / "pipelines"))
     try:
         import common
     finally:

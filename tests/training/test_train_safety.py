@@ -143,7 +143,6 @@ def test_resume_dir_outside_out_survives_deleting_out(corpus, tok_dir, tmp_path,
 
 
 def test_pipeline_discards_a_state_of_other_parameters(corpus, tok_dir, tmp_path, capsys):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "pipelines"))
     try:
         from resume import resumable
     finally:
