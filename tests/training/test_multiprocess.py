@@ -197,10 +197,8 @@ def test_two_processes_eval_like_one(tmp_path):
 
 # -- params.yaml `launcher` -------------------------------------------------------------------------
 def _launcher_module():
-    try:
-        import common
-    finally:
-        sys.path.pop(0)
+    import common
+
     return common
 
 

@@ -143,10 +143,8 @@ def test_resume_dir_outside_out_survives_deleting_out(corpus, tok_dir, tmp_path,
 
 
 def test_pipeline_discards_a_state_of_other_parameters(corpus, tok_dir, tmp_path, capsys):
-    try:
-        from resume import resumable
-    finally:
-        sys.path.pop(0)
+    from resume import resumable
+
     kw = dict(profile="smoke", tokenizer=tok_dir, corpus=corpus, **TINY)
     a, b, resume = tmp_path / "a", tmp_path / "b", tmp_path / "resume"
     run_train(b, "rope", resume_dir=resume, stop_after=4, **kw)
