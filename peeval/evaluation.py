@@ -476,6 +476,10 @@ def _evaluate_recorded(args, metadata: dict, limit, model_args: dict, out: Path,
     sha256 = checkpoint_hash(weights_path(model_args))  # of the files about to be loaded, not of later ones
     lm = model_cls.create_from_arg_obj(model_args, {k: v for k, v in extra.items() if v is not None})
     tracker = EvaluationTracker()  # lm-eval's record of the run: model name, start / end time
+    # lm-eval's bootstrap stderr forks a multiprocessing Pool from this process, which holds torch's threads: a
+    # forked worker can wait forever on a lock it inherited held (a CI run hung 15 min in SemLock.__enter__).
+    # lm-eval's own switch runs the same seeded draws (random.Random(i) per chunk) in one process: equal numbers.
+    os.environ.setdefault("DISABLE_MULTIPROC", "1")
     results = evaluator.simple_evaluate(
         model=lm,
         tasks=args.tasks,
