@@ -2,6 +2,7 @@
 paired difference with its t interval over examples and McNemar's exact p (computed in Python, checked here by
 hand), and the examples one got right and the other wrong; seen in Chromium."""
 
+import contextlib
 import json
 import math
 import re
@@ -23,6 +24,25 @@ B = [0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 1]
 
 def _outcomes(xs, prompt="p"):
     return {i: (f"{prompt}{i}\x00t", bool(x)) for i, x in enumerate(xs)}
+
+
+@contextlib.contextmanager
+def compare_page(site: Path):
+    """compare.html of ``site`` open in headless Chromium at 1400 x 900: (page, the page's errors)."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium)")
+    from playwright.sync_api import sync_playwright
+
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto((site / "compare.html").as_uri())
+            yield page, errors
+        finally:
+            browser.close()
 
 
 def test_paired_difference_by_hand():
@@ -63,35 +83,23 @@ def site(tmp_path_factory):
 
 
 def test_compare_page_in_chromium(site):
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium)")
-    from playwright.sync_api import sync_playwright
-
-    errors = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto((site / "compare.html").as_uri())
-            run = {t.split(" · ")[0]: v for t, v in zip(page.locator("#run-a option").all_inner_texts(),
-                   page.locator("#run-a option").evaluate_all("os => os.map(o => o.value)"))}  # fmt: skip
-            page.select_option("#run-a", run["hf:a"])
-            page.select_option("#run-b", run["hf:b"])
-            paired = page.locator("#paired tbody tr td").all_inner_texts()
-            assert paired[:2] == ["peeval_passkey", "12"], paired
-            assert paired[4] == "+0.3333" and paired[7] == "5 / 1", paired
-            examples = page.locator("#examples").inner_text()
-            assert "A right, B wrong (5)" in examples and "answer a0" in examples and "answer b11" in examples
-            # swap the runs: the difference changes sign, the counts swap
-            a, b = page.locator("#run-a").input_value(), page.locator("#run-b").input_value()
-            page.select_option("#run-a", b)
-            page.select_option("#run-b", a)
-            paired = page.locator("#paired tbody tr td").all_inner_texts()
-            assert paired[4] == "-0.3333" and paired[7] == "1 / 5", paired
-            assert page.locator("a[href='compare.html']").count() == 1  # in the navigation
-        finally:
-            browser.close()
+    with compare_page(site) as (page, errors):
+        run = {t.split(" · ")[0]: v for t, v in zip(page.locator("#run-a option").all_inner_texts(),
+               page.locator("#run-a option").evaluate_all("os => os.map(o => o.value)"))}  # fmt: skip
+        page.select_option("#run-a", run["hf:a"])
+        page.select_option("#run-b", run["hf:b"])
+        paired = page.locator("#paired tbody tr td").all_inner_texts()
+        assert paired[:2] == ["peeval_passkey", "12"], paired
+        assert paired[4] == "+0.3333" and paired[7] == "5 / 1", paired
+        examples = page.locator("#examples").inner_text()
+        assert "A right, B wrong (5)" in examples and "answer a0" in examples and "answer b11" in examples
+        # swap the runs: the difference changes sign, the counts swap
+        a, b = page.locator("#run-a").input_value(), page.locator("#run-b").input_value()
+        page.select_option("#run-a", b)
+        page.select_option("#run-b", a)
+        paired = page.locator("#paired tbody tr td").all_inner_texts()
+        assert paired[4] == "-0.3333" and paired[7] == "1 / 5", paired
+        assert page.locator("a[href='compare.html']").count() == 1  # in the navigation
     assert not errors, errors
 
 
@@ -142,8 +150,6 @@ def test_tape_vs_rope_perplexity_in_chromium(tmp_path):
     runs swap."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium)")
-    from playwright.sync_api import sync_playwright
-
     db = tmp_path / "s.duckdb"
     ingest([Path(REPO) / "leaderboard" / "published" / "cpu"], db, root=tmp_path)
     site = build_site(db, tmp_path / "site").parent
@@ -153,35 +159,27 @@ def test_tape_vs_rope_perplexity_in_chromium(tmp_path):
     ppl_run = {label.split(" · ")[0]: rid for rid, label in options.items()
                if " · pretrain · seed 0 · " in label
                and any(t.startswith("Gutenberg books") for t in data["metrics"].get(rid, {}))}  # fmt: skip
-    errors = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto((site / "compare.html").as_uri())
+    with compare_page(site) as (page, errors):
 
-            def rows():
-                out = []
-                for tr in page.locator("#paired tr").all():
-                    cells = tr.locator("td").all_inner_texts()
-                    if len(cells) == 7 and cells[5].startswith("×"):  # a perplexity pair: length, n, A, B, ratio, CI
-                        out.append(cells)
-                return out
+        def rows():
+            out = []
+            for tr in page.locator("#paired tr").all():
+                cells = tr.locator("td").all_inner_texts()
+                if len(cells) == 7 and cells[5].startswith("×"):  # a perplexity pair: length, n, A, B, ratio, CI
+                    out.append(cells)
+            return out
 
-            page.select_option("#run-a", ppl_run["tape @cpu"])
-            page.select_option("#run-b", ppl_run["rope @cpu"])
-            forward = rows()
-            assert {r[1] for r in forward} >= {"256", "4096"}, forward
-            for r in forward:
-                ratio = float(r[5].lstrip("×"))
-                lo, hi = (float(x.strip(" ×")) for x in re.match(r"\[(.*), (.*)\]", r[6]).groups())
-                assert lo < ratio < hi and int(r[2]) >= 2, r
-            page.select_option("#run-a", ppl_run["rope @cpu"])
-            page.select_option("#run-b", ppl_run["tape @cpu"])
-            back = {r[1]: float(r[5].lstrip("×")) for r in rows()}
-            for r in forward:
-                assert math.isclose(back[r[1]], 1 / float(r[5].lstrip("×")), rel_tol=2e-3), (r, back)
-        finally:
-            browser.close()
+        page.select_option("#run-a", ppl_run["tape @cpu"])
+        page.select_option("#run-b", ppl_run["rope @cpu"])
+        forward = rows()
+        assert {r[1] for r in forward} >= {"256", "4096"}, forward
+        for r in forward:
+            ratio = float(r[5].lstrip("×"))
+            lo, hi = (float(x.strip(" ×")) for x in re.match(r"\[(.*), (.*)\]", r[6]).groups())
+            assert lo < ratio < hi and int(r[2]) >= 2, r
+        page.select_option("#run-a", ppl_run["rope @cpu"])
+        page.select_option("#run-b", ppl_run["tape @cpu"])
+        back = {r[1]: float(r[5].lstrip("×")) for r in rows()}
+        for r in forward:
+            assert math.isclose(back[r[1]], 1 / float(r[5].lstrip("×")), rel_tol=2e-3), (r, back)
     assert not errors, errors

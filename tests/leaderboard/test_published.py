@@ -9,6 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from conftest import REPO
+from helpers.duck import query as _q
 
 from leaderboard.ingest import IngestError, ingest  # noqa: E402
 from leaderboard.publish import PublishError, main, publish  # noqa: E402
@@ -34,14 +35,6 @@ def _local_run(root: Path, ppl: float) -> None:
             "date": "2026-11-22T10:00:00+00:00"}  # fmt: skip
     res = {"peeval_ppl_pg19": {"ppl@64,none": ppl, "ppl@128,none": 2 * ppl}}
     (d / "results.json").write_text(json.dumps({"results": res, "peeval": prov}))
-
-
-def _q(db, sql):
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import duckdb
 import pytest
 from conftest import REPO
+from helpers.duck import query as _q
 
 from leaderboard.ingest import IngestError, ingest, main  # noqa: E402
 from leaderboard.site import build_site  # noqa: E402
@@ -19,14 +19,6 @@ from leaderboard.site import build_site  # noqa: E402
 PUBLISHED_CPU = Path(REPO) / "leaderboard" / "published" / "cpu"
 #: the cpu profile's TAPE run (perplexity on the PG-19 stand-in), the one the issue's smoke run joined
 TAPE = "results/pretrain/tape/ppl/results.json"
-
-
-def _q(db, sql):
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 def _smoke_tape(root: Path, scale: float = 1.25) -> tuple[Path, Path]:

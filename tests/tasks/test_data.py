@@ -91,7 +91,10 @@ def test_lm_eval_download_keeps_other_errors_and_names_missing_datasets(no_mirro
         mod.ConfigurableTask().download()
 
 
-def _recording_task_module(task_name: str):
+def _task_module(task_name: str, offline: bool = False):
+    """A stand-in for lm-eval's task module whose ``download`` records each dataset path it reads; ``offline``:
+    as lm-eval behaves without a network, a hub id is unreachable and only a folder loads."""
+
     class _Named:
         custom_dataset = None
         task = task_name
@@ -104,6 +107,8 @@ def _recording_task_module(task_name: str):
 
         def download(self, dataset_kwargs=None, **kwargs):
             self.read.append(self.DATASET_PATH)
+            if offline and not self.DATASET_PATH.startswith("/"):
+                raise ConnectionError(f"Couldn't reach '{self.DATASET_PATH}' on the Hub (OfflineModeIsEnabled)")
 
     return type("M", (), {"ConfigurableTask": ConfigurableTask})
 
@@ -122,31 +127,10 @@ def test_lm_eval_own_tasks_read_a_mirror_only_when_configured(configured, tmp_pa
     assert data.mirror_root() == tmp_path / "shared" / "data"
     mirrored = str(tmp_path / "shared" / "data" / "hf" / "x" / "y")
     for name, routed in (("arc_easy", configured), ("peeval_ppl_pg19", True)):
-        mod = _recording_task_module(name)
+        mod = _task_module(name)
         data.patch_lm_eval_tasks(mod)
         mod.ConfigurableTask().download()
         assert mod.ConfigurableTask.read == [mirrored if routed else "x/y"], name
-
-
-def _offline_task_module(task_name: str):
-    """lm-eval's download as it behaves offline: a hub id is unreachable, a folder loads."""
-
-    class _Named:
-        custom_dataset = None
-        task = task_name
-
-    class ConfigurableTask:
-        DATASET_PATH = "x/y"
-        DATASET_NAME = None
-        config = _Named()
-        tried = []
-
-        def download(self, dataset_kwargs=None, **kwargs):
-            self.tried.append(self.DATASET_PATH)
-            if not self.DATASET_PATH.startswith("/"):
-                raise ConnectionError(f"Couldn't reach '{self.DATASET_PATH}' on the Hub (OfflineModeIsEnabled)")
-
-    return type("M", (), {"ConfigurableTask": ConfigurableTask})
 
 
 def _nearby_mirror(tmp_path, monkeypatch, with_dataset: bool = True):
@@ -164,24 +148,24 @@ def test_lm_eval_own_tasks_fall_back_to_a_nearby_mirror_when_the_hub_does_not_an
     repository; now the hub is tried first (issue 32: a nearby folder changes nothing while the hub answers),
     then the mirror, and the read is recorded as the mirror's."""
     root = _nearby_mirror(tmp_path, monkeypatch)
-    mod = _offline_task_module("arc_easy")
+    mod = _task_module("arc_easy", offline=True)
     data.patch_lm_eval_tasks(mod)
     with data.recording() as reads:
         mod.ConfigurableTask().download()
-    assert mod.ConfigurableTask.tried == ["x/y", str(root / "hf" / "x" / "y")]
+    assert mod.ConfigurableTask.read == ["x/y", str(root / "hf" / "x" / "y")]
     assert mod.ConfigurableTask.DATASET_PATH == "x/y"  # the task's own attribute is left as it was
     assert [(r["source"], r["location"]) for r in reads["arc_easy"]] == [("mirror", "hf/x/y")]
 
 
 def test_a_dataset_in_neither_place_is_one_line_naming_the_env_var_and_peeval_data(tmp_path, monkeypatch):
     _nearby_mirror(tmp_path, monkeypatch, with_dataset=False)
-    mod = _offline_task_module("arc_easy")
+    mod = _task_module("arc_easy", offline=True)
     data.patch_lm_eval_tasks(mod)
     with pytest.raises(FileNotFoundError) as e:
         mod.ConfigurableTask().download()
     msg = str(e.value)
     assert "\n" not in msg and "'x/y'" in msg and "PEEVAL_DATA_MIRROR" in msg and "`peeval data`" in msg
-    assert mod.ConfigurableTask.tried == ["x/y"]
+    assert mod.ConfigurableTask.read == ["x/y"]
 
 
 def test_lm_eval_arc_easy_offline_reads_the_mirror_beside_the_repository(hub_offline, monkeypatch, tmp_path):
