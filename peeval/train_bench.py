@@ -185,9 +185,39 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--md", default=None, help="write the markdown table here (after every entry)")
 
 
+def check_args(a: argparse.Namespace) -> None:
+    """Every option before anything runs or is written: a ValueError naming the option (one line, exit 2)."""
+    from ._lm_eval_hook import encoding_names
+    from .models.configuration_peeval import ATTN_BACKENDS
+
+    for name, low in (("steps", 1), ("warmup", 0), ("batch_size", 1), ("seq_len", 1)):
+        v = getattr(a, name)
+        if v is not None and v < low:
+            raise ValueError(f"--{name} {v}: allowed an integer >= {low}")
+    if a.entry_seconds <= 0 or (a.peak_flops is not None and a.peak_flops <= 0):
+        raise ValueError("--entry_seconds and --peak_flops: allowed a number > 0")
+    known = set(encoding_names())
+    for entry in a.pe or []:
+        pe, _, backend = entry.partition("@")
+        if pe not in known or (backend and backend not in ATTN_BACKENDS):
+            raise ValueError(f"--pe {entry!r}: allowed pe[@backend], pe one of {', '.join(sorted(known))}, backend "
+                             f"one of {', '.join(ATTN_BACKENDS)}")  # fmt: skip
+    if a.device is not None:
+        import torch
+
+        try:
+            dev = torch.device(a.device)
+        except RuntimeError:
+            raise ValueError(f"--device {a.device!r}: allowed cpu, cuda or cuda:N") from None
+        if dev.type not in ("cpu", "cuda") or (dev.type == "cuda" and not torch.cuda.is_available()):
+            raise ValueError(f"--device {a.device!r}: allowed cpu{', cuda or cuda:N' * torch.cuda.is_available()}")
+    profile_settings(a.profile)  # an unknown profile: its own one line
+
+
 def run(a: argparse.Namespace) -> list[dict]:
     import torch
 
+    check_args(a)
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")  # the fallback lines
     device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
     prof = profile_settings(a.profile)

@@ -21,10 +21,9 @@ def bench(tmp_path, *args):
 
 
 def test_train_bench_rows(tmp_path):
-    rows = bench(tmp_path, "--pe", "t5@eager", "nosuch", "fire", "--peak_flops", "1e12")
+    rows = bench(tmp_path, "--pe", "t5@eager", "fire", "--peak_flops", "1e12")  # an unknown pe: refused up front
     by = {r["entry"]: r for r in rows}
-    assert list(by) == ["rope", "t5@eager", "nosuch", "fire"]  # rope first, added
-    assert "nosuch" in by["nosuch"]["error"] and "step_s" not in by["nosuch"]
+    assert list(by) == ["rope", "t5@eager", "fire"]  # rope first, added
     assert by["t5@eager"]["backends"] == ["eager"] and by["rope"]["backends"] == ["sdpa"]
     assert by["fire"]["backends"] == ["blocked"]  # the CPU default
     from peeval.models import PeevalConfig, PeevalForCausalLM
@@ -84,3 +83,26 @@ def test_peak_flops():
     assert train_bench.peak_flops("cpu", None) is None and train_bench.peak_flops("cpu", 5.0) == 5.0
     if torch.cuda.is_available():  # pragma: no cover
         assert train_bench.peak_flops("cuda", None) in (None, 989e12)
+
+
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        (["--steps", "0"], "--steps 0: allowed an integer >= 1"),
+        (["--warmup", "-1"], "--warmup -1: allowed an integer >= 0"),
+        (["--batch_size", "-1"], "--batch_size -1: allowed an integer >= 1"),
+        (["--pe", "nosuch"], "--pe 'nosuch': allowed pe[@backend]"),
+        (["--pe", "fire@nope"], "--pe 'fire@nope': allowed pe[@backend]"),
+        (["--device", "garbage"], "--device 'garbage': allowed cpu"),
+        (["--entry_seconds", "0"], "--entry_seconds and --peak_flops: allowed a number > 0"),
+    ],
+)
+def test_bad_bench_options_are_one_line_and_write_nothing(bad, says, tmp_path, capsys):
+    """Before, each ran and every entry became a FAILED row (exit 0)."""
+    from peeval.cli import main
+
+    out = tmp_path / "bench.json"
+    assert main(["bench", "--train", "--profile", "smoke", "--json", str(out), *bad]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+    assert not out.exists()
