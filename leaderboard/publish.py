@@ -24,8 +24,6 @@ from pathlib import Path
 from leaderboard._cli import run_command
 from leaderboard.ingest import (
     LM_EVAL_RESULTS,
-    PUBLISHED,
-    SOURCE_FILE,
     IngestError,
     discover,
     lm_eval_provenance,
@@ -33,6 +31,7 @@ from leaderboard.ingest import (
     published_files,
     results_file,
 )
+from leaderboard.store import PUBLISHED, SOURCE_FILE
 from peeval._io import named, replace_dir
 
 #: what a checkpoint folder contributes: its summaries and curve, nothing that holds weights

@@ -10,7 +10,7 @@
 --
 -- This file is the one list of the store's tables, views and columns (leaderboard.ingest reads its
 -- columns from it). An upper-case name in braces is one of peeval.records' names (task prefixes, the
--- diagnostic generators), filled in by leaderboard.ingest.schema_sql(): the views parse the metric names
+-- diagnostic generators), filled in by leaderboard.store.schema_sql(): the views parse the metric names
 -- records defines. The views are the only readers' shapes of `metrics`, never written.
 
 CREATE TABLE IF NOT EXISTS runs (

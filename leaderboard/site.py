@@ -38,7 +38,7 @@ from typing import Any
 from leaderboard import claims_page, compare, front, pages
 from leaderboard._cli import run_command
 from leaderboard.charts import heatmap, line_chart
-from leaderboard.ingest import CLAIM_TABLES, TABLE_COLUMNS, StoreError, open_store
+from leaderboard.store import CLAIM_TABLES, TABLE_COLUMNS, StoreError, open_store
 from peeval._io import replace_dir
 from peeval.records import (
     DIAG_PREFIX,

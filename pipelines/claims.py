@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     if out.resolve() == Path(args.db).resolve():
         print(f"pipelines/claims.py: --out {out}: must not be the store --db (ingest's output)", file=sys.stderr)
         return 2
-    from leaderboard.ingest import StoreError, open_store
+    from leaderboard.store import StoreError, open_store
 
     if not Path(args.db).is_file():
         print(f"pipelines/claims.py: --db {args.db}: no such database (run the ingest stage first)", file=sys.stderr)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from common import ADAPT, DB, DIAG, PRETRAIN, RESULTS
 
-from leaderboard.ingest import PUBLISHED, IngestError, ingest
+from leaderboard.ingest import IngestError, ingest
+from leaderboard.store import PUBLISHED
 from peeval._io import remove_database, replace_database
 
 

@@ -34,7 +34,7 @@ import json
 import math
 from pathlib import Path
 
-from leaderboard.ingest import CLAIM_TABLES, schema_columns, table_ddl
+from leaderboard.store import CLAIM_TABLES, schema_columns, table_ddl
 from peeval import records
 
 from . import decision as D

@@ -16,7 +16,7 @@ from helpers.claims import CLAIM, write_claims_file
 
 from leaderboard import claims as C
 from leaderboard.claims import schema as CS
-from leaderboard.ingest import schema_sql  # the store's schema: schema.sql with peeval.records' names
+from leaderboard.store import schema_sql  # the store's schema: schema.sql with peeval.records' names
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = ROOT.parent / "shared" / "seeds"

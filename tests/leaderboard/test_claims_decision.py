@@ -17,7 +17,7 @@ from helpers.claims import CLAIM, write_claims_file
 from leaderboard import claims as C
 from leaderboard.claims import decision as D
 from leaderboard.claims import profiles as PR
-from leaderboard.ingest import schema_sql
+from leaderboard.store import schema_sql
 
 
 # --------------------------------------------------------------------------- Student's t

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from helpers.claims import CLAIM
 
-from leaderboard.ingest import schema_sql  # the store's schema: schema.sql with peeval.records' names
+from leaderboard.store import schema_sql  # the store's schema: schema.sql with peeval.records' names
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -19,7 +19,7 @@ from helpers.claims import CLAIM
 
 from leaderboard import claims as C
 from leaderboard.claims import paired as P
-from leaderboard.ingest import schema_sql  # the store's schema: schema.sql with peeval.records' names
+from leaderboard.store import schema_sql  # the store's schema: schema.sql with peeval.records' names
 from peeval import records
 
 ROOT = Path(__file__).resolve().parents[2]

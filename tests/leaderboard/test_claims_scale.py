@@ -14,7 +14,7 @@ import yaml
 
 from leaderboard import claims as C
 from leaderboard.claims import decision as D
-from leaderboard.ingest import schema_sql
+from leaderboard.store import schema_sql
 
 ROOT = Path(__file__).resolve().parents[2]
 

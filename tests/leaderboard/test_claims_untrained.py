@@ -23,7 +23,7 @@ import pytest
 
 from leaderboard import claims as C
 from leaderboard.claims import profiles
-from leaderboard.ingest import schema_sql
+from leaderboard.store import schema_sql
 from peeval import records
 
 gen = pytest.importorskip("peeval.tasks.diagnostics.generators")

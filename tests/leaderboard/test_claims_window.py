@@ -15,7 +15,7 @@ from helpers.claims import CLAIM, write_claims_file
 
 from leaderboard import claims as C
 from leaderboard.claims import decision as D
-from leaderboard.ingest import schema_sql
+from leaderboard.store import schema_sql
 
 ROOT = Path(__file__).resolve().parents[2]
 INSIDE = "measured at 2048 tokens, inside the model's 8192-token window: the claim is about extending beyond it"

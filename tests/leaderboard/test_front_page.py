@@ -18,8 +18,9 @@ import pytest
 from helpers.browser import CHROMIUM, CHROMIUM_FLAGS
 
 from leaderboard.charts import heatmap, line_chart  # noqa: E402
-from leaderboard.ingest import ingest, table_ddl  # noqa: E402
+from leaderboard.ingest import ingest  # noqa: E402
 from leaderboard.site import build_site  # noqa: E402
+from leaderboard.store import table_ddl  # noqa: E402
 
 TRAIN = 64
 LENGTHS = (64, 128, 256)

@@ -12,7 +12,7 @@ import pytest
 from conftest import REPO
 
 from leaderboard import ingest, site  # noqa: E402
-from leaderboard.ingest import TABLE_COLUMNS  # noqa: E402
+from leaderboard.store import TABLE_COLUMNS  # noqa: E402
 
 ingest_main, site_main = ingest.main, site.main
 

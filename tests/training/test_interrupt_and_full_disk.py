@@ -78,24 +78,24 @@ def test_tokenizer_on_a_full_disk_names_the_folder_and_leaves_nothing(tmp_path, 
 def test_ingest_on_a_full_disk_keeps_the_store_and_creates_none(existing, tmp_path, capsys, monkeypatch):
     import duckdb
 
-    from leaderboard import ingest
+    from leaderboard import ingest, store
 
     res = tmp_path / "results" / "r"
     res.mkdir(parents=True)
     db = tmp_path / "peeval.duckdb"
     if existing:
-        ingest.connect(db).close()  # an empty store of this schema
+        store.connect(db).close()  # an empty store of this schema
     (res / "results.json").write_text("{}")
     before = tree(tmp_path)
 
     def parse(d, root):
-        return {t: [] for t in ingest.TABLE_COLUMNS} | {"runs": [{"run_id": "r1", "results_path": "r"}]}
+        return {t: [] for t in store.TABLE_COLUMNS} | {"runs": [{"run_id": "r1", "results_path": "r"}]}
 
     def insert(con, table, rows):
         raise duckdb.IOException("IO Error: No space left on device")
 
     monkeypatch.setattr(ingest, "parse_results_dir", parse)
-    monkeypatch.setattr(ingest, "_insert", insert)
+    monkeypatch.setattr(ingest, "insert_rows", insert)
     assert ingest.main(["--db", str(db), "--root", str(tmp_path), str(tmp_path / "results")]) == 2
     lines = _lines(capsys.readouterr().err)
     assert len(lines) == 1 and "No space left" in lines[0] and str(db) in lines[0], lines

@@ -1,0 +1,179 @@
+"""The peeval store: one owner for its format (schema.sql), how it is opened, its tables and the run kinds.
+
+Readers (the site, the claims, publish) import this module, never the writer (``leaderboard.ingest``): they need
+the schema and a checked read-only connection, not the parsers.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import re
+from pathlib import Path
+
+from peeval.records import (
+    ALL_CELL,
+    DATA_SOURCES,
+    DIAG_PREFIX,
+    DIAG_TASKS,
+    LOCAL_SOURCE,
+    PASSKEY_TASK,
+    POSITION_BASE,
+    PPL_BASES,
+    PPL_PREFIX,
+)
+
+
+class RunKind(enum.StrEnum):
+    """``runs.kind``: what made a run's model. A run's own record names it (its checkpoint's summary, its
+    provenance); ingest never guesses it from the model's name."""
+
+    PRETRAIN = "pretrain"  # a language model `peeval train` pretrained
+    DIAGNOSTIC = "diagnostic"  # a model `peeval train --task` trained on one diagnostic task
+    ADAPT = "adapt"  # a pretrained model extended (`peeval adapt`), or the adapters' base as shipped
+    EXTERNAL = "external"  # any other model (plain lm_eval, a hub model): a row, never a seed of ours
+
+
+#: ``runs.source`` of a results file plain ``lm_eval`` wrote (no peeval provenance): a run from outside, never a
+#: seed of this pipeline's runs ('local') nor of a published profile's ('published/<profile>')
+EXTERNAL_SOURCE = "external"
+SCHEMA = Path(__file__).with_name("schema.sql")
+DEFAULT_DB = Path(__file__).with_name("peeval.duckdb")
+
+
+def schema_sql(schema: Path = SCHEMA) -> str:
+    """schema.sql with peeval.records' names filled in (its ``{NAME}``s): the statements ingest runs."""
+    names = {
+        "LOCAL_SOURCE": LOCAL_SOURCE,
+        "DATA_SOURCES": "' | '".join(DATA_SOURCES),
+        "PPL_PREFIX": PPL_PREFIX,
+        "PPL_BASES": "|".join(map(re.escape, PPL_BASES)),
+        "PASSKEY_TASK": PASSKEY_TASK,
+        "DIAG_PREFIX": DIAG_PREFIX,
+        "DIAG_TASKS": "|".join(re.escape(t) for t in sorted(DIAG_TASKS, key=len, reverse=True)),  # longest first
+        "ALL_CELL": ALL_CELL,
+        "POSITION_BASE": POSITION_BASE,
+    }
+    return re.sub(r"\{([A-Z_]+)\}", lambda m: names[m[1]], schema.read_text(encoding="utf-8"))
+
+
+def table_ddl(table: str, schema: Path = SCHEMA) -> str:
+    """The ``CREATE TABLE IF NOT EXISTS <table>`` statement of ``schema.sql``."""
+    text = re.sub(r"--[^\n]*", "", schema_sql(schema))
+    for stmt in text.split(";"):
+        if re.match(rf"\s*CREATE TABLE IF NOT EXISTS {table}\s*\(", stmt, flags=re.IGNORECASE):
+            return stmt.strip()
+    raise LookupError(f"{schema}: no CREATE TABLE IF NOT EXISTS {table}")
+
+
+@functools.cache
+def schema_columns() -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
+    """({table or view: its columns}, the views), both in schema.sql's order, as DuckDB reads schema.sql."""
+    import duckdb
+
+    sql = schema_sql()
+    names = re.findall(r"^CREATE (?:TABLE|VIEW) IF NOT EXISTS (\w+)", sql, flags=re.MULTILINE)
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute(sql)
+        q = "SELECT table_name, column_name FROM information_schema.columns ORDER BY table_name, ordinal_position"
+        cols: dict[str, list[str]] = {}
+        for table, column in con.execute(q).fetchall():
+            cols.setdefault(table, []).append(column)
+        views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+    finally:
+        con.close()
+    return {t: tuple(cols[t]) for t in names}, tuple(t for t in names if t in views)
+
+
+#: the tables the claims stage writes (its own file, leaderboard/claims.duckdb; in the store they stay empty)
+CLAIM_TABLES = ("claims", "claim_values")
+#: the store's tables and views that ingest lays down and readers check (schema.sql's; the claims tables aside)
+TABLE_COLUMNS: dict[str, tuple[str, ...]] = {t: c for t, c in schema_columns()[0].items() if t not in CLAIM_TABLES}
+#: views over ``metrics``: never written, always the rows ``metrics`` holds
+VIEWS = schema_columns()[1]
+#: the tables a run's rows go into, and a checkpoint's
+RUN_TABLES = ("metrics", "samples", "ppl_blocks", "task_data", "runs")
+CHECKPOINT_TABLES = ("training_curves", "efficiency")
+#: the tables ingest writes
+WRITTEN = tuple(t for t in TABLE_COLUMNS if t not in VIEWS)
+
+
+# ----------------------------------------------------------------------------- database
+
+
+def connect(db: str | Path, read_only: bool = False):
+    """A DuckDB connection with the schema applied (created if missing)."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=read_only)
+    if not read_only:
+        con.execute(schema_sql())
+    return con
+
+
+class StoreError(ValueError):
+    """A file a reader was pointed at is not a peeval store it can read (the message names it)."""
+
+
+def open_store(db: str | Path, what: str = "--db", allow_empty: bool = False):
+    """A read-only connection to the peeval store ``db``, after checking that it is one: a missing,
+    truncated, locked or foreign DuckDB file, or a store of another schema (tables or columns this
+    code reads are missing), is one ``StoreError`` naming the file, never a traceback or an empty
+    reading (claims on a foreign file gave 90 'inconclusive' verdicts, exit 0)."""
+    import duckdb
+
+    if not Path(db).is_file():
+        raise StoreError(f"{what} {db}: no such file (run the ingest stage first: python -m leaderboard.ingest)")
+    try:
+        con = duckdb.connect(str(db), read_only=True)
+    except duckdb.Error as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise StoreError(f"{what} {db}: cannot open as a DuckDB database ({first})") from None
+    have: dict[str, set[str]] = {}
+    for table, column in con.execute(
+        "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'main'"
+    ).fetchall():
+        have.setdefault(table, set()).add(column)
+    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()}
+    missing = [t for t in TABLE_COLUMNS if t not in have]
+    if allow_empty and not have:  # a new, empty DuckDB file: the ingest may lay the schema in it
+        return con
+    if len(missing) == len(TABLE_COLUMNS):
+        con.close()
+        raise StoreError(f"{what} {db}: not a peeval store (none of its tables: {', '.join(TABLE_COLUMNS)})")
+    lacking = {t: sorted(set(cols) - have[t]) for t, cols in TABLE_COLUMNS.items() if t in have}
+    lacking = {t: c for t, c in lacking.items() if c}
+    copies = [t for t in VIEWS if t in tables]  # an older store: copies of metrics' rows, not views over them
+    if missing or lacking or copies:
+        con.close()
+        what_is = "; ".join([f"tables {', '.join(missing)} missing"] * bool(missing)
+                            + [f"{t} lacks {', '.join(c)}" for t, c in lacking.items()]
+                            + [f"{', '.join(copies)} tables, not views over metrics"] * bool(copies))  # fmt: skip
+        raise StoreError(
+            f"{what} {db}: a peeval store of another schema ({what_is}): ingest the results again into a new store"
+        )
+    return con
+
+
+def insert_rows(con, table: str, rows: list[dict]) -> None:
+    if not rows:
+        return
+    import pyarrow as pa
+
+    cols = TABLE_COLUMNS[table]
+    data = pa.table({c: pa.array([r.get(c) for r in rows]) for c in cols})
+    con.register("_peeval_rows", data)
+    try:
+        con.execute(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(cols)} FROM _peeval_rows")
+    finally:
+        con.unregister("_peeval_rows")
+
+
+# ----------------------------------------------------------------------------- published results
+#: results of a profile run elsewhere (e.g. the gpu profile on a GPU machine), committed to the
+#: repository by ``python -m leaderboard.publish``: leaderboard/published/<profile>/ holds SOURCE.json,
+#: results/**/results.json + samples and checkpoints/**/{train,adapt}_summary.json + train_curve.csv
+#: (no weights), laid out as in the repository that produced them.
+PUBLISHED = Path(__file__).with_name("published")
+SOURCE_FILE = "SOURCE.json"
