@@ -7,7 +7,9 @@ import gzip
 import hashlib
 import io
 import json
+import re
 import zipfile
+from pathlib import Path
 
 import datasets
 import huggingface_hub.constants
@@ -222,3 +224,23 @@ def test_peeval_eval_refuses_a_wrong_hub_copy_with_exit_2(tmp_path, capsys):
     assert rc == 2 and len(lines) == 1 and "Traceback" not in err, err[-2000:]
     assert "hub_copy='deepmind/pg19'" in lines[0] and "emozilla/pg19-test" in lines[0], lines[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_plain_lm_eval_refuses_a_wrong_scrolls_copy_when_it_builds_the_task(tmp_path, monkeypatch):
+    """No peeval CLI in front: the SCROLLS task refuses the value before anything is read."""
+    from lm_eval.tasks import TaskManager, get_task_dict
+
+    from peeval.tasks.metadata_keys import TASK_KEYS
+
+    assert "hub_copy" in TASK_KEYS["peeval_scrolls"] and "hub_copy" in TASK_KEYS["peeval_ppl"]
+    monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(tmp_path / "no-mirror"))
+    tm = TaskManager(include_path=[str(Path(ppl.__file__).parents[1])], include_defaults=False,
+                     metadata={"hub_copy": "tau/scrolls@refs/pr/5"})  # fmt: skip
+    with pytest.raises(ValueError, match=r"^peeval_scrolls_qasper metadata hub_copy='tau/scrolls@refs/pr/5': must be"):
+        get_task_dict(["peeval_scrolls_qasper"], tm)
+
+
+def test_every_copy_is_pinned_to_a_commit_and_read_by_a_packaged_builder():
+    copies = [c for t in (ppl.HUB_COPIES, scrolls.HUB_COPIES) for cs in t.values() for c in cs.values()]
+    assert len(copies) == 5 and all(re.fullmatch(r"[0-9a-f]{40}", c.revision) for c in copies)
+    assert {c.builder for c in copies} == {"parquet", "json"}  # never a repository's loading script
