@@ -14,6 +14,7 @@ run on the dataset itself. ``peeval eval`` writes it into results.json (``peeval
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import importlib
 import json
@@ -72,12 +73,61 @@ def mirror_path(hub_id: str, name: str | None = None) -> Path | None:
     return None
 
 
-def load_dataset(hub_id: str, name: str | None = None, split: str | None = None, **kwargs):
+@dataclasses.dataclass(frozen=True)
+class HubCopy:
+    """A dataset's files on the hub in a form ``datasets`` 5 reads with a packaged builder, at a pinned commit: the
+    way to a dataset whose own repository is a loading script that datasets 5 refuses ("Dataset scripts are no
+    longer supported"). ``file`` is fetched with ``hf_hub_download`` (cached per commit, verified, offline from
+    the cache); ``member``, for a zip file, is the JSON-lines member read. ``{name}`` in either becomes the
+    config name, ``{split}`` the split."""
+
+    repo: str
+    revision: str
+    builder: str  # "parquet" | "json"
+    file: str
+    member: str | None = None
+
+
+#: the commit a file fetched with ``hf_hub_download`` was resolved at (``.../snapshots/<commit>/<file>``)
+_SNAPSHOT = re.compile(r"[/\\]snapshots[/\\]([0-9a-f]{40})[/\\]")
+
+
+def _load_copy(hub_id: str, name: str | None, split: str, copy: HubCopy):
+    import datasets
+    from huggingface_hub import hf_hub_download
+
+    try:
+        path = hf_hub_download(copy.repo, copy.file.format(name=name), repo_type="dataset", revision=copy.revision)
+    except Exception as e:
+        if not is_not_found(e):
+            raise
+        raise _not_found(hub_id, name, e) from e  # the hub's error names the copy's repository, commit and file
+    source = f"zip://{copy.member.format(name=name, split=split)}::{path}" if copy.member else path
+    ds = datasets.load_dataset(copy.builder, data_files={split: source}, split=split)
+    found = _SNAPSHOT.search(path)
+    _note(_read_of(copy.repo, name, split, found[1] if found else copy.revision, ds))
+    return ds
+
+
+def load_dataset(
+    hub_id: str,
+    name: str | None = None,
+    split: str | None = None,
+    *,
+    copy: HubCopy | None = None,
+    mirror: bool = True,
+    **kwargs,
+):
     """``datasets.load_dataset`` from the mirror, else the hub; a clear error if neither has it.
-    What was read is recorded for the task being built (:func:`recording`)."""
+    ``copy``: where the hub serves ``hub_id`` (a loading-script repository) as files datasets 5 reads; it is
+    recorded as read from its repository at the commit the hub resolved. ``mirror=False``: the hub only (a copy
+    the user chose by name is never replaced by the mirror's stand-in). What was read is recorded for the task
+    being built (:func:`recording`)."""
     import datasets
 
-    local = mirror_path(hub_id, name)
+    local = mirror_path(hub_id, name) if mirror else None
+    if local is None and copy is not None:
+        return _load_copy(hub_id, name, split, copy)
     if local is not None:
         ds = datasets.load_dataset(str(local), name, split=split, **kwargs)
         _note(_read_of(str(local), name, split, kwargs.get("revision"), ds))

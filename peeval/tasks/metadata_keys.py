@@ -11,7 +11,9 @@ by one of them (:func:`check_requested`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import re
 
 from peeval.settings import did_you_mean
 
@@ -33,10 +35,11 @@ TASK_KEYS: dict[str, tuple[str, ...]] = {
         "max_windows",
         "max_docs",
         "ppl_protocol",
+        "hub_copy",
     ),
     "peeval_passkey": ("lengths", "depths", "per_cell", "seed", "tokenizer"),
     "peeval_diag": ("diag_task", "diag_split", "n", "seed", "profile"),
-    "peeval_scrolls": ("scrolls_task",),
+    "peeval_scrolls": ("scrolls_task", "hub_copy"),
     "peeval_cbt": (),
     "peeval_hellaswag": (),
 }
@@ -96,3 +99,42 @@ def check_requested(tasks: list[str], metadata: dict) -> None:
     for key in sorted(metadata):
         if key not in read and key not in LM_EVAL_KEYS:
             _refuse("--metadata", key, read, f"the tasks {', '.join(tasks)} read {', '.join(sorted(read)) or 'none'}")
+
+
+#: the only revision ``hub_copy`` pins: a commit (a branch moves)
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def _hub_copies() -> dict:
+    """corpus -> {repository: peeval.data.HubCopy}: every corpus read from a hub copy, the first its default."""
+    from peeval.tasks.ppl.ppl import HUB_COPIES as ppl
+    from peeval.tasks.scrolls.scrolls import HUB_COPIES as scrolls
+
+    return {**ppl, **scrolls}
+
+
+def chosen_copy(task: str, corpus: str, metadata: dict):
+    """The hub copy ``hub_copy`` names for ``corpus`` (a ``peeval.data.HubCopy``), or None when it names none.
+
+    ``hub_copy`` is ``<org>/<name>`` or ``<org>/<name>@<commit>`` (40 hex: another pin), or a list of them,
+    one per corpus: one ``--metadata`` serves every task of a run, so an entry naming another corpus's copy
+    is left to that corpus. An entry no corpus reads, a commit that is not 40 hex, or two entries for one
+    corpus: one ``ValueError`` naming the key and what is allowed, raised when the task is built."""
+    value = metadata.get("hub_copy")
+    if value is None:
+        return None
+    tables = _hub_copies()
+    known = "; ".join(f"{c}: {', '.join(t)}" for c, t in tables.items())
+    allowed = f"'<org>/<name>' or '<org>/<name>@<40-hex commit>', or a list of them (one per corpus), of {known}"
+    mine = []
+    for entry in value if isinstance(value, list) and value else [value]:
+        repo, at, commit = entry.partition("@") if isinstance(entry, str) else (None, "", "")
+        owner = next((c for c, copies in tables.items() if repo in copies), None)
+        if owner is None or (at and not _COMMIT.fullmatch(commit)):
+            raise ValueError(f"{task} metadata hub_copy={entry!r}: must be {allowed}")
+        if owner == corpus:
+            copy = tables[corpus][repo]
+            mine.append(dataclasses.replace(copy, revision=commit) if at else copy)
+    if len(mine) > 1:
+        raise ValueError(f"{task} metadata hub_copy={value!r}: names {len(mine)} copies of {corpus}: give one")
+    return mine[0] if mine else None

@@ -58,8 +58,9 @@ def test_the_hash_changes_with_the_documents(tmp_path, monkeypatch):
 
 
 def test_hub_read_names_the_hub_id_and_commit(tmp_path, monkeypatch):
-    """A hub load (no mirror): the hub id and the commit the datasets cache folder is named by."""
-    folder = tmp_path / "cache" / "deepmind___pg19" / "default" / "0.0.0" / COMMIT
+    """A hub load (no mirror) of a dataset datasets reads as named: the hub id and the commit the datasets cache
+    folder is named by (PG-19 itself is read from a pinned copy: test_hub_copies.py)."""
+    folder = tmp_path / "cache" / "someorg___books" / "default" / "0.0.0" / COMMIT
     datasets.Dataset.from_list([{"text": t} for t in BOOKS]).save_to_disk(folder)
     cached = datasets.Dataset.from_file(str(next(folder.glob("*.arrow"))))
     asked = []
@@ -70,9 +71,11 @@ def test_hub_read_names_the_hub_id_and_commit(tmp_path, monkeypatch):
 
     monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(tmp_path / "empty"))
     monkeypatch.setattr(datasets, "load_dataset", hub)
-    (read,) = read_pg19(max_docs=2)
-    assert asked == ["deepmind/pg19"]
-    assert (read["source"], read["location"], read["revision"]) == ("hub", "deepmind/pg19", COMMIT)
+    with data.recording() as reads, data.reading("books"):
+        build_dataset("someorg/books", lengths=[16], protocol="windows", max_docs=2)
+    (read,) = reads["books"]
+    assert asked == ["someorg/books"]
+    assert (read["source"], read["location"], read["revision"]) == ("hub", "someorg/books", COMMIT)
     assert read["documents_sha256"] == sha_of(BOOKS[:2])
 
 

@@ -146,7 +146,11 @@ def test_mirror_counts_by_id(monkeypatch):
 
 
 @needs_mirror
-def test_unmirrored_task_offline_is_a_clear_error(monkeypatch):
+def test_unmirrored_task_offline_is_a_clear_error(hub_offline, tmp_path, monkeypatch):
+    """Neither the mirror nor the hub copy (SCROLLS' zip files, test_hub_copies.py) within reach."""
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
     monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(MIRROR))
     with pytest.raises(FileNotFoundError, match=r"dataset 'tau/scrolls' \(narrative_qa\) is neither in the mirror"):
         scrolls.build_dataset("narrative_qa")

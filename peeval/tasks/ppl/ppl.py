@@ -20,6 +20,11 @@ compared document by document. Windows are cut by the peeval model wrappers, whi
 clear error. ``max_docs`` (>= 1, or null for all) bounds the cost on a CPU. Bad metadata is one
 ``ValueError`` naming the key, raised when the task is built (so ``lm_eval`` and ``peeval eval``
 agree); a metric is never NaN.
+
+The corpora: the mirror's stand-in first (``peeval.data``), else a public copy that ``datasets`` 5 reads
+(``HUB_COPIES``; ``deepmind/pg19`` and ``hoskinson-center/proof-pile`` are loading scripts it refuses),
+pinned to a commit and recorded with it. ``hub_copy`` names another copy or commit, and reads the hub
+even where a mirror is there (the stand-in is another corpus): ``peeval.tasks.metadata_keys.chosen_copy``.
 """
 
 from __future__ import annotations
@@ -32,13 +37,33 @@ import datasets
 from lm_eval.api.task import ConfigurableTask
 from pydantic import BeforeValidator
 
+from peeval.data import HubCopy
 from peeval.perplexity import PROTOCOLS, bucket_starts
 from peeval.records import higher_is_better, position_metric, ppl_metric
 from peeval.settings import Allowed, Invalid, Lenient, choice, integer, nonempty, one_or_list, validated
-from peeval.tasks.metadata_keys import check_keys
+from peeval.tasks.metadata_keys import check_keys, chosen_copy
 
 DEFAULT_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384)
 _NO_LIMIT = "an integer >= 1 or null for no limit"
+#: corpus -> the hub dataset it is (the mirror's key: ``peeval.data.LOCAL``)
+CORPORA = {"pg19": "deepmind/pg19", "proof_pile": "hoskinson-center/proof-pile"}
+_PG19_TEST = "data/test-00000-of-00001-29a571947c0b5ccc.parquet"  # PG-19's 100 test books, as both copies name it
+#: corpus -> {repository: its test split in files datasets 5 reads}, the first the default; each pinned to a commit
+#: whose tree lists that file (PG-19: short_book_title, publication_date, url, text; proof-pile: text, meta)
+HUB_COPIES = {
+    "pg19": {
+        "emozilla/pg19-test": HubCopy("emozilla/pg19-test", "c5e39bf32e33f9111323aa68d7d9000d22722035", "parquet",
+                                      _PG19_TEST),
+        "emozilla/pg19": HubCopy("emozilla/pg19", "c021754c8e01c5b1cc83a1f549c1f97fbbb756b8", "parquet", _PG19_TEST),
+    },
+    "proof_pile": {
+        "dwzhu/PoSE-Datasets": HubCopy("dwzhu/PoSE-Datasets", "1f90fc715d30dfb18e1fa535e2f790a9f890a6e4", "json",
+                                       "proof-pile/test.jsonl"),
+        "hoskinson-center/proof-pile": HubCopy("hoskinson-center/proof-pile",
+                                               "231bd79af7079c268b5825a95b08f41d8eac4737", "json",
+                                               "test/proofpile_test.jsonl.gz"),
+    },
+}  # fmt: skip
 #: the keys only one protocol reads (given with the other: an error, not ignored)
 PROTOCOL_KEYS = {"targets": ("targets", "skip", "targets_seed"), "windows": ("stride", "max_windows")}
 
@@ -113,7 +138,12 @@ def build_dataset(hub_id: str, split: str = "test", **metadata) -> datasets.Data
     from peeval.data import load_dataset, record_documents
 
     md = check_metadata(metadata)
-    docs = load_dataset(hub_id, split=split)
+    corpus = next((c for c, h in CORPORA.items() if h == hub_id), None)
+    chosen = chosen_copy(f"peeval_ppl_{corpus}", corpus, metadata) if corpus else None
+    default = next(iter(HUB_COPIES[corpus].values())) if corpus else None
+    docs = load_dataset(hub_id, split=split, copy=chosen or default, mirror=chosen is None)
+    if "text" not in docs.column_names:
+        raise ValueError(f"peeval_ppl ({hub_id}): the {split} split read has no 'text' column ({docs.column_names})")
     if md["max_docs"]:
         docs = docs.select(range(min(md["max_docs"], len(docs))))
     record_documents(docs["text"])  # the run's provenance: the documents scored, not the whole split
@@ -148,11 +178,11 @@ def build_dataset(hub_id: str, split: str = "test", **metadata) -> datasets.Data
 
 
 def pg19(**metadata):
-    return build_dataset("deepmind/pg19", **metadata)
+    return build_dataset(CORPORA["pg19"], **metadata)
 
 
 def proof_pile(**metadata):
-    return build_dataset("hoskinson-center/proof-pile", **metadata)
+    return build_dataset(CORPORA["proof_pile"], **metadata)
 
 
 def _ppl(items, where: str = "ppl") -> float:

@@ -15,6 +15,10 @@ document, never the question. Greedy generation, per-task ``max_gen_toks`` in th
 Metrics (x100): ``em`` (contract_nli, quality), ``f1`` (qasper, narrative_qa),
 ``rouge1``/``rouge2``/``rougeL`` and their geometric mean ``rouge_gm`` (qmsum, summ_screen_fd,
 gov_report); ``scrolls_score`` is the task's headline metric, averaged by the group.
+
+The data: the mirror first (``peeval.data``), else SCROLLS' own zip files on the hub read with the ``json``
+builder (``HUB_COPIES``; lm-eval PR #3975), since ``datasets`` 5 refuses the repository's loading script.
+``hub_copy: tau/scrolls@<commit>`` pins another commit and reads the hub even where the mirror has the task.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from __future__ import annotations
 import datasets
 from lm_eval.api.task import ConfigurableTask
 
-from peeval.tasks.metadata_keys import check_keys
+from peeval.data import HubCopy
+from peeval.tasks.metadata_keys import check_keys, chosen_copy
 from peeval.tasks.scrolls import metrics
 
 #: name -> (metric kind, whether ``input`` starts with a query)
@@ -36,6 +41,14 @@ TASKS = {
     "gov_report": ("rouge", False),
 }
 SUMMARY_QUESTION = "What is a summary of the preceding text?"
+#: SCROLLS' own files: ``<task>.zip`` holds ``<task>/{train,validation,test}.jsonl`` (id, pid, input, output), all
+#: seven at the commit that uploaded them together
+HUB_COPIES = {
+    "scrolls": {
+        "tau/scrolls": HubCopy("tau/scrolls", "fd1aa83070c138b7b7f381388d3b59f1f70a0fa7", "json", "{name}.zip",
+                               "{name}/{split}.jsonl"),
+    }
+}  # fmt: skip
 
 
 def split_input(name: str, text: str) -> tuple[str, str]:
@@ -64,10 +77,12 @@ def group_by_id(rows: datasets.Dataset) -> list[dict]:
     return list(docs.values())
 
 
-def build_dataset(scrolls_task: str, split: str = "validation", **_metadata) -> datasets.DatasetDict:
+def build_dataset(scrolls_task: str, split: str = "validation", **metadata) -> datasets.DatasetDict:
     from peeval.data import load_dataset
 
-    rows = load_dataset("tau/scrolls", scrolls_task, split=split)
+    chosen = chosen_copy(f"peeval_scrolls_{scrolls_task}", "scrolls", metadata)
+    copy = chosen or HUB_COPIES["scrolls"]["tau/scrolls"]
+    rows = load_dataset("tau/scrolls", scrolls_task, split=split, copy=copy, mirror=chosen is None)
     docs = []
     for d in group_by_id(rows):
         query, document = split_input(scrolls_task, d["input"])
