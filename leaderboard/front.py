@@ -22,7 +22,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from peeval.records import Difference, SeedEstimate, fmt_number, seed_estimate, welch_difference
+from peeval.records import fmt_number
+from peeval.records.stats import Difference, SeedEstimate, seed_estimate, welch_difference
 
 #: the baseline every comparison on the front page is against
 BASELINE = "rope"
