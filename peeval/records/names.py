@@ -8,11 +8,7 @@ from __future__ import annotations
 
 import re
 
-#: the diagnostic generators (peeval.tasks.diagnostics.generators.TASKS is this tuple)
-DIAG_TASKS: tuple[str, ...] = ("indirect_indexing", "flip_flop", "selective_copy", "counting", "addition")
-#: the generators' size sets (``generators.params(profile=...)``, a diag profile's ``gen_profile``,
-#: params.yaml ``diagnostics.eval.profile``): not the training profiles of peeval.training.profiles
-GEN_PROFILES: tuple[str, ...] = ("cpu", "paper")
+from peeval.registry import DIAG_TASKS, GEN_PROFILES
 
 # ----------------------------------------------------------------------------- task names
 PPL_PREFIX = "peeval_ppl_"
