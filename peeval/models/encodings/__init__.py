@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import importlib
 
-from peeval.registry import ENCODINGS
-
+from ...registry import ENCODINGS
 from .base import ContentBias, Encoding, Option, PEContext, PositionBias
 
 
