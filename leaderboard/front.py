@@ -22,18 +22,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from peeval.records import Difference, SeedEstimate, fmt_number, seed_estimate, welch_difference
+from peeval import registry
+from peeval.records import fmt_number
+from peeval.records.stats import Difference, SeedEstimate, seed_estimate, welch_difference
 
 #: the baseline every comparison on the front page is against
 BASELINE = "rope"
-#: (short name, title, arXiv address) of the papers whose claims peeval checks
-PAPERS = (
-    ("TAPE", "Rethinking Addressing in Language Models via Contextualized Equivariant Positional Encoding",
-     "https://arxiv.org/abs/2501.00712"),
-    ("CoPE", "Contextual Position Encoding: Learning to Count What's Important", "https://arxiv.org/abs/2405.18719"),
-    ("PoPE", "Decoupling the \u201cWhat\u201d and \u201cWhere\u201d With Polar Coordinate Positional Embeddings",
-     "https://arxiv.org/abs/2509.10534"),
-)  # fmt: skip
+#: (short name, title, arXiv address) of the papers whose claims peeval checks (``peeval.registry``'s)
+PAPERS = registry.PAPERS
 #: interval level of every difference shown
 LEVEL = 0.95
 

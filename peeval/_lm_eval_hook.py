@@ -2,7 +2,7 @@
 
 lm-eval 0.4.13 scans no entry points (newer releases read the ``lm_eval.models`` ones that
 pyproject.toml declares for ``peeval`` and ``peeval-llama``; ``peeval-<pe>`` exist only here,
-one per key of the encoding registry, so a new encoding needs no other line), and
+one per key of ``peeval.registry.ENCODINGS``, so a new encoding needs no other line), and
 transformers resolves ``model_type: peeval`` only once ``PeevalConfig`` is registered, so a
 ``.pth`` file (installed next to this module as the top-level ``_peeval_lm_eval_hook``)
 imports this module at interpreter start. It must stay
@@ -31,7 +31,6 @@ turns it off.
 
 from __future__ import annotations
 
-import ast
 import importlib.machinery
 import importlib.util
 import os
@@ -51,17 +50,16 @@ def _peeval_dir() -> str | None:
 
 
 def encoding_names() -> list[str]:
-    """Keys of ``peeval.models.encodings.ENCODINGS``, read without importing torch."""
+    """Keys of ``peeval.registry.ENCODINGS``, read when lm-eval's registry loads. The registry is stdlib only and
+    is run from its file on its own, so neither peeval's package (its version check) nor torch is imported before
+    a model is used; none when peeval is not installed."""
     root = _peeval_dir()
     if root is None:
         return []
-    with open(os.path.join(root, "models", "encodings", "__init__.py"), encoding="utf-8") as f:
-        tree = ast.parse(f.read())
-    for node in tree.body:
-        targets = [node.target] if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [])
-        if any(getattr(t, "id", None) == "ENCODINGS" for t in targets) and isinstance(node.value, ast.Dict):
-            return [k.value for k in node.value.keys]
-    return []
+    spec = importlib.util.spec_from_file_location("_peeval_registry", os.path.join(root, "registry.py"))
+    registry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(registry)
+    return registry.encoding_names()
 
 
 def model_targets() -> dict[str, str]:

@@ -172,7 +172,7 @@ def _add_data_parsers(sub) -> None:
 
 def _add_train_parsers(sub) -> None:
     # the encoding names without importing torch/transformers: `peeval eval` starts without them
-    from ._lm_eval_hook import encoding_names
+    from .registry import encoding_names
 
     t = sub.add_parser("train", help="pretrain a checkpoint for one encoding (text corpus or a diagnostic task)")
     t.add_argument("--pe", required=True, choices=sorted(encoding_names()))

@@ -1,11 +1,11 @@
-"""peeval's declared names and option defaults, read from its source with ``ast`` (no torch import).
+"""peeval's declared names and option defaults for readers that import no torch (the claims checker under
+``leaderboard/``, the parameter files' checks).
 
-Readers that must stay light (the claims checker under ``leaderboard/``, which imports no torch)
-need the encoding names and their ``pe_options`` defaults, the adapt methods and the SCROLLS
-metric kinds (the string formats themselves are ``peeval.records``'s). Those are declared as
-literals in modules that import torch or lm-eval; this module reads the literals without running
-those modules, as ``peeval/_lm_eval_hook.py`` does for the encoding names.
-tests/leaderboard/test_claims_package.py checks every answer against the real modules.
+The names (encodings, adapt methods, SCROLLS metric kinds) are ``peeval.registry``'s, which the torch modules
+import too. The ``pe_options`` defaults stay declared on each encoding's class (``options = {...: Option(...)}``,
+so an encoding is still one module + one registry line); they are read here from that module's source with
+``ast``, without running it. tests/leaderboard/test_claims_package.py checks every answer against the real
+modules.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from ._lm_eval_hook import encoding_names
+from .registry import ADAPT_METHODS, ENCODINGS, SCROLLS_TASKS, encoding_names
 
 ROOT = Path(__file__).resolve().parent
 ENCODINGS_DIR = ROOT / "models" / "encodings"
@@ -40,24 +40,14 @@ def _assigned(body: list[ast.stmt], name: str) -> ast.expr | None:
     return found
 
 
-def _literal(path: Path, name: str) -> Any:
-    node = _assigned(_tree(path).body, name)
-    if node is None:
-        raise DeclarationError(f"{path}: no top-level {name} = <literal>")
-    try:
-        return ast.literal_eval(node)
-    except ValueError:
-        raise DeclarationError(f"{path}: {name} is not a literal") from None
-
-
 def adapt_methods() -> tuple[str, ...]:
-    """``peeval.models.llama_adapters.METHODS``."""
-    return tuple(_literal(ROOT / "models" / "llama_adapters.py", "METHODS"))
+    """``peeval.registry.ADAPT_METHODS`` (``peeval.models.llama_adapters.METHODS``)."""
+    return tuple(ADAPT_METHODS)
 
 
 def scrolls_metric_kinds() -> dict[str, str]:
-    """{SCROLLS task: its metric kind (f1, em, rouge)} from ``peeval.tasks.scrolls.scrolls.TASKS``."""
-    return {k: v[0] for k, v in _literal(ROOT / "tasks" / "scrolls" / "scrolls.py", "TASKS").items()}
+    """{SCROLLS task: its metric kind (f1, em, rouge)} from ``peeval.registry.SCROLLS_TASKS``."""
+    return {k: v[0] for k, v in SCROLLS_TASKS.items()}
 
 
 def _option_defaults(node: ast.expr, where: str) -> dict[str, Any]:
@@ -108,10 +98,9 @@ def encoding_option_defaults(pe: str) -> dict[str, Any]:
 
 @functools.cache
 def _encoding_option_defaults(pe: str) -> dict[str, Any]:
-    table = _literal(ENCODINGS_DIR / "__init__.py", "ENCODINGS")
-    if pe not in table:
-        raise DeclarationError(f"unknown pe {pe!r}; known encodings: {', '.join(table)}")
-    module, cls = table[pe].split(":")
+    if pe not in ENCODINGS:
+        raise DeclarationError(f"unknown pe {pe!r}; known encodings: {', '.join(ENCODINGS)}")
+    module, cls = ENCODINGS[pe].split(":")
     return _class_options(module, cls)
 
 

@@ -55,6 +55,7 @@ def code_modules() -> dict[str, Path]:
     """peeval module -> its file, for every module the exported model code needs."""
     mods = {
         "peeval._log": PACKAGE / "_log.py",
+        "peeval.registry": PACKAGE / "registry.py",
         "peeval.models.configuration_peeval": PACKAGE / "models" / "configuration_peeval.py",
         "peeval.models.modeling_peeval": PACKAGE / "models" / "modeling_peeval.py",
         "peeval.models.attention": PACKAGE / "models" / "attention.py",

@@ -187,8 +187,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def check_args(a: argparse.Namespace) -> None:
     """Every option before anything runs or is written: a ValueError naming the option (one line, exit 2)."""
-    from ._lm_eval_hook import encoding_names
-    from .models.configuration_peeval import ATTN_BACKENDS
+    from .registry import ATTN_BACKENDS, encoding_names
 
     for name, low in (("steps", 1), ("warmup", 0), ("batch_size", 1), ("seq_len", 1)):
         v = getattr(a, name)

@@ -11,8 +11,8 @@ diagnostic generators' size set (``gen_profile``: cpu|paper).
 Every stage loads params.yaml through :func:`load` (``common.params()``) and receives the
 :class:`PipelineParams` it returns, so a wrong key, type or combination is one line naming the key
 (exit 2) before the stage writes anything. Torch-free: the names it checks against are read from
-their owners (``peeval.declarations`` for encodings and adapt methods, ``peeval.records`` for
-diagnostic tasks, ``peeval.training.profiles`` for profiles).
+their owners (``peeval.registry`` for encodings, adapt methods and diagnostic tasks,
+``peeval.training.profiles`` for profiles).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import Annotated, Any
 import yaml
 from pydantic import AfterValidator, BeforeValidator, model_validator
 
-from peeval.declarations import adapt_methods, encoding_names
-from peeval.records import DIAG_TASKS, GEN_PROFILES
+from peeval.declarations import adapt_methods
+from peeval.registry import DIAG_TASKS, GEN_PROFILES, encoding_names
 from peeval.settings import (
     EXTENDS,
     Allowed,

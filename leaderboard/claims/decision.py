@@ -1,11 +1,9 @@
 """The decision rule of the claims (docs/statistics.md "Decision rule"): p-values with the right degrees of
 freedom, and one multiple-comparison correction over every pair a store decides.
 
-- Student's t (``peeval.records``, the one owner; the site's intervals use it too): :func:`t_sf` (upper tail)
-  from the regularized incomplete beta function,
-  P(T > t) = ½·I_{ν/(ν+t²)}(ν/2, ½) for t ≥ 0, the incomplete beta by its continued fraction evaluated
-  with the modified Lentz method (Numerical Recipes, 3rd ed., §6.4: ``betacf``); ν = ∞ is the standard
-  normal (``statistics.NormalDist``). :func:`t_quantile` inverts it by bisection. Checked against
+- Student's t (``peeval.records.stats``, the one owner; the site's intervals use it too): :func:`t_sf` (upper
+  tail) and :func:`t_quantile`, scipy's ``scipy.stats.t``; ν = ∞ is the standard normal
+  (``statistics.NormalDist``). Checked against
   tabulated values (t_{0.975,2} = 4.303, t_{0.975,4} = 2.776, t_{0.975,10} = 2.228, t_{0.975,∞} = 1.960)
   and closed forms (ν = 1: Cauchy; ν = 2: t/√(2+t²)) in tests/leaderboard/test_claims_decision.py.
 - Welch–Satterthwaite degrees of freedom of a difference of two means (:func:`welch_df`).
@@ -17,7 +15,7 @@ freedom, and one multiple-comparison correction over every pair a store decides.
 
 from __future__ import annotations
 
-from peeval.records import betainc, t_quantile, t_sf, welch_df
+from peeval.records.stats import betainc, t_quantile, t_sf, welch_df
 
 __all__ = ["ALPHA", "MIN_TOKENS_PER_PARAM", "benjamini_hochberg", "betainc", "holm", "outside_p", "t_quantile",
            "t_sf", "tost_p", "two_sided_p", "welch_df"]  # fmt: skip

@@ -51,6 +51,7 @@ import math
 from dataclasses import dataclass
 
 from peeval import records
+from peeval.records.stats import sample_variance
 
 from . import decision as D
 from .matching import Evidence, Store
@@ -94,12 +95,6 @@ def mcnemar_exact(b: int, c: int) -> float:
     return min(1.0, 2 * tail / 2**m)
 
 
-def _var(xs: list[float]) -> float:
-    """Sample variance (n − 1 in the denominator)."""
-    m = sum(xs) / len(xs)
-    return sum((x - m) ** 2 for x in xs) / (len(xs) - 1)
-
-
 def paired_stats(focus: list[list[float]], other: list[list[float]]) -> tuple[float, float]:
     """(mean difference, se) of outcomes ``focus[s][i]`` vs ``other[s][i]`` (k seed pairs x n shared
     examples). d[s][i] = focus − other is a crossed design (every seed pair answers every example):
@@ -123,10 +118,10 @@ def paired_anova(focus: list[list[float]], other: list[list[float]]) -> tuple[fl
     per_example = [sum(d[s][i] for s in range(k)) / k for i in range(n)]
     diff = sum(per_seed) / k
     if n == 1:
-        return diff, (math.sqrt(_var(per_seed) / k) if k >= 2 else 0.0), (float(k - 1) if k >= 2 else None)
+        return diff, (math.sqrt(sample_variance(per_seed) / k) if k >= 2 else 0.0), (float(k - 1) if k >= 2 else None)
     if k == 1:
-        return diff, math.sqrt(_var(d[0]) / n), float(n - 1)
-    ms_seed, ms_ex = n * _var(per_seed), k * _var(per_example)
+        return diff, math.sqrt(sample_variance(d[0]) / n), float(n - 1)
+    ms_seed, ms_ex = n * sample_variance(per_seed), k * sample_variance(per_example)
     res = sum((d[s][i] - per_seed[s] - per_example[i] + diff) ** 2 for s in range(k) for i in range(n))
     ms_res = res / ((k - 1) * (n - 1))
     var_seed, var_ex = max(0.0, (ms_seed - ms_res) / n), max(0.0, (ms_ex - ms_res) / k)

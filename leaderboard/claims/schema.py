@@ -20,8 +20,10 @@ import yaml
 
 import peeval
 from peeval import declarations, records
+from peeval.registry import PAPERS as _PAPERS
 
-PAPERS = ("TAPE", "CoPE", "PoPE")
+#: the papers a claim may cite (claims.yaml ``paper``): ``peeval.registry.PAPERS``' short names
+PAPERS = tuple(p.short for p in _PAPERS)
 UNITS = ("acc_pct", "err_pct", "ppl", "nll", "score_pct", "pct", "attn_diff_e2")
 ACC_UNITS = ("acc_pct", "err_pct")
 CPU = ("testable", "partial", "no")

@@ -2,7 +2,7 @@
 metric in the paper's unit, and one number per encoding (mean over seeds with its standard error);
 :func:`estimate_pairs` gives both sides of every comparison of a claim.
 
-Uncertainty per encoding: the leaderboard's mean ± stderr over seeds (``peeval.records.seed_estimate``:
+Uncertainty per encoding: the leaderboard's mean ± stderr over seeds (``peeval.records.stats.seed_estimate``:
 across seeds when there are >= 2, else the run's own stderr, else for accuracies the binomial one from n).
 ``Estimate.method`` names which ('seeds', 'lm-eval stderr', 'binomial'): the claims table says which test a
 verdict used.
@@ -12,22 +12,21 @@ These are the unpaired fallback; ``paired`` compares two encodings example by ex
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 
-from peeval import records
+from peeval.records import stats
 
 from .matching import Evidence, Store
 from .schema import ACC_UNITS, Claim
 
-#: the plus-four stderr of a proportion (peeval.records owns it: the leaderboard uses it too)
-binomial_stderr = records.binomial_stderr
+#: the plus-four stderr of a proportion (peeval.records.stats owns it: the leaderboard uses it too)
+binomial_stderr = stats.binomial_stderr
 
 
 @dataclass
-class Estimate(records.SeedEstimate):
+class Estimate(stats.SeedEstimate):
     """One encoding's number in the paper's unit: the leaderboard's mean ± stderr over seeds
-    (:class:`peeval.records.SeedEstimate`), and the runs it rests on."""
+    (:class:`peeval.records.stats.SeedEstimate`), and the runs it rests on."""
 
     run_ids: list[str] = field(default_factory=list)
 
@@ -46,9 +45,9 @@ def to_unit(unit: str, value: float, stderr: float | None) -> tuple[float, float
 def combine_seeds(
     per_seed: list[tuple[float, float | None, int | None]], acc_like: bool, kinds: list[str | None] | None = None
 ) -> Estimate | None:
-    """Mean ± stderr over seeds (the leaderboard's own: :func:`peeval.records.seed_estimate`) as an
+    """Mean ± stderr over seeds (the leaderboard's own: :func:`peeval.records.stats.seed_estimate`) as an
     :class:`Estimate`; ``acc_like``: the number is a proportion of examples."""
-    est = records.seed_estimate(per_seed, acc_like, kinds)
+    est = stats.seed_estimate(per_seed, acc_like, kinds)
     return None if est is None else Estimate(**dataclasses.asdict(est))
 
 
@@ -67,7 +66,7 @@ def run_value(store: Store, unit: list[str], task, metric: str) -> tuple[float, 
     k = len(parts)
     mean = sum(p[0] for p in parts) / k
     ses = [p[1] for p in parts]
-    se = math.sqrt(sum(s * s for s in ses)) / k if all(s is not None for s in ses) else None
+    se = stats.pooled_stderr(ses) if all(s is not None for s in ses) else None
     ns = [p[2] for p in parts]
     return mean, se, (sum(ns) if all(n is not None for n in ns) else None)
 

@@ -17,7 +17,8 @@ import json
 from huggingface_hub.dataclasses import strict
 from transformers import LlamaConfig
 
-ATTN_BACKENDS = ("sdpa", "eager", "flash", "triton", "flex", "blocked")
+from ..registry import ATTN_BACKENDS
+
 #: transformers' ``attn_implementation`` names -> peeval's ``attn_backend`` (and peeval's own names as
 #: themselves): ``from_pretrained(..., attn_implementation="flex_attention")`` sets ``attn_backend="flex"``
 ATTN_IMPLEMENTATIONS = {

@@ -35,9 +35,10 @@ import torch
 
 from .._extras import require
 from .._io import atomic_write_text, dumps_json
+from ..registry import ADAPT_METHODS
 from .loading import check_weights, load_complete
 
-METHODS = ("tape", "tape_pi", "lora", "theta", "pi", "yarn")
+METHODS = ADAPT_METHODS  # declared in the torch-free registry (the CLI and the claims read it there)
 #: the methods whose adapter is TAPE-PEFT (``tape_adapter.safetensors``); tape_pi adds linear interpolation
 TAPE_METHODS = ("tape", "tape_pi")
 #: TAPE options of a TAPE-PEFT adapter: §3.3's initialisation (W2 = 0)

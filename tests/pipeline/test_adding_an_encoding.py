@@ -1,4 +1,4 @@
-"""Adding an encoding is one module and one registry line: in a copy of the repository with a
+"""Adding an encoding is one module and one registry line (``peeval/registry.py``): in a copy of the repository with a
 throwaway 14th encoding written that way and nothing else edited, it trains (`peeval train`),
 evaluates through lm-eval under its own model name (`peeval eval --model peeval-<name>`), is a
 randpe base, and its run reaches the site (`leaderboard.ingest` + `leaderboard.site`)."""
@@ -47,12 +47,12 @@ LINE = '    "slope": "slope:Slope",\n'
 def copy_with_new_encoding(work: Path) -> Path:
     """The working tree's files (what a fresh clone has), plus the module and the registry line."""
     copy_working_tree(work)
-    encodings = work / "peeval" / "models" / "encodings"
-    (encodings / f"{NAME}.py").write_text(MODULE)
-    registry = (encodings / "__init__.py").read_text()
-    head, sep, tail = registry.partition("\n}\n")  # the end of the ENCODINGS literal
-    assert sep and "ENCODINGS" in head
-    (encodings / "__init__.py").write_text(head + "\n" + LINE.rstrip("\n") + sep + tail)
+    (work / "peeval" / "models" / "encodings" / f"{NAME}.py").write_text(MODULE)
+    path = work / "peeval" / "registry.py"
+    before, start, rest = path.read_text().partition("ENCODINGS: dict[str, str] = {")
+    table, sep, tail = rest.partition("\n}\n")  # the end of the ENCODINGS literal
+    assert start and sep
+    path.write_text(before + start + table + "\n" + LINE.rstrip("\n") + sep + tail)
     return work
 
 

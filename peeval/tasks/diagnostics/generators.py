@@ -44,9 +44,9 @@ from __future__ import annotations
 import random
 import string
 
-from peeval.records import DIAG_TASKS, GEN_PROFILES
+from peeval.registry import DIAG_TASKS, GEN_PROFILES
 
-TASKS: tuple[str, ...] = DIAG_TASKS  # the names live in peeval.records (ingest reads them there)
+TASKS: tuple[str, ...] = DIAG_TASKS  # the names live in peeval.registry (records and ingest read them there)
 #: the training distribution's held-out split (validation during training; no lm-eval task)
 VAL_SPLIT = "val"
 #: addition's validation: at least this many examples per in-distribution (len_a, len_b) cell

@@ -27,19 +27,12 @@ import datasets
 from lm_eval.api.task import ConfigurableTask
 
 from peeval.data import HubCopy
+from peeval.registry import SCROLLS_TASKS
 from peeval.tasks.metadata_keys import check_keys, chosen_copy
 from peeval.tasks.scrolls import metrics
 
-#: name -> (metric kind, whether ``input`` starts with a query)
-TASKS = {
-    "qasper": ("f1", True),
-    "narrative_qa": ("f1", True),
-    "quality": ("em", True),
-    "contract_nli": ("em", True),
-    "qmsum": ("rouge", True),
-    "summ_screen_fd": ("rouge", False),
-    "gov_report": ("rouge", False),
-}
+#: name -> (metric kind, whether ``input`` starts with a query): the registry's (claims read it torch-free)
+TASKS = SCROLLS_TASKS
 SUMMARY_QUESTION = "What is a summary of the preceding text?"
 #: SCROLLS' own files: ``<task>.zip`` holds ``<task>/{train,validation,test}.jsonl`` (id, pid, input, output), all
 #: seven at the commit that uploaded them together
