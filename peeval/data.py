@@ -92,6 +92,31 @@ class HubCopy:
 _SNAPSHOT = re.compile(r"[/\\]snapshots[/\\]([0-9a-f]{40})[/\\]")
 
 
+_PG19_TEST = "data/test-00000-of-00001-29a571947c0b5ccc.parquet"  # PG-19's 100 test books, as both copies name it
+#: corpus -> {repository: its split in files datasets 5 reads}, the first the default; each pinned to a commit
+#: whose tree lists that file (PG-19: short_book_title, publication_date, url, text; proof-pile: text, meta)
+HUB_COPIES = {
+    "pg19": {
+        "emozilla/pg19-test": HubCopy("emozilla/pg19-test", "c5e39bf32e33f9111323aa68d7d9000d22722035", "parquet",
+                                      _PG19_TEST),
+        "emozilla/pg19": HubCopy("emozilla/pg19", "c021754c8e01c5b1cc83a1f549c1f97fbbb756b8", "parquet", _PG19_TEST),
+    },
+    "proof_pile": {
+        "dwzhu/PoSE-Datasets": HubCopy("dwzhu/PoSE-Datasets", "1f90fc715d30dfb18e1fa535e2f790a9f890a6e4", "json",
+                                       "proof-pile/test.jsonl"),
+        "hoskinson-center/proof-pile": HubCopy("hoskinson-center/proof-pile",
+                                               "231bd79af7079c268b5825a95b08f41d8eac4737", "json",
+                                               "test/proofpile_test.jsonl.gz"),
+    },
+    # SCROLLS' own files: ``<task>.zip`` holds ``<task>/{train,validation,test}.jsonl`` (id, pid, input, output), all
+    # seven at the commit that uploaded them together
+    "scrolls": {
+        "tau/scrolls": HubCopy("tau/scrolls", "fd1aa83070c138b7b7f381388d3b59f1f70a0fa7", "json", "{name}.zip",
+                               "{name}/{split}.jsonl"),
+    },
+}  # fmt: skip
+
+
 def _load_copy(hub_id: str, name: str | None, split: str, copy: HubCopy):
     import datasets
     from huggingface_hub import hf_hub_download

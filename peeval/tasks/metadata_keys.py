@@ -107,10 +107,9 @@ _COMMIT = re.compile(r"[0-9a-f]{40}")
 
 def _hub_copies() -> dict:
     """corpus -> {repository: peeval.data.HubCopy}: every corpus read from a hub copy, the first its default."""
-    from peeval.tasks.ppl.ppl import HUB_COPIES as ppl
-    from peeval.tasks.scrolls.scrolls import HUB_COPIES as scrolls
+    from peeval.data import HUB_COPIES
 
-    return {**ppl, **scrolls}
+    return HUB_COPIES
 
 
 def chosen_copy(task: str, corpus: str, metadata: dict):

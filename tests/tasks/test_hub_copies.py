@@ -73,7 +73,7 @@ def _served(tmp_path) -> tuple[dict, dict[str, list[str]]]:
 def hub(tmp_path, monkeypatch):
     """A loopback hub answering only at the pinned commits (and one more), no mirror, fresh caches."""
     repos, columns = _served(tmp_path)
-    pins = {c.revision for t in (ppl.HUB_COPIES, scrolls.HUB_COPIES) for cs in t.values() for c in cs.values()}
+    pins = {c.revision for cs in ppl.HUB_COPIES.values() for c in cs.values()}
     with LoopbackHub(repos, revisions=pins | {OTHER_COMMIT}) as h:
         c = huggingface_hub.constants
         monkeypatch.setattr(
@@ -100,7 +100,7 @@ def _ppl(corpus: str, **metadata):
                  **metadata)  # fmt: skip
 
 
-COPIES = [(corpus, repo) for corpus, copies in ppl.HUB_COPIES.items() for repo in copies]
+COPIES = [(corpus, repo) for corpus, copies in ppl.HUB_COPIES.items() if corpus in ppl.CORPORA for repo in copies]
 
 
 @pytest.mark.parametrize(("corpus", "repo"), COPIES)
@@ -241,6 +241,6 @@ def test_plain_lm_eval_refuses_a_wrong_scrolls_copy_when_it_builds_the_task(tmp_
 
 
 def test_every_copy_is_pinned_to_a_commit_and_read_by_a_packaged_builder():
-    copies = [c for t in (ppl.HUB_COPIES, scrolls.HUB_COPIES) for cs in t.values() for c in cs.values()]
+    copies = [c for cs in ppl.HUB_COPIES.values() for c in cs.values()]  # every corpus: peeval.data.HUB_COPIES
     assert len(copies) == 5 and all(re.fullmatch(r"[0-9a-f]{40}", c.revision) for c in copies)
     assert {c.builder for c in copies} == {"parquet", "json"}  # never a repository's loading script

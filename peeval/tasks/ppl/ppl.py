@@ -37,7 +37,7 @@ import datasets
 from lm_eval.api.task import ConfigurableTask
 from pydantic import BeforeValidator
 
-from peeval.data import HubCopy
+from peeval.data import HUB_COPIES
 from peeval.perplexity import PROTOCOLS, bucket_starts
 from peeval.records import higher_is_better, position_metric, ppl_metric
 from peeval.settings import Allowed, Invalid, Lenient, choice, integer, nonempty, one_or_list, validated
@@ -47,23 +47,6 @@ DEFAULT_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384)
 _NO_LIMIT = "an integer >= 1 or null for no limit"
 #: corpus -> the hub dataset it is (the mirror's key: ``peeval.data.LOCAL``)
 CORPORA = {"pg19": "deepmind/pg19", "proof_pile": "hoskinson-center/proof-pile"}
-_PG19_TEST = "data/test-00000-of-00001-29a571947c0b5ccc.parquet"  # PG-19's 100 test books, as both copies name it
-#: corpus -> {repository: its test split in files datasets 5 reads}, the first the default; each pinned to a commit
-#: whose tree lists that file (PG-19: short_book_title, publication_date, url, text; proof-pile: text, meta)
-HUB_COPIES = {
-    "pg19": {
-        "emozilla/pg19-test": HubCopy("emozilla/pg19-test", "c5e39bf32e33f9111323aa68d7d9000d22722035", "parquet",
-                                      _PG19_TEST),
-        "emozilla/pg19": HubCopy("emozilla/pg19", "c021754c8e01c5b1cc83a1f549c1f97fbbb756b8", "parquet", _PG19_TEST),
-    },
-    "proof_pile": {
-        "dwzhu/PoSE-Datasets": HubCopy("dwzhu/PoSE-Datasets", "1f90fc715d30dfb18e1fa535e2f790a9f890a6e4", "json",
-                                       "proof-pile/test.jsonl"),
-        "hoskinson-center/proof-pile": HubCopy("hoskinson-center/proof-pile",
-                                               "231bd79af7079c268b5825a95b08f41d8eac4737", "json",
-                                               "test/proofpile_test.jsonl.gz"),
-    },
-}  # fmt: skip
 #: the keys only one protocol reads (given with the other: an error, not ignored)
 PROTOCOL_KEYS = {"targets": ("targets", "skip", "targets_seed"), "windows": ("stride", "max_windows")}
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import datasets
 from lm_eval.api.task import ConfigurableTask
 
-from peeval.data import HubCopy
+from peeval.data import HUB_COPIES
 from peeval.registry import SCROLLS_TASKS
 from peeval.tasks.metadata_keys import check_keys, chosen_copy
 from peeval.tasks.scrolls import metrics
@@ -34,14 +34,6 @@ from peeval.tasks.scrolls import metrics
 #: name -> (metric kind, whether ``input`` starts with a query): the registry's (claims read it torch-free)
 TASKS = SCROLLS_TASKS
 SUMMARY_QUESTION = "What is a summary of the preceding text?"
-#: SCROLLS' own files: ``<task>.zip`` holds ``<task>/{train,validation,test}.jsonl`` (id, pid, input, output), all
-#: seven at the commit that uploaded them together
-HUB_COPIES = {
-    "scrolls": {
-        "tau/scrolls": HubCopy("tau/scrolls", "fd1aa83070c138b7b7f381388d3b59f1f70a0fa7", "json", "{name}.zip",
-                               "{name}/{split}.jsonl"),
-    }
-}  # fmt: skip
 
 
 def split_input(name: str, text: str) -> tuple[str, str]:
