@@ -1,0 +1,187 @@
+"""Folders rebuilt from public raw files (peeval.data_rebuild): each Gutenberg cleaning rule on a tiny e-book, and
+`peeval data` against a loopback raw-file server (tests/helpers/loopback_raw.py) with a tiny manifest: rebuilt,
+verified by the rows' hash, recorded in the data lock; a tampered file is refused in one line and nothing kept."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from conftest import REPO
+from helpers.loopback_raw import LoopbackRaw
+
+from peeval.data import documents_sha256
+from peeval.data_rebuild import clean_gutenberg
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+PG_HEAD = (
+    "\ufeffThe Project Gutenberg EBook of Tiny, by Nobody\r\n\r\nTitle: Tiny\r\n\r\n"
+    "*** START OF THIS PROJECT GUTENBERG EBOOK TINY ***\r\n\r\n\r\n"
+)
+PG_TAIL = (
+    "\r\n\r\n\r\nEnd of the Project Gutenberg EBook of Tiny\r\n\r\n*** END OF THIS PROJECT GUTENBERG EBOOK TINY ***\r\n"
+)
+
+
+def pg(body: str, head: str = PG_HEAD, tail: str = PG_TAIL) -> bytes:
+    return (head + body.replace("\n", "\r\n") + tail).encode("utf-8")
+
+
+def test_header_and_footer_are_cut_crlf_and_bom_dropped():
+    assert clean_gutenberg(pg("TINY\n\nIt was a dark night.")) == "TINY\n\nIt was a dark night.\n"
+
+
+def test_indented_end_marker_cuts_and_leading_indentation_stays():
+    raw = pg(
+        "      TINY\n\nThe end.\n\n        \n", tail="            *** END OF THE PROJECT GUTENBERG EBOOK TINY ***\n"
+    )
+    assert clean_gutenberg(raw) == "      TINY\n\nThe end.\n\n        \n"
+
+
+def test_old_footer_without_end_marker():
+    raw = pg("TINY\n\nText.", tail="\n\nThe Project Gutenberg Etext of Tiny\nlicence text")
+    assert clean_gutenberg(raw) == "TINY\n\nText.\n"
+
+
+@pytest.mark.parametrize(
+    "notice",
+    ["Produced by Jane Doe and the Online\nDistributed Proofreading Team at http://www.pgdp.net",
+     "Transcribed from the 1889 edition by David Price, email\nccx074@pglaf.org",
+     "Scanned and proofread by A. Reader",
+     "[Transcriber's note: assembled for Project Gutenberg.]",
+     "This e-text uses uncommon characters.",
+     "The html version contains the drawings.",
+     "This etext was prepared by Joe."],
+)  # fmt: skip
+def test_notice_paragraph_near_the_start_is_dropped(notice):
+    assert clean_gutenberg(pg(f"{notice}\n\n\nTINY\n\nText.")) == "TINY\n\nText.\n"
+
+
+def test_notice_paragraph_in_the_middle_or_long_is_kept():
+    filler = "\n\n".join(["Plain words of the story go on here."] * 300)  # > 8,000 characters each side
+    middle = f"{filler}\n\nThis etext was prepared by Joe.\n\n{filler}"
+    assert clean_gutenberg(pg(middle)) == middle + "\n"
+    long = "This etext was prepared by Joe; " + "x" * 2000
+    assert clean_gutenberg(pg(f"{long}\n\nTINY")) == f"{long}\n\nTINY\n"
+
+
+def test_produced_by_only_at_a_paragraph_start():
+    text = "TINY\n\nThe fire is produced by the glass globe."  # not a credit: lower case, inside a sentence
+    assert clean_gutenberg(pg(text)) == text + "\n"
+
+
+# ----------------------------------------------------------------------------- peeval data with a tiny manifest
+TEX = {"a.tex": b"\\section{A}\nLemma.\n", "b.tex": "\\section{B} caf\u00e9\n".encode()}
+BOOK = pg("TINY\n\nA tiny book.")
+BOOK_ROWS = [{"short_book_title": "Tiny by Nobody", "publication_date": -1, "url": "http://www.gutenberg.org/ebooks/7",
+              "text": "TINY\n\nA tiny book.\n"}]  # fmt: skip
+
+
+def stacks_rows():
+    from peeval.data_rebuild import git_blob
+
+    return [{"text": b.decode(), "meta": json.dumps({"set_name": "stacks-project", "source": "org/tex", "file": n,
+             "url": f"https://github.com/org/tex/blob/{COMMIT}/{n}", "commit": COMMIT, "blob": git_blob(b),
+             "license": "GFDL-1.2"})} for n, b in TEX.items()]  # fmt: skip
+
+
+def manifest(tmp: Path) -> Path:
+    fake = {"bytes": 1, "sha256": "0" * 64}  # the mirror's parquet bytes: never equal to a rebuild here
+    folders = {
+        "local/tex": {"files": {"README.md": {**fake, "optional": True}, "data/test.parquet": fake},
+                      "source": {"kind": "github", "repo": "org/tex", "commit": COMMIT, "build": "stacks",
+                                 "license": "GFDL-1.2", "splits": {"test": {"file": "data/test.parquet",
+                                 "rows_sha256": documents_sha256(stacks_rows()), "files": list(TEX)}}}},
+        "local/books": {"files": {"README.md": {**fake, "optional": True}, "data/test.parquet": fake},
+                        "source": {"kind": "github", "repo": "org/books", "commit": COMMIT, "build": "gutenberg",
+                                   "splits": {"test": {"file": "data/test.parquet",
+                                   "rows_sha256": documents_sha256(BOOK_ROWS),
+                                   "books": [[7, "pg7.txt", "Tiny by Nobody", -1]]}}}},
+    }  # fmt: skip
+    path = tmp / "manifest.json"
+    path.write_text(json.dumps({"format": 1, "folders": folders}))
+    return path
+
+
+def served() -> dict[str, bytes]:
+    return {f"org/tex/{COMMIT}/{n}": b for n, b in TEX.items()} | {f"org/books/{COMMIT}/pg7.txt": BOOK}
+
+
+def peeval_data(tmp: Path, raw: LoopbackRaw | None, *args, offline=False):
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "PEEVAL_DATA"))}
+    e |= {"HF_HOME": str(tmp / "hf-home"), "PYTHONPATH": REPO, "PEEVAL_DATA_LOCK": str(tmp / "data.lock.json")}
+    e |= {"PEEVAL_DATA_RAW_BASE": raw.base} if raw else {}
+    e |= {"HF_HUB_OFFLINE": "1"} if offline else {}
+    cmd = [sys.executable, "-m", "peeval.cli", "data", "--root", str(tmp / "data"), "--manifest", str(manifest(tmp))]
+    return subprocess.run([*cmd, *args], cwd=tmp, env=e, capture_output=True, text=True, timeout=120)
+
+
+def test_rebuild_verify_lock_then_offline(tmp_path):
+    with LoopbackRaw(served()) as raw:
+        r = peeval_data(tmp_path, raw)
+    assert r.returncode == 0, r.stderr
+    root = tmp_path / "data"
+    assert pq.read_table(root / "local/tex/data/test.parquet").to_pylist() == stacks_rows()
+    assert pq.read_table(root / "local/books/data/test.parquet").to_pylist() == BOOK_ROWS
+    assert str(pq.read_table(root / "local/books/data/test.parquet").schema.field("publication_date").type) == "int32"
+    lock = json.loads((tmp_path / "data.lock.json").read_text())["folders"]
+    assert lock["local/books"]["source"] == "github org/books" and lock["local/books"]["commit"] == COMMIT
+    assert lock["local/books"]["inputs"] == {"pg7.txt": hashlib.sha256(BOOK).hexdigest()}
+    for rel in ("local/tex", "local/books"):
+        files = {str(p.relative_to(root / rel)) for p in (root / rel).rglob("*") if p.is_file()}
+        assert files == {"README.md", "data/test.parquet"}
+        assert (
+            lock[rel]["files"]["data/test.parquet"]["sha256"]
+            == hashlib.sha256((root / rel / "data/test.parquet").read_bytes()).hexdigest()
+        )
+    again = peeval_data(tmp_path, None, offline=True)  # no server, offline: the lock verifies the rebuilt files
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count("verified in") == 2 and "download" not in again.stdout
+
+
+def test_tampered_raw_file_is_one_line_and_keeps_nothing(tmp_path):
+    files = served()
+    files[f"org/tex/{COMMIT}/b.tex"] = b"\\section{B} cafe\n"
+    with LoopbackRaw(files) as raw:
+        r = peeval_data(tmp_path, raw, "--folders", "local/tex")
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "local/tex/data/test.parquet" in lines[0] and "nothing kept" in lines[0], r.stderr
+    assert not (tmp_path / "data").exists() and not (tmp_path / "data.lock.json").exists()
+
+
+def test_a_changed_input_the_lock_recorded_is_refused(tmp_path):
+    """Same rows (only the PG header changed), but not the file the first download recorded."""
+    files = served()
+    with LoopbackRaw(files) as raw:
+        assert peeval_data(tmp_path, raw, "--folders", "local/books").returncode == 0
+        before = (tmp_path / "data.lock.json").read_bytes()
+        files[f"org/books/{COMMIT}/pg7.txt"] = pg("TINY\n\nA tiny book.", head=PG_HEAD.replace("Nobody", "Someone"))
+        (tmp_path / "data/local/books/data/test.parquet").write_bytes(b"edited")
+        r = peeval_data(tmp_path, raw, "--folders", "local/books")
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pg7.txt" in lines[0] and "data lock" in lines[0], r.stderr
+    assert (tmp_path / "data/local/books/data/test.parquet").read_bytes() == b"edited"  # nothing swapped in
+    assert (tmp_path / "data.lock.json").read_bytes() == before
+
+
+def test_missing_raw_file_and_bad_source_are_one_line(tmp_path):
+    with LoopbackRaw({}) as raw:
+        r = peeval_data(tmp_path, raw, "--folders", "local/books")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "local/books" in r.stderr and "pg7.txt" in r.stderr and "404" in r.stderr
+    m = json.loads(manifest(tmp_path).read_text())
+    m["folders"]["local/books"]["source"]["commit"] = "main"
+    (tmp_path / "bad.json").write_text(json.dumps(m))
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "PEEVAL_DATA"))} | {"PYTHONPATH": REPO}
+    cmd = [sys.executable, "-m", "peeval.cli", "data", "--root", str(tmp_path / "data"), "--manifest"]
+    r = subprocess.run(
+        [*cmd, str(tmp_path / "bad.json")], cwd=tmp_path, env=e, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 2 and "local/books.source.commit" in r.stderr and "40-hex" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "data").exists()
