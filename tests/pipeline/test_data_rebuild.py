@@ -185,3 +185,81 @@ def test_missing_raw_file_and_bad_source_are_one_line(tmp_path):
     )
     assert r.returncode == 2 and "local/books.source.commit" in r.stderr and "40-hex" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "data").exists()
+
+
+# ----------------------------------------------------------------------------- every cpu folder from loopback sources
+MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
+
+
+def public_copies(entries: dict, folders: list[str]) -> tuple[dict, dict[str, bytes]]:
+    """What the loopback hub and raw server serve for ``folders``, made from the mirror itself (CI has no
+    network): hub repositories hold the mirror's files at the manifest's paths; the Stacks files are the rows'
+    texts unmodified; each Gutenberg book is its row's text wrapped in a PG-style header (with a production
+    credit) and footer, in CRLF, so the rebuild checks that the cleaning strips exactly that."""
+    repos, raw = {}, {}
+    for rel in folders:
+        src = entries[rel]["source"]
+        if src.get("kind") != "github":
+            files = {hub: MIRROR / rel / name for name, hub in src["files"].items()}
+            repos[(src.get("repo_type", "dataset"), src["repo_id"])] = files
+            continue
+        for spec in src["splits"].values():
+            rows = pq.read_table(MIRROR / rel / spec["file"]).to_pylist()
+            names = spec.get("files") or [b[1] for b in spec["books"]]
+            for name, row in zip(names, rows, strict=True):
+                text = row["text"] if src["build"] == "stacks" else None
+                if text is None:
+                    title = row["short_book_title"].upper()
+                    head = (
+                        f"The Project Gutenberg EBook of {title}\n\n*** START OF THIS PROJECT GUTENBERG EBOOK "
+                        f"{title} ***\n\n\n\nProduced by a volunteer\nat http://www.pgdp.net\n\n\n\n"
+                    )
+                    tail = (
+                        f"\n\n\n\nEnd of the Project Gutenberg EBook of {title}\n\n*** END OF THIS PROJECT "
+                        f"GUTENBERG EBOOK {title} ***\n\nlicence\n"
+                    )
+                    text = (head + row["text"] + tail).replace("\n", "\r\n")
+                raw[f"{src['repo']}/{src['commit']}/{name}"] = text.encode("utf-8")
+    return repos, raw
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (MIRROR / "local" / "gutenberg-train").is_dir(), reason="no data mirror to serve")
+def test_cpu_profile_from_loopback_public_sources(tmp_path):
+    """Issue 45 item 1, done-when: the mirror removed (an empty PEEVAL_DATA_MIRROR) and only a loopback hub and a
+    loopback raw-file server (serving copies made from the mirror: public_copies): `peeval data --profile cpu`
+    fetches or rebuilds every folder, each equal to the mirror's rows, and records each in the data lock."""
+    from helpers.loopback_hub import LoopbackHub
+
+    from peeval.data_sources import load_manifest, params_data
+
+    entries = load_manifest()
+    folders = params_data(Path(REPO), "cpu")[1]
+    repos, raw_files = public_copies(entries, folders)
+    empty = tmp_path / "mirror"
+    empty.mkdir()
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "PEEVAL_DATA"))}
+    e |= {"HF_HOME": str(tmp_path / "hf-home"), "PYTHONPATH": REPO, "PEEVAL_DATA_MIRROR": str(empty),
+          "PEEVAL_DATA_LOCK": str(tmp_path / "data.lock.json"), "OMP_NUM_THREADS": "1"}  # fmt: skip
+    with LoopbackHub(repos) as hub, LoopbackRaw(raw_files) as raw:
+        e |= {"HF_ENDPOINT": hub.endpoint, "PEEVAL_DATA_RAW_BASE": raw.base}
+        r = subprocess.run([sys.executable, "-m", "peeval.cli", "data", "--profile", "cpu"], cwd=REPO, env=e,
+                           capture_output=True, text=True, timeout=1800)  # fmt: skip
+        assert r.returncode == 0, f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+        assert sorted(raw.requests) == sorted(raw_files)  # each raw file once
+    lock = json.loads((tmp_path / "data.lock.json").read_text())["folders"]
+    assert sorted(lock) == sorted(folders)
+    for rel in folders:
+        src = entries[rel]["source"]
+        want_source = (
+            f"github {src['repo']}"
+            if src.get("kind") == "github"
+            else f"hub {src.get('repo_type', 'dataset')} {src['repo_id']}"
+        )
+        assert lock[rel]["source"] == want_source and lock[rel]["commit"], rel
+        for name in entries[rel]["files"] if src.get("kind") == "github" else src["files"]:
+            if name.endswith(".parquet"):
+                got, want = empty / rel / name, MIRROR / rel / name
+                assert pq.read_table(got).to_pylist() == pq.read_table(want).to_pylist(), f"{rel}/{name}"
+            elif src.get("kind") != "github":
+                assert (empty / rel / name).read_bytes() == (MIRROR / rel / name).read_bytes(), f"{rel}/{name}"
