@@ -57,3 +57,26 @@ def record(rel: str, entry: dict, path: Path | None = None) -> None:
     doc = {"format": 1, "about": "peeval data's lock (format: peeval/data_lock.py)",
            "folders": dict(sorted(folders.items()))}  # fmt: skip
     atomic_write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+def fetched_from(root: Path, rel: str) -> str | None:
+    """``<source>@<commit>`` (e.g. ``github stacks/stacks-project@4ac4…``) when ``<root>/<rel>`` holds exactly the
+    files the data lock recorded for the folder: a run reading it cites what ``peeval data`` fetched it from
+    (the store's ``task_data.revision``). None when the lock has no entry, cannot be read (``peeval data`` says
+    why), or the folder is not that download (e.g. the original mirror)."""
+    import hashlib
+
+    try:
+        entry = read_lock().get(rel)
+    except ValueError:
+        return None
+    files = entry.get("files") if isinstance(entry, dict) else None
+    if not isinstance(files, dict) or not files or not entry.get("commit"):
+        return None
+    for name, f in files.items():
+        p = Path(root) / rel / name
+        if not p.is_file() or p.stat().st_size != f.get("bytes"):
+            return None
+        if hashlib.sha256(p.read_bytes()).hexdigest() != f.get("sha256"):
+            return None
+    return f"{entry['source']}@{entry['commit']}"

@@ -263,3 +263,28 @@ def test_cpu_profile_from_loopback_public_sources(tmp_path):
                 assert pq.read_table(got).to_pylist() == pq.read_table(want).to_pylist(), f"{rel}/{name}"
             elif src.get("kind") != "github":
                 assert (empty / rel / name).read_bytes() == (MIRROR / rel / name).read_bytes(), f"{rel}/{name}"
+
+
+def test_a_read_of_a_fetched_folder_cites_its_source_and_commit(tmp_path, monkeypatch):
+    """A task reading a mirror folder `peeval data` downloaded records (results.json peeval.data, the store's
+    task_data.revision) the source and commit the data lock names; once the folder is edited, nothing."""
+    from peeval import data
+
+    with LoopbackRaw(served()) as raw:
+        assert peeval_data(tmp_path, raw, "--folders", "local/books").returncode == 0
+    monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(tmp_path / "data"))
+    monkeypatch.setenv("PEEVAL_DATA_LOCK", str(tmp_path / "data.lock.json"))
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+
+    def revision_read() -> str | None:
+        with data.recording() as reads, data.reading("peeval_ppl_tiny"):
+            data.load_dataset("local/books", split="test")
+        (read,) = reads["peeval_ppl_tiny"]
+        assert (read["source"], read["location"]) == ("mirror", "local/books")
+        return read["revision"]
+
+    assert revision_read() == f"github org/books@{COMMIT}"
+    readme = tmp_path / "data/local/books/README.md"
+    readme.write_text(readme.read_text() + "edited\n")
+    assert revision_read() is None
