@@ -241,7 +241,8 @@ def test_cpu_profile_from_loopback_public_sources(tmp_path):
     e = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "PEEVAL_DATA"))}
     e |= {"HF_HOME": str(tmp_path / "hf-home"), "PYTHONPATH": REPO, "PEEVAL_DATA_MIRROR": str(empty),
           "PEEVAL_DATA_LOCK": str(tmp_path / "data.lock.json"), "OMP_NUM_THREADS": "1"}  # fmt: skip
-    with LoopbackHub(repos) as hub, LoopbackRaw(raw_files) as raw:
+    revisions = {"main"} | {e["source"].get("revision", "main") for e in entries.values() if e.get("source")}
+    with LoopbackHub(repos, revisions=revisions) as hub, LoopbackRaw(raw_files) as raw:
         e |= {"HF_ENDPOINT": hub.endpoint, "PEEVAL_DATA_RAW_BASE": raw.base}
         r = subprocess.run([sys.executable, "-m", "peeval.cli", "data", "--profile", "cpu"], cwd=REPO, env=e,
                            capture_output=True, text=True, timeout=1800)  # fmt: skip
