@@ -206,6 +206,19 @@ def describe(rel: str, entry: dict, repo: tuple[str, str] | None = None) -> str:
     )
 
 
+def _hub_call(rel: str, what: str, repo_id: str, revision: str, call, /, *args, **kwargs):
+    """``call(*args, **kwargs)``; the library's own errors (offline, not found, HTTP) as one line naming ``what``."""
+    from huggingface_hub import constants
+
+    try:
+        return call(*args, **kwargs)
+    except Exception as e:
+        reason = " ".join(str(e).split())[:300] or type(e).__name__
+        raise DataError(
+            f"{rel}: cannot download {what} from {repo_id}@{revision} ({constants.ENDPOINT}): {reason}"
+        ) from None
+
+
 def _download(rel: str, entry: dict, repo: tuple[str, str] | None, staging: Path) -> tuple[Path, dict | None]:
     """Download the folder's files into ``staging`` and verify them; the folder, arranged as the mirror has it,
     and the data lock entry to record (None when the manifest's sha256 alone verified it)."""
@@ -241,32 +254,15 @@ def _download(rel: str, entry: dict, repo: tuple[str, str] | None, staging: Path
     else:
         repo_id, revision, repo_type = src["repo_id"], src["revision"], src.get("repo_type", "dataset")
         mapping = dict(src["files"])
-    commit = None
-    try:
-        if repo is None:  # the commit the revision names now (the lock's, once recorded)
-            commit = pinned["commit"] if pinned else None
-            first = sorted(set(mapping.values()))[0]
-            url = hf_hub_url(repo_id, first, repo_type=repo_type, revision=revision)
-            commit = commit or get_hf_file_metadata(url).commit_hash or revision
-        where = f"{repo_id}@{commit or revision} ({constants.ENDPOINT})"
-        got: dict[str, Path] = {}
-        for source_file in sorted(set(mapping.values())):
-            source_file_ = source_file
-            got[source_file] = Path(
-                hf_hub_download(
-                    repo_id,
-                    source_file,
-                    repo_type=repo_type,
-                    revision=commit or revision,
-                    local_dir=staging / "download",
-                )
-            )
-    except Exception as e:  # the library's own errors (offline mode, not found, HTTP): one line naming the file
-        reason = " ".join(str(e).split())[:300] or type(e).__name__
-        what = source_file_ if "source_file_" in locals() else "the revision"
-        raise DataError(
-            f"{rel}: cannot download {what} from {repo_id}@{revision} ({constants.ENDPOINT}): {reason}"
-        ) from None
+    commit = (pinned or {}).get("commit")
+    if repo is None and commit is None:  # the commit the revision names now (recorded in the data lock)
+        url = hf_hub_url(repo_id, min(mapping.values()), repo_type=repo_type, revision=revision)
+        commit = _hub_call(rel, "the revision", repo_id, revision, get_hf_file_metadata, url).commit_hash or revision
+    where = f"{repo_id}@{commit or revision} ({constants.ENDPOINT})"
+    got: dict[str, Path] = {}
+    for f in sorted(set(mapping.values())):
+        kw = {"repo_type": repo_type, "revision": commit or revision, "local_dir": staging / "download"}
+        got[f] = Path(_hub_call(rel, f, repo_id, revision, hf_hub_download, repo_id, f, **kw))
     inputs = {f: sha256(p) for f, p in got.items()}
     for name, source_file in sorted(mapping.items()):
         want, path, digest = entry["files"][name], got[source_file], inputs[source_file]

@@ -289,3 +289,73 @@ def test_a_read_of_a_fetched_folder_cites_its_source_and_commit(tmp_path, monkey
     readme = tmp_path / "data/local/books/README.md"
     readme.write_text(readme.read_text() + "edited\n")
     assert revision_read() is None
+
+
+# ----------------------------------------------------------------------------- a hub source on an unpinned revision
+def hub_manifest(tmp: Path, parquet: bytes, rows: list[dict]) -> Path:
+    card = b"---\nconfigs:\n- config_name: default\n---\n"
+    files = {"README.md": {"bytes": len(card), "sha256": hashlib.sha256(card).hexdigest()},
+             "data/test.parquet": {"bytes": len(parquet), "sha256": hashlib.sha256(parquet).hexdigest(),
+                                   "rows_sha256": documents_sha256(rows)}}  # fmt: skip
+    source = {"repo_id": "org/ds", "revision": "main", "files": {n: n for n in files}, "lock_only": ["README.md"]}
+    path = tmp / "hub-manifest.json"
+    path.write_text(json.dumps({"format": 1, "folders": {"hf/org/ds": {"files": files, "source": source}}}))
+    return path
+
+
+def parquet_bytes(rows: list[dict], tmp: Path, **kw) -> bytes:
+    import pyarrow as pa
+
+    pq.write_table(pa.Table.from_pylist(rows), tmp / "t.parquet", **kw)
+    return (tmp / "t.parquet").read_bytes()
+
+
+def hub_data(tmp: Path, endpoint: str, manifest_path: Path):
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "PEEVAL_DATA"))}
+    e |= {"HF_HOME": str(tmp / "hf-home"), "PYTHONPATH": REPO, "PEEVAL_DATA_LOCK": str(tmp / "lock.json"),
+          "HF_ENDPOINT": endpoint}  # fmt: skip
+    cmd = [sys.executable, "-m", "peeval.cli", "data", "--root", str(tmp / "data"), "--manifest", str(manifest_path)]
+    return subprocess.run(cmd, cwd=tmp, env=e, capture_output=True, text=True, timeout=120)
+
+
+def test_hub_folder_on_main_is_verified_by_rows_then_by_the_lock(tmp_path):
+    """The hub's parquet is not the mirror's bytes but holds its rows: accepted, and the commit and files it
+    resolved recorded; the hub's card (lock_only) is then pinned by the lock: a changed card is refused."""
+    from helpers.loopback_hub import LoopbackHub
+
+    rows = [{"q": "Is it?", "a": 1}, {"q": "Or not?", "a": 0}]
+    mirror_bytes = parquet_bytes(rows, tmp_path, compression="zstd")
+    hub_bytes = parquet_bytes(rows, tmp_path, compression="snappy")
+    assert hub_bytes != mirror_bytes
+    card = b"---\nconfigs:\n- config_name: default\n---\n# the hub's own card\n"
+    repos = {("dataset", "org/ds"): {"README.md": card, "data/test.parquet": hub_bytes}}
+    m = hub_manifest(tmp_path, mirror_bytes, rows)
+    with LoopbackHub(repos) as hub:
+        r = hub_data(tmp_path, hub.endpoint, m)
+        assert r.returncode == 0, r.stderr
+        lock = json.loads((tmp_path / "lock.json").read_text())["folders"]["hf/org/ds"]
+        assert lock["revision"] == "main" and lock["commit"] == hub.commit(("dataset", "org/ds"), "main")
+        assert lock["inputs"]["README.md"] == hashlib.sha256(card).hexdigest()
+        assert (tmp_path / "data/hf/org/ds/data/test.parquet").read_bytes() == hub_bytes
+        repos[("dataset", "org/ds")]["README.md"] = card + b"changed\n"
+        (tmp_path / "data/hf/org/ds/README.md").unlink()
+        r = hub_data(tmp_path, hub.endpoint, m)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "hf/org/ds/README.md" in lines[0] and "data lock" in lines[0], r.stderr
+    assert not (tmp_path / "data/hf/org/ds/README.md").exists()
+
+
+def test_hub_parquet_with_other_rows_is_refused(tmp_path):
+    from helpers.loopback_hub import LoopbackHub
+
+    rows = [{"q": "Is it?", "a": 1}]
+    mirror_bytes = parquet_bytes(rows, tmp_path)
+    repos = {
+        ("dataset", "org/ds"): {"README.md": b"x", "data/test.parquet": parquet_bytes([{"q": "No", "a": 1}], tmp_path)}
+    }
+    with LoopbackHub(repos) as hub:
+        r = hub_data(tmp_path, hub.endpoint, hub_manifest(tmp_path, mirror_bytes, rows))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "hf/org/ds/data/test.parquet" in r.stderr and "rows" in r.stderr and "nothing kept" in r.stderr
+    assert not (tmp_path / "data").exists() and not (tmp_path / "lock.json").exists()
