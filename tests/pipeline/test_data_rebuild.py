@@ -138,6 +138,10 @@ def test_rebuild_verify_lock_then_offline(tmp_path):
             lock[rel]["files"]["data/test.parquet"]["sha256"]
             == hashlib.sha256((root / rel / "data/test.parquet").read_bytes()).hexdigest()
         )
+    import datasets  # the README the rebuild writes declares the splits as the mirror's does
+
+    loaded = datasets.load_dataset(str(root / "local/books"), split="test", cache_dir=str(tmp_path / "cache"))
+    assert loaded.to_list() == BOOK_ROWS and loaded.features["publication_date"].dtype == "int32"
     again = peeval_data(tmp_path, None, offline=True)  # no server, offline: the lock verifies the rebuilt files
     assert again.returncode == 0, again.stderr
     assert again.stdout.count("verified in") == 2 and "download" not in again.stdout
