@@ -56,7 +56,12 @@ def record(rel: str, entry: dict, path: Path | None = None) -> None:
     folders = read_lock(path) | {rel: entry}
     doc = {"format": 1, "about": "peeval data's lock (format: peeval/data_lock.py)",
            "folders": dict(sorted(folders.items()))}  # fmt: skip
-    atomic_write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    try:
+        atomic_write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    except OSError as e:
+        from .data_sources import DataError
+
+        raise DataError(f"data lock {path} ({LOCK_ENV}): cannot write ({e}): nothing kept") from None
 
 
 def fetched_from(root: Path, rel: str) -> str | None:

@@ -80,7 +80,13 @@ def git_blob(data: bytes) -> str:
 
 
 def raw_base() -> str:
-    return os.environ.get(RAW_ENV) or RAW_DEFAULT
+    """``$PEEVAL_DATA_RAW_BASE`` (an http(s) URL; one line when it is not), else raw.githubusercontent.com."""
+    from .data_sources import DataError
+
+    base = os.environ.get(RAW_ENV) or RAW_DEFAULT
+    if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", base):
+        raise DataError(f"{RAW_ENV}={base!r}: an http(s) URL (the raw files' base, e.g. {RAW_DEFAULT})")
+    return base
 
 
 def fetch_raw(repo: str, commit: str, path: str) -> bytes:
@@ -122,6 +128,22 @@ def gutenberg_rows(src: dict, split: str, get) -> list[dict]:
 
 
 BUILDS = {"stacks": stacks_rows, "gutenberg": gutenberg_rows}
+
+
+def split_problem(src: dict, spec: dict) -> str | None:
+    """What a manifest split of a rebuilt source lacks (``<key>: <what is allowed>``), or None."""
+    if src["build"] == "stacks":
+        names = spec.get("files")
+        ok = isinstance(names, list) and names and all(isinstance(n, str) and n for n in names)
+        return None if ok else "files: a non-empty list of file paths in the repository"
+    books = spec.get("books")
+    ok = isinstance(books, list) and books and all(
+        isinstance(b, list) and len(b) == 4 and type(b[0]) is int and isinstance(b[1], str) and b[1]
+        and isinstance(b[2], str) and type(b[3]) is int for b in books
+    )  # fmt: skip
+    return None if ok else "books: a non-empty list of [e-book number, path, short_book_title, publication_date]"
+
+
 SCHEMAS = {"stacks": (("text", "string"), ("meta", "string")),
            "gutenberg": (("short_book_title", "string"), ("publication_date", "int32"), ("url", "string"),
                          ("text", "string"))}  # fmt: skip

@@ -79,7 +79,7 @@ def sha256(path: str | os.PathLike) -> str:
 
 
 def _check_rebuild(rel: str, src: dict, files: dict) -> None:
-    from .data_rebuild import BUILDS
+    from .data_rebuild import BUILDS, split_problem
 
     if not isinstance(src.get("repo"), str) or not _REPO.fullmatch(src["repo"]):
         raise DataError(f"manifest: {rel}.source.repo: a GitHub repository org/name")
@@ -87,6 +87,8 @@ def _check_rebuild(rel: str, src: dict, files: dict) -> None:
         raise DataError(f"manifest: {rel}.source.commit: a 40-hex commit")
     if src.get("build") not in BUILDS:
         raise DataError(f"manifest: {rel}.source.build: one of {', '.join(BUILDS)}")
+    if src["build"] == "stacks" and not isinstance(src.get("license"), str):
+        raise DataError(f"manifest: {rel}.source.license: a string (the rows' meta.license)")
     splits = src.get("splits")
     if not isinstance(splits, dict) or not splits:
         raise DataError(f"manifest: {rel}.source.splits: a mapping split -> {{file, rows_sha256, ...}}")
@@ -97,6 +99,8 @@ def _check_rebuild(rel: str, src: dict, files: dict) -> None:
             or not _SHA.fullmatch(str(spec.get("rows_sha256")))
         ):
             raise DataError(f"manifest: {rel}.source.splits.{split}: a file the folder lists and a 64-hex rows_sha256")
+        if why := split_problem(src, spec):
+            raise DataError(f"manifest: {rel}.source.splits.{split}.{why}")
 
 
 def _check_source(rel: str, src: Any, files: dict) -> None:

@@ -111,11 +111,12 @@ def served() -> dict[str, bytes]:
     return {f"org/tex/{COMMIT}/{n}": b for n, b in TEX.items()} | {f"org/books/{COMMIT}/pg7.txt": BOOK}
 
 
-def peeval_data(tmp: Path, raw: LoopbackRaw | None, *args, offline=False):
+def peeval_data(tmp: Path, raw: LoopbackRaw | None, *args, offline=False, env=None):
     e = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "PEEVAL_DATA"))}
     e |= {"HF_HOME": str(tmp / "hf-home"), "PYTHONPATH": REPO, "PEEVAL_DATA_LOCK": str(tmp / "data.lock.json")}
     e |= {"PEEVAL_DATA_RAW_BASE": raw.base} if raw else {}
     e |= {"HF_HUB_OFFLINE": "1"} if offline else {}
+    e |= env or {}
     cmd = [sys.executable, "-m", "peeval.cli", "data", "--root", str(tmp / "data"), "--manifest", str(manifest(tmp))]
     return subprocess.run([*cmd, *args], cwd=tmp, env=e, capture_output=True, text=True, timeout=120)
 
@@ -363,3 +364,25 @@ def test_hub_parquet_with_other_rows_is_refused(tmp_path):
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "hf/org/ds/data/test.parquet" in r.stderr and "rows" in r.stderr and "nothing kept" in r.stderr
     assert not (tmp_path / "data").exists() and not (tmp_path / "lock.json").exists()
+
+
+def test_bad_raw_base_and_bad_lock_are_one_line(tmp_path):
+    r = peeval_data(tmp_path, None, "--folders", "local/books", env={"PEEVAL_DATA_RAW_BASE": "ftp://example"})
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "PEEVAL_DATA_RAW_BASE='ftp://example': an http(s) URL" in r.stderr and not (tmp_path / "data").exists()
+    (tmp_path / "data.lock.json").write_text('{"format": 2}')
+    with LoopbackRaw(served()) as raw:
+        r = peeval_data(tmp_path, raw, "--folders", "local/books")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "data lock" in r.stderr and "format: 1" in r.stderr and not (tmp_path / "data").exists()
+
+
+def test_malformed_book_list_is_one_line(tmp_path):
+    m = json.loads(manifest(tmp_path).read_text())
+    m["folders"]["local/books"]["source"]["splits"]["test"]["books"] = [[7, "pg7.txt", "Tiny"]]
+    (tmp_path / "bad.json").write_text(json.dumps(m))
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "PEEVAL_DATA"))} | {"PYTHONPATH": REPO}
+    cmd = [sys.executable, "-m", "peeval.cli", "data", "--root", str(tmp_path / "data"), "--manifest"]
+    r = subprocess.run([*cmd, str(tmp_path / "bad.json")], cwd=tmp_path, env=e, capture_output=True, text=True)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "local/books.source.splits.test.books: a non-empty list of [e-book number" in r.stderr
