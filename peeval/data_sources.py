@@ -150,6 +150,8 @@ def load_manifest(path: str | os.PathLike | None = None) -> dict[str, dict]:
                 raise DataError(f"manifest: {rel}/{name}: a relative file name with a 64-hex sha256")
             if not isinstance(f.get("bytes"), int) or f["bytes"] < 0:
                 raise DataError(f"manifest: {rel}/{name}.bytes: an integer >= 0")
+            if "rows_sha256" in f and not _SHA.fullmatch(str(f["rows_sha256"])):
+                raise DataError(f"manifest: {rel}/{name}.rows_sha256: a 64-hex sha256 of the file's rows")
         if entry.get("source") is None:
             if not isinstance(entry.get("mirror_only"), str):
                 raise DataError(f"manifest: {rel}: a source, or mirror_only saying why it has none")
@@ -225,7 +227,7 @@ def _hub_call(rel: str, what: str, repo_id: str, revision: str, call, /, *args, 
 
 def _download(rel: str, entry: dict, repo: tuple[str, str] | None, staging: Path) -> tuple[Path, dict | None]:
     """Download the folder's files into ``staging`` and verify them; the folder, arranged as the mirror has it,
-    and the data lock entry to record (None when the manifest's sha256 alone verified it)."""
+    and the data lock entry to record (None for a ``$PEEVAL_DATA_REPO`` copy, which the manifest's sha256 verify)."""
     from huggingface_hub import constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
 
     from . import data_lock
