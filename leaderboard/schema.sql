@@ -59,7 +59,8 @@ CREATE TABLE IF NOT EXISTS task_data (
     location         VARCHAR NOT NULL,   -- mirror folder relative to the mirror root, hub id, folder, or generator
     config           VARCHAR,            -- the dataset's config (name), if any
     split            VARCHAR,            -- the split loaded (NULL: lm-eval's own tasks, which load every split)
-    revision         VARCHAR,            -- hub: the commit read (or the revision asked for); NULL otherwise
+    revision         VARCHAR,            -- hub: the commit read (or the revision asked for); mirror: '<source>@<commit>'
+                                         -- a `peeval data` download was fetched from (data lock); NULL otherwise
     documents        BIGINT,             -- documents scored (NULL: not counted, lm-eval's own tasks)
     documents_sha256 VARCHAR,            -- sha256 of those documents in order (peeval.data.documents_sha256)
     params           JSON                -- generated data: the generator's parameters (the task's metadata)

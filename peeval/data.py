@@ -6,7 +6,8 @@ repository when that exists (SPEC 8). A hub id ``org/name`` is looked up as
 
 It also records what each task read (:func:`recording`): the source (``mirror``, ``hub``, ``local``
 for a folder given by path, ``generated``), where (mirror folder relative to the mirror root, hub id,
-folder, generator), the hub commit where the hub tells it, and the sha256 of the documents
+folder, generator), the hub commit where the hub tells it (for a mirror folder that ``peeval data``
+downloaded: the source and commit the data lock records, peeval.data_lock.fetched_from), and the sha256 of the documents
 (:func:`documents_sha256`), so that a run on the mirror's stand-in for a dataset is never taken for a
 run on the dataset itself. ``peeval eval`` writes it into results.json (``peeval.data``).
 """
@@ -265,6 +266,10 @@ def _read_of(path: str, name: str | None, split: str | None, revision, ds, hashe
     source, location = where_read(path)
     n, sha = _rows(ds) if hashed else (None, None)
     commit = (revision or _hub_commit(ds)) if source == "hub" else None
+    if source == "mirror":  # a folder `peeval data` fetched: its source and commit, from the data lock
+        from .data_lock import fetched_from
+
+        commit = fetched_from(mirror_root().resolve(), location)
     return {"source": source, "location": location, "config": name, "split": split, "revision": commit,
             "documents": n, "documents_sha256": sha, "params": None}  # fmt: skip
 

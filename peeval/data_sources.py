@@ -78,9 +78,38 @@ def sha256(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def _check_rebuild(rel: str, src: dict, files: dict) -> None:
+    from .data_rebuild import BUILDS, split_problem
+
+    if not isinstance(src.get("repo"), str) or not _REPO.fullmatch(src["repo"]):
+        raise DataError(f"manifest: {rel}.source.repo: a GitHub repository org/name")
+    if not re.fullmatch(r"[0-9a-f]{40}", str(src.get("commit", ""))):
+        raise DataError(f"manifest: {rel}.source.commit: a 40-hex commit")
+    if src.get("build") not in BUILDS:
+        raise DataError(f"manifest: {rel}.source.build: one of {', '.join(BUILDS)}")
+    if src["build"] == "stacks" and not isinstance(src.get("license"), str):
+        raise DataError(f"manifest: {rel}.source.license: a string (the rows' meta.license)")
+    splits = src.get("splits")
+    if not isinstance(splits, dict) or not splits:
+        raise DataError(f"manifest: {rel}.source.splits: a mapping split -> {{file, rows_sha256, ...}}")
+    for split, spec in splits.items():
+        if (
+            not isinstance(spec, dict)
+            or spec.get("file") not in files
+            or not _SHA.fullmatch(str(spec.get("rows_sha256")))
+        ):
+            raise DataError(f"manifest: {rel}.source.splits.{split}: a file the folder lists and a 64-hex rows_sha256")
+        if why := split_problem(src, spec):
+            raise DataError(f"manifest: {rel}.source.splits.{split}.{why}")
+
+
 def _check_source(rel: str, src: Any, files: dict) -> None:
     if not isinstance(src, dict):
         raise DataError(f"manifest: {rel}.source: a mapping or null")
+    if src.get("kind", "hub") == "github":
+        return _check_rebuild(rel, src, files)
+    if src.get("kind", "hub") != "hub":
+        raise DataError(f"manifest: {rel}.source.kind: hub or github")
     for key in ("repo_id", "revision"):
         if not isinstance(src.get(key), str) or not src[key]:
             raise DataError(f"manifest: {rel}.source.{key}: a non-empty string")
@@ -95,6 +124,8 @@ def _check_source(rel: str, src: Any, files: dict) -> None:
     missing = sorted(p for p, f in files.items() if p not in mapping and not f.get("optional"))
     if missing:
         raise DataError(f"manifest: {rel}.source.files: no source for {', '.join(missing)}")
+    if not set(src.get("lock_only", [])) <= set(mapping):
+        raise DataError(f"manifest: {rel}.source.lock_only: files of source.files")
 
 
 def load_manifest(path: str | os.PathLike | None = None) -> dict[str, dict]:
@@ -119,6 +150,8 @@ def load_manifest(path: str | os.PathLike | None = None) -> dict[str, dict]:
                 raise DataError(f"manifest: {rel}/{name}: a relative file name with a 64-hex sha256")
             if not isinstance(f.get("bytes"), int) or f["bytes"] < 0:
                 raise DataError(f"manifest: {rel}/{name}.bytes: an integer >= 0")
+            if "rows_sha256" in f and not _SHA.fullmatch(str(f["rows_sha256"])):
+                raise DataError(f"manifest: {rel}/{name}.rows_sha256: a 64-hex sha256 of the file's rows")
         if entry.get("source") is None:
             if not isinstance(entry.get("mirror_only"), str):
                 raise DataError(f"manifest: {rel}: a source, or mirror_only saying why it has none")
@@ -137,83 +170,152 @@ def parse_repo(spec: str | None) -> tuple[str, str] | None:
     return repo, revision or "main"
 
 
-def problems_in(root: Path, rel: str, entry: dict) -> list[str]:
-    """What keeps ``<root>/<rel>`` from matching the manifest (missing files, sizes, sha256); [] when it does."""
+def problems_in(root: Path, rel: str, entry: dict, lock: dict | None = None) -> list[str]:
+    """What keeps ``<root>/<rel>`` from matching the manifest (missing files, sizes, sha256); [] when it does.
+    A file equal to what the data lock recorded for the folder (``lock``: its entry) matches too."""
     found = []
+    written = (lock or {}).get("files", {})
     for name, f in sorted(entry["files"].items()):
         p = root / rel / name
+        ok = {(f["bytes"], f["sha256"])} | (
+            {(written[name]["bytes"], written[name]["sha256"])} if name in written else set()
+        )
         if not p.is_file():
             if not f.get("optional"):
                 found.append(f"{rel}/{name}: missing")
-        elif p.stat().st_size != f["bytes"]:
+        elif p.stat().st_size not in {size for size, _ in ok}:
             found.append(f"{rel}/{name}: {p.stat().st_size} bytes, the manifest pins {f['bytes']}")
-        elif sha256(p) != f["sha256"]:
+        elif (p.stat().st_size, sha256(p)) not in ok:
             found.append(f"{rel}/{name}: sha256 differs from the manifest's {f['sha256'][:12]}…")
     return found
+
+
+def source_of(entry: dict) -> tuple[str, str] | None:
+    """(source, revision asked for) of a folder's public source: the data lock's key; None for mirror-only."""
+    src = entry.get("source")
+    if src is None:
+        return None
+    if src.get("kind") == "github":
+        return f"github {src['repo']}", src["commit"]
+    return f"hub {src.get('repo_type', 'dataset')} {src['repo_id']}", src["revision"]
 
 
 def describe(rel: str, entry: dict, repo: tuple[str, str] | None = None) -> str:
     """Where the folder's verified copy comes from (stable across runs: the stage output records it)."""
     if repo is not None:
         return f"hub dataset {repo[0]}@{repo[1]} ({rel}/)"
-    src = entry.get("source")
+    src = source_of(entry)
     if src is None:
         return entry["mirror_only"]
-    return f"hub {src.get('repo_type', 'dataset')} {src['repo_id']}@{src['revision']}"
+    return f"{src[0]}@{src[1]}" + (
+        f" ({entry['source']['build']} rebuild)" if entry["source"].get("kind") == "github" else ""
+    )
 
 
-def _download(rel: str, entry: dict, repo: tuple[str, str] | None, staging: Path) -> Path:
-    """Download the folder's files into ``staging`` and verify them; the folder, arranged as the mirror has it."""
-    from huggingface_hub import constants, hf_hub_download
+def _hub_call(rel: str, what: str, repo_id: str, revision: str, call, /, *args, **kwargs):
+    """``call(*args, **kwargs)``; the library's own errors (offline, not found, HTTP) as one line naming ``what``."""
+    from huggingface_hub import constants
 
-    if repo is not None:
-        repo_id, revision, repo_type = repo[0], repo[1], "dataset"
-        mapping = {name: f"{rel}/{name}" for name in entry["files"]}
-    elif entry.get("source") is not None:
-        src = entry["source"]
-        repo_id, revision, repo_type = src["repo_id"], src["revision"], src.get("repo_type", "dataset")
-        mapping = dict(src["files"])
-    else:
+    try:
+        return call(*args, **kwargs)
+    except Exception as e:
+        reason = " ".join(str(e).split())[:300] or type(e).__name__
+        raise DataError(
+            f"{rel}: cannot download {what} from {repo_id}@{revision} ({constants.ENDPOINT}): {reason}"
+        ) from None
+
+
+def _download(rel: str, entry: dict, repo: tuple[str, str] | None, staging: Path) -> tuple[Path, dict | None]:
+    """Download the folder's files into ``staging`` and verify them; the folder, arranged as the mirror has it,
+    and the data lock entry to record (None for a ``$PEEVAL_DATA_REPO`` copy, which the manifest's sha256 verify)."""
+    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
+
+    from . import data_lock
+
+    src = entry.get("source")
+    if repo is None and src is None:
         raise DataError(
             f"{rel}: not in the mirror and no public copy to download ({entry['mirror_only']}); set "
             f"PEEVAL_DATA_MIRROR to a folder holding it, or {REPO_ENV}=org/name[@revision] to a hub dataset "
             "repository with the mirror's layout"
         )
-    where = f"{repo_id}@{revision} ({constants.ENDPOINT})"
-    got: dict[str, Path] = {}
-    for source_file in sorted(set(mapping.values())):
-        try:
-            got[source_file] = Path(
-                hf_hub_download(
-                    repo_id, source_file, repo_type=repo_type, revision=revision, local_dir=staging / "download"
-                )
-            )
-        except Exception as e:  # the library's own errors (offline mode, not found, HTTP): one line naming the file
-            reason = " ".join(str(e).split())[:300] or type(e).__name__
-            raise DataError(f"{rel}: cannot download {source_file} from {where}: {reason}") from None
     folder = staging / "folder"
+    key = source_of(entry)
+    pinned = data_lock.locked(rel, *key) if repo is None else None
+    if repo is None and src.get("kind") == "github":
+        from .data_rebuild import rebuild
+
+        folder.mkdir(parents=True)
+        inputs = rebuild(rel, src, folder)
+        for path, digest in sorted(inputs.items()):
+            if pinned and pinned.get("inputs", {}).get(path, digest) != digest:
+                raise DataError(
+                    f"{rel}: {path} from {src['repo']}@{src['commit'][:12]} has sha256 {digest[:12]}…, the "
+                    f"data lock {data_lock.lock_path()} records {pinned['inputs'][path][:12]}…: nothing kept"
+                )
+        return folder, {"commit": src["commit"], "inputs": inputs}
+    if repo is not None:
+        repo_id, revision, repo_type = repo[0], repo[1], "dataset"
+        mapping = {name: f"{rel}/{name}" for name in entry["files"]}
+    else:
+        repo_id, revision, repo_type = src["repo_id"], src["revision"], src.get("repo_type", "dataset")
+        mapping = dict(src["files"])
+    commit = (pinned or {}).get("commit")
+    if repo is None and commit is None:  # the commit the revision names now (recorded in the data lock)
+        url = hf_hub_url(repo_id, min(mapping.values()), repo_type=repo_type, revision=revision)
+        commit = _hub_call(rel, "the revision", repo_id, revision, get_hf_file_metadata, url).commit_hash or revision
+    where = f"{repo_id}@{commit or revision} ({constants.ENDPOINT})"
+    got: dict[str, Path] = {}
+    for f in sorted(set(mapping.values())):
+        kw = {"repo_type": repo_type, "revision": commit or revision, "local_dir": staging / "download"}
+        got[f] = Path(_hub_call(rel, f, repo_id, revision, hf_hub_download, repo_id, f, **kw))
+    inputs = {f: sha256(p) for f, p in got.items()}
     for name, source_file in sorted(mapping.items()):
-        want, path = entry["files"][name], got[source_file]
-        digest = sha256(path)
-        if digest != want["sha256"] or path.stat().st_size != want["bytes"]:
-            raise DataError(
-                f"{rel}/{name}: {source_file} from {where} has sha256 {digest[:12]}… ({path.stat().st_size} bytes); "
-                f"the manifest pins {want['sha256'][:12]}… ({want['bytes']} bytes): nothing kept"
+        want, path, digest = entry["files"][name], got[source_file], inputs[source_file]
+        if pinned is not None:
+            ok = pinned.get("inputs", {}).get(source_file) == digest
+            pins = (
+                f"the data lock {data_lock.lock_path()} records {pinned.get('inputs', {}).get(source_file, '?')[:12]}…"
             )
+        else:
+            ok = digest == want["sha256"] and path.stat().st_size == want["bytes"]
+            if not ok and want.get("rows_sha256"):
+                from .data_rebuild import parquet_rows, rows_sha256
+
+                try:
+                    ok = rows_sha256(parquet_rows(path)) == want["rows_sha256"]
+                except Exception:  # not a parquet file: refused below
+                    ok = False
+            ok = ok or (repo is None and name in src.get("lock_only", ()))
+            pins = f"the manifest pins {want['sha256'][:12]}… ({want['bytes']} bytes)" + (
+                " / those rows" if want.get("rows_sha256") else ""
+            )
+        if not ok:
+            raise DataError(f"{rel}/{name}: {source_file} from {where} has sha256 {digest[:12]}… "
+                            f"({path.stat().st_size} bytes); {pins}: nothing kept")  # fmt: skip
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, folder / name)
-    return folder
+    return folder, ({"commit": commit, "inputs": inputs} if repo is None else None)
 
 
 def fetch(root: Path, rel: str, entry: dict, repo: tuple[str, str] | None = None) -> None:
-    """Download ``rel`` and swap it in for ``<root>/<rel>``; on any failure nothing new is left behind."""
+    """Download ``rel`` and swap it in for ``<root>/<rel>``; on any failure nothing new is left behind. A folder
+    from a public source is recorded in the data lock (peeval.data_lock)."""
+    from . import data_lock
+
     target = root / rel
     made = [p for p in reversed(target.parents) if not p.exists()]  # parents this call creates
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-download-", dir=target.parent))
     ok = False
     try:
-        replace_dir(_download(rel, entry, repo, staging), target)
+        folder, resolved = _download(rel, entry, repo, staging)
+        if resolved is not None:
+            written = {n: {"bytes": (folder / n).stat().st_size, "sha256": sha256(folder / n)}
+                       for n in entry["files"] if (folder / n).is_file()}  # fmt: skip
+            source, revision = source_of(entry)
+            data_lock.record(rel, {"source": source, "revision": revision, **resolved, "files": written})
+        replace_dir(folder, target)
         ok = True
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -238,12 +340,15 @@ def resolve(
     if unknown:
         raise DataError(f"folders {', '.join(unknown)}: not in the manifest (known: {', '.join(entries)})")
     repo_id = parse_repo(os.environ.get(REPO_ENV) if repo is None else repo)
+    from . import data_lock
+
     root = Path(root)
     sources: dict[str, str] = {}
     problems: list[str] = []
     for rel in folders:
         entry = entries[rel]
-        found = problems_in(root, rel, entry)
+        key = source_of(entry)
+        found = problems_in(root, rel, entry, data_lock.locked(rel, *key) if key else None)
         if not found:
             sources[rel] = describe(rel, entry)
             log(f"{rel}: verified in {root} ({len(entry['files'])} files)")

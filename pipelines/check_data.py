@@ -2,7 +2,8 @@
 of the evaluation suites' tasks) verified against the committed manifest (peeval/data_manifest.json:
 sizes + sha256), a missing or changed one downloaded, as `peeval data` does
 (peeval.data_sources.resolve); then data/manifest.json records the files and where each folder's copy
-comes from, so that a changed corpus reruns the stages after it. DVC itself watches the corpora
+comes from (sizes and sha256 as they are on disk: a rebuilt folder's parquet differs from the manifest's bytes), so
+that a changed corpus reruns the stages after it. DVC itself watches the corpora
 (dvc.yaml deps under params.yaml `data.root`)."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 from common import params, use_mirror
 
 from peeval._io import atomic_write_text
-from peeval.data_sources import DataError, load_manifest, profile_folders, resolve
+from peeval.data_sources import DataError, load_manifest, profile_folders, resolve, sha256
 
 
 def main() -> None:
@@ -31,8 +32,9 @@ def main() -> None:
         raise SystemExit(2)
     entries = load_manifest()
     record = {
-        "folders": {rel: {name: {k: f[k] for k in ("bytes", "sha256")} for name, f in entries[rel]["files"].items()
-                          if (root / rel / name).is_file()} for rel in folders},
+        # the files as they are: the manifest's, or (a rebuilt or unpinned download) those the data lock records
+        "folders": {rel: {name: {"bytes": (root / rel / name).stat().st_size, "sha256": sha256(root / rel / name)}
+                          for name in entries[rel]["files"] if (root / rel / name).is_file()} for rel in folders},
         "sources": sources,
     }  # fmt: skip
     atomic_write_text("data/manifest.json", json.dumps(record, indent=1, sort_keys=True))

@@ -4,7 +4,8 @@ for a model repository) answer with the headers huggingface_hub reads (``X-Repo-
 ``Content-Length``); an unknown repository, revision or file is a 404 with the hub's ``X-Error-Code``.
 
 ``repos`` maps ``("dataset" | "model", "org/name")`` to ``{path: bytes | Path}``; a test may change it
-while the server runs (a corrupted copy).
+while the server runs (a corrupted copy). The commit a revision resolves to (``X-Repo-Commit``) is served as
+that revision too, as the hub does (the data lock fetches the commit it recorded).
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ class LoopbackHub:
         key, revision, file = self._lookup(h.path)
         self.requests.append((h.command, h.path))
         files = self.repos.get(key) if key else None
+        commits = {self.commit(key, r): r for r in self.revisions} if key else {}
+        revision = commits.get(revision, revision)  # a commit a revision resolved to: the same files
         if files is None or revision not in self.revisions:
             code = "RepoNotFound" if files is None else "RevisionNotFound"
             return self._error(h, code, body)

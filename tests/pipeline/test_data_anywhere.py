@@ -58,7 +58,12 @@ def served() -> dict:
 
 def peeval_data(tmp: Path, *args, endpoint: str | None = None, offline=False, env=None):
     e = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "PEEVAL_DATA"))}
-    e |= {"HF_HOME": str(tmp / "hf-home"), "PYTHONPATH": REPO, **(env or {})}
+    e |= {
+        "HF_HOME": str(tmp / "hf-home"),
+        "PYTHONPATH": REPO,
+        "PEEVAL_DATA_LOCK": str(tmp / "data.lock.json"),
+        **(env or {}),
+    }
     if endpoint:
         e["HF_ENDPOINT"] = endpoint
     if offline:
@@ -81,6 +86,7 @@ def test_fetch_verify_then_offline(tmp_path):
                         endpoint=hub.endpoint)  # fmt: skip
         assert t.returncode == 0, t.stderr
         gets = [p for c, p in hub.requests if c == "GET"]
+        v1 = hub.commit(("model", "tiny-org/tiny-tok"), "v1")
     # exactly the mirror's layout, byte for byte, and nothing else (no staging folder, no .cache)
     want = {f"local/tiny-books/{n}": b for n, b in BOOKS.items()}
     want |= {f"local/tiny-proofs/{n}": b for n, b in PROOFS.items()}
@@ -89,9 +95,14 @@ def test_fetch_verify_then_offline(tmp_path):
     }
     assert tree(root) == want
     assert f"/datasets/{REPO_ID}/resolve/main/local/tiny-books/data/test.txt" in gets  # through the hub's URL layout
-    assert "/tiny-org/tiny-tok/resolve/v1/vocab.json" in gets and len([g for g in gets if "tiny-tok" in g]) == 2
+    # v1 resolved once (a HEAD), then fetched at that commit, which the data lock records
+    assert f"/tiny-org/tiny-tok/resolve/{v1}/vocab.json" in gets and len([g for g in gets if "tiny-tok" in g]) == 2
     assert "downloaded from" in r.stdout and REPO_ID in r.stdout
     # the server is gone and the hub is off: the second run reads the verified copies
+    lock = json.loads((tmp_path / "data.lock.json").read_text())["folders"]
+    assert set(lock) == {"tokenizers/tiny"} and lock["tokenizers/tiny"]["commit"] == v1
+    assert lock["tokenizers/tiny"]["inputs"] == {"vocab.json": hashlib.sha256(VOCAB).hexdigest(),
+                                                 "merges.txt": hashlib.sha256(MERGES).hexdigest()}  # fmt: skip
     again = peeval_data(tmp_path, "--root", str(root), "--manifest", str(m), offline=True)
     assert again.returncode == 0, again.stderr
     assert again.stdout.count("verified in") == 3 and "download" not in again.stdout
@@ -184,7 +195,12 @@ def test_data_stage_error_names_no_spec(tmp_path):
     params = (Path(REPO) / "params" / "smoke.yaml").read_text().replace("root: ../shared/data", "root: empty-mirror")
     (work / "params.yaml").write_text(params)
     e = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "PEEVAL_DATA"))}
-    e |= {"PYTHONPATH": REPO, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf-home")}
+    e |= {
+        "PYTHONPATH": REPO,
+        "HF_HUB_OFFLINE": "1",
+        "HF_HOME": str(tmp_path / "hf-home"),
+        "PEEVAL_DATA_LOCK": str(tmp_path / "data.lock.json"),
+    }
     r = subprocess.run([sys.executable, "pipelines/check_data.py"], cwd=work, env=e, capture_output=True, text=True,
                        timeout=120)  # fmt: skip
     assert r.returncode == 2

@@ -1,0 +1,87 @@
+"""The data lock (``data.lock.json`` at the repository root, or ``$PEEVAL_DATA_LOCK``): what ``peeval data``
+resolved when it downloaded a folder whose manifest source could not be pinned in advance (a hub revision
+such as ``main``) or whose files depend on the installed libraries (a rebuilt parquet).
+
+peeval owns the format (peeval.data_lock; ``format: 1``): ``folders: {<mirror folder>: {source, revision,
+commit, inputs: {path: sha256}, files: {name: {bytes, sha256}}}}``. ``source`` / ``revision`` are what the
+manifest asked for, ``commit`` what it resolved to; ``inputs`` the files downloaded (hub files or raw
+files), ``files`` the folder as written. The first download records an entry (written atomically);
+later downloads fetch ``commit`` and must find the same ``inputs``, and a folder whose files equal the
+entry's counts as verified offline. Committing the lock pins the data for everyone who clones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from ._io import atomic_write_text
+
+LOCK_ENV = "PEEVAL_DATA_LOCK"
+DEFAULT = Path(__file__).resolve().parent.parent / "data.lock.json"
+
+
+def lock_path() -> Path:
+    return Path(os.environ.get(LOCK_ENV) or DEFAULT)
+
+
+def read_lock(path: Path | None = None) -> dict[str, dict]:
+    """The lock's folders ({} when there is no lock yet); a malformed lock is one line."""
+    from .data_sources import DataError
+
+    path = path or lock_path()
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise DataError(f"data lock {path} ({LOCK_ENV}): cannot read ({e})") from None
+    if not isinstance(data, dict) or data.get("format") != 1 or not isinstance(data.get("folders"), dict):
+        raise DataError(f"data lock {path} ({LOCK_ENV}): a JSON object with format: 1 and folders: {{...}}")
+    return data["folders"]
+
+
+def locked(rel: str, source: str, revision: str, path: Path | None = None) -> dict | None:
+    """The lock entry of ``rel`` when it was made from the same source and requested revision."""
+    entry = read_lock(path).get(rel)
+    if isinstance(entry, dict) and entry.get("source") == source and entry.get("revision") == revision:
+        return entry
+    return None
+
+
+def record(rel: str, entry: dict, path: Path | None = None) -> None:
+    """Add or replace ``rel``'s entry, atomically."""
+    path = path or lock_path()
+    folders = read_lock(path) | {rel: entry}
+    doc = {"format": 1, "about": "peeval data's lock (format: peeval/data_lock.py)",
+           "folders": dict(sorted(folders.items()))}  # fmt: skip
+    try:
+        atomic_write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    except OSError as e:
+        from .data_sources import DataError
+
+        raise DataError(f"data lock {path} ({LOCK_ENV}): cannot write ({e}): nothing kept") from None
+
+
+def fetched_from(root: Path, rel: str) -> str | None:
+    """``<source>@<commit>`` (e.g. ``github stacks/stacks-project@4ac4…``) when ``<root>/<rel>`` holds exactly the
+    files the data lock recorded for the folder: a run reading it cites what ``peeval data`` fetched it from
+    (the store's ``task_data.revision``). None when the lock has no entry, cannot be read (``peeval data`` says
+    why), or the folder is not that download (e.g. the original mirror)."""
+    import hashlib
+
+    try:
+        entry = read_lock().get(rel)
+    except ValueError:
+        return None
+    files = entry.get("files") if isinstance(entry, dict) else None
+    if not isinstance(files, dict) or not files or not entry.get("commit"):
+        return None
+    for name, f in files.items():
+        p = Path(root) / rel / name
+        if not p.is_file() or p.stat().st_size != f.get("bytes"):
+            return None
+        if hashlib.sha256(p.read_bytes()).hexdigest() != f.get("sha256"):
+            return None
+    return f"{entry['source']}@{entry['commit']}"
