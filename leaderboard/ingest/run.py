@@ -14,7 +14,7 @@ from leaderboard.store import RunKind
 from peeval.records import DATA_SOURCES, is_cell
 
 from .identity import run_identity
-from .rows import MetricRow, PplBlockRow, RunRows, SampleRow, TaskDataRow
+from .rows import MetricRow, PplBlockRow, RunRow, RunRows, SampleRow, TaskDataRow
 from .samples import _sample_rows
 from .values import SHA256, IngestError, check_cell, directions, obj, parse_metrics, read_json, rel, whole
 
@@ -171,11 +171,12 @@ def run_rows(doc: dict, path: Path, root: Path, prov: dict, record: RunRecord, g
         raise IngestError(f"{path}: bad peeval.date ({e})") from e
     params = _params(doc, path, prov, model_args, record)
     train = record.train or {}
-    run = {
+    seed = whole(train.get("seed", prov.get("seed")), "seed", None)  # the training's seed, else the evaluation's
+    run: RunRow = {
         "run_id": got.run_id, "name": record.name, "kind": record.kind, "checkpoint": record.checkpoint,
         "pe": record.pe, "pe_options": json.dumps(record.pe_options, sort_keys=True),
-        "params": json.dumps(params, sort_keys=True, default=str), "seed": whole(train.get("seed", prov.get("seed")),
-        "seed", None), "git_commit": prov.get("git_commit"), "peeval_version": prov.get("peeval_version"),
+        "params": json.dumps(params, sort_keys=True, default=str), "seed": seed,
+        "git_commit": prov.get("git_commit"), "peeval_version": prov.get("peeval_version"),
         "lm_eval_version": versions.get("lm_eval") or doc.get("lm_eval_version"),
         "torch_version": versions.get("torch"),
         "transformers_version": versions.get("transformers") or doc.get("transformers_version"),
