@@ -1,2 +1,2 @@
-"""peeval leaderboard: DuckDB ingest (ingest.py, schema.sql) and the static site builder (site.py, its page
+"""peeval leaderboard: DuckDB ingest (ingest/, store.py, schema.sql) and the static site builder (site.py, its page
 templates pages.py + templates/, the claims page claims_page.py)."""

@@ -1,5 +1,5 @@
 -- peeval's result store: leaderboard/peeval.duckdb (DuckDB 1.5 storage, readable by the duckdb CLI 1.5).
--- Written only by leaderboard/ingest.py, one transaction per ingest, except the claims tables at the end
+-- Written only by leaderboard/ingest/ (writer.py), one transaction per ingest, except the claims tables at the end
 -- (the claims stage, its own file); every statement is idempotent.
 --
 -- A *run* is one `peeval eval` results directory (results.json + samples_<task>.jsonl). Its run_id

@@ -131,6 +131,25 @@ def weights_path(model_args: dict) -> str | None:
     return os.path.join(pretrained, gguf) if gguf and pretrained else pretrained
 
 
+def run_kind(model: str, model_args: dict) -> str | None:
+    """``runs.kind`` of this evaluation, from what it loads: an adapter, or a checkpoint with an adapt_summary.json,
+    is 'adapt'; a checkpoint with a train_summary.json 'diagnostic' (trained on a task) or 'pretrain'; the packaged
+    base itself (peeval-llama on its GGUF, no rope scaling) 'adapt' too, the adapters' reference row; any other
+    model 'external'. None when a summary cannot be read (ingest reads the summaries again and names the file)."""
+    from peeval.records import base_model_label
+
+    folder = Path(str(model_args.get("adapter") or model_args.get("pretrained") or "."))
+    if model_args.get("adapter") or (folder / "adapt_summary.json").is_file():
+        return "adapt"
+    if (summary := folder / "train_summary.json").is_file():
+        try:
+            return "diagnostic" if json.loads(summary.read_text(encoding="utf-8")).get("task") else "pretrain"
+        except (OSError, ValueError, AttributeError):
+            return None
+    shipped = base_model_label(model_args.get("gguf_file")) and not model_args.get("rope_scaling")
+    return "adapt" if model == "peeval-llama" and shipped else "external"
+
+
 def provenance(args, lm, model_args: dict, metadata: dict, data: dict | None = None, sha256=...) -> dict:
     """The ``results["peeval"]`` record (:class:`peeval.records.Provenance`) of one ``peeval eval``;
     ``data``: what each task read (``peeval.data.recording``)."""
@@ -168,6 +187,7 @@ def provenance(args, lm, model_args: dict, metadata: dict, data: dict | None = N
         date=now_iso(),
         data=data,
         cpu=cpu_identity(),
+        run_kind=run_kind(args.model, model_args),
     ).to_json()
 
 

@@ -25,7 +25,7 @@ O(R)-equivariant updates, ``shift_ids`` leaves both at fp32 noise for any weight
 
 ``python -m peeval.shift_stability --checkpoint DIR --out DIR`` writes an lm-eval-shaped
 ``results.json`` (task ``peeval_shift_stability``, with ``peeval`` provenance) that
-``leaderboard/ingest.py`` stores like any other run.
+``leaderboard.ingest`` stores like any other run.
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def _sequences(tokenizer, n_seq: int, length: int, seed: int) -> list[torch.Tens
 
 
 def results_document(metrics: dict, checkpoint: str, model, args) -> dict:
-    """lm-eval's results.json shape plus the ``peeval`` provenance ``leaderboard/ingest.py`` needs."""
+    """lm-eval's results.json shape plus the ``peeval`` provenance ``leaderboard.ingest`` needs."""
     import peeval
 
     from .evaluation import checkpoint_hash, git_commit, library_versions, now_iso

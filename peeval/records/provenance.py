@@ -43,6 +43,9 @@ class Provenance:
     data: dict | None = None
     #: the CPU and torch's CPU kernel path (peeval._versions.cpu_identity): what a bit-for-bit rerun needs
     cpu: dict | None = None
+    #: what made the model (leaderboard.store.RunKind: pretrain, diagnostic, adapt, external), recorded where the
+    #: run is made so ingest reads it rather than guessing it from the model's name; None: an older writer
+    run_kind: str | None = None
     extra: dict = field(default_factory=dict)  # keys of a newer writer, kept on a round trip
 
     def to_json(self) -> dict:

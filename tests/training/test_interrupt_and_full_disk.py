@@ -95,7 +95,7 @@ def test_ingest_on_a_full_disk_keeps_the_store_and_creates_none(existing, tmp_pa
         raise duckdb.IOException("IO Error: No space left on device")
 
     monkeypatch.setattr(ingest, "parse_results_dir", parse)
-    monkeypatch.setattr(ingest, "insert_rows", insert)
+    monkeypatch.setattr(ingest.writer, "insert_rows", insert)  # the transaction: leaderboard.ingest.writer
     assert ingest.main(["--db", str(db), "--root", str(tmp_path), str(tmp_path / "results")]) == 2
     lines = _lines(capsys.readouterr().err)
     assert len(lines) == 1 and "No space left" in lines[0] and str(db) in lines[0], lines

@@ -1,0 +1,84 @@
+"""What one run is, whatever folder it was copied to: one checkpoint is one seed, a copied results folder is
+no second seed, and the checkpoint a run evaluated must still be the one it recorded."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from .values import SHA256, IngestError
+
+
+def checkpoint_sha256(path: Path) -> str | None:
+    """sha256 of a checkpoint's weight files as ``peeval eval`` records it (``peeval.evaluation.checkpoint_hash``:
+    the ``*.safetensors`` of a folder in name order, or the file itself); None when there are none."""
+    if not path.exists():
+        return None
+    files = [path] if path.is_file() else sorted(path.glob("*.safetensors"))
+    h = hashlib.sha256()
+    for f in files:
+        with f.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest() if files else None
+
+
+def check_checkpoint(prov: dict, model_args: dict, path: Path, root: Path) -> None:
+    """IngestError unless the checkpoint a run evaluated is still the one its provenance recorded: the summaries
+    beside it (encoding, options, training length, seed) are read now, so a checkpoint retrained in place
+    (``--overwrite``) after the evaluation would lend its new summary to the old numbers. Checked where the
+    weights are here (a published folder holds none: its recorded provenance is what there is)."""
+    recorded = prov.get("checkpoint_sha256")
+    pretrained = model_args.get("pretrained") or prov.get("checkpoint")
+    if not isinstance(recorded, str) or not SHA256.match(recorded) or not isinstance(pretrained, str) or not pretrained:
+        return
+    weights = Path(pretrained) if Path(pretrained).is_absolute() else root / pretrained
+    if isinstance(gguf := model_args.get("gguf_file"), str) and gguf:
+        weights = weights / gguf
+    now = checkpoint_sha256(weights)
+    if now is not None and now != recorded:
+        raise IngestError(f"{path}: the checkpoint {pretrained} changed since it was evaluated (sha256 "
+                          f"{recorded[:12]}… recorded, {now[:12]}… now: retrained or replaced): evaluate it "
+                          "again, or ingest results whose checkpoint is as evaluated")  # fmt: skip
+
+
+def run_identity(params: dict, tasks: list[str]) -> tuple | None:
+    """What one evaluation of one checkpoint is, whatever folder it was copied to: the checkpoint's sha256
+    recorded at evaluation time, the model's arguments but its path, and each task it ran; None when no
+    sha256 was recorded (plain lm_eval, a checkpoint without weight files, anything but 64 hex digits)."""
+    sha = params.get("checkpoint_sha256")
+    if not isinstance(sha, str) or not SHA256.match(sha):  # none recorded, or not a sha256 (a test's placeholder)
+        return None
+    args = {k: v for k, v in (params.get("model_args") or {}).items() if k != "pretrained"}
+    return sha, json.dumps(args, sort_keys=True, default=str), tuple(tasks)
+
+
+def _where(run: dict) -> str:
+    return str(run["results_path"])
+
+
+def check_duplicates(runs: list[dict]) -> None:
+    """IngestError (one line naming both) when two results of one source are the same run: the same results
+    (a copied folder, re-indented or not) or the same checkpoint evaluated on the same tasks (one checkpoint is
+    one seed, whatever the copies), or when one name would hold runs of two sources (a local run is never one
+    more seed of a published row)."""
+    seen: dict[tuple, dict] = {}
+    for r in runs:
+        keys = [(r["source"], "content", r.get("_content"))]
+        if r.get("_identity") is not None:
+            keys.append((r["source"], "identity", r["_identity"]))
+        for key in keys:
+            if key[2] is None:
+                continue
+            if key in seen:
+                what = "results" if key[1] == "content" else "checkpoint (sha256), model and tasks"
+                raise IngestError(f"{_where(r)}: the same {what} as {_where(seen[key])}: one run copied twice "
+                                  "would count as two seeds: remove one")  # fmt: skip
+            seen[key] = r
+    sources: dict[str, dict] = {}
+    for r in runs:
+        other = sources.setdefault(r.get("name"), r)
+        if other["source"] != r["source"]:
+            raise IngestError(f"{_where(r)}: its name {r['name']!r} is taken by a run of {other['source']} "
+                              f"({_where(other)}): runs of two sources never share a leaderboard row")  # fmt: skip
