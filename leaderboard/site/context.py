@@ -118,7 +118,8 @@ class SiteStore:
 
     def columns(self, name: str) -> list[str]:
         """The column names of the view ``site_<name>`` (a table's headers, also when it has no rows)."""
-        return [d[0] for d in self.views[f"site_{name}"].execute(f"SELECT * FROM site_{name} LIMIT 0").description]
+        view = f"site_{name}"
+        return [d[0] for d in self.views[view].execute(f"SELECT * FROM {view} LIMIT 0").description]
 
     def has_table(self, name: str, claims: bool = False) -> bool:
         con = self.claims_con if claims else self.con
