@@ -47,7 +47,7 @@ leaderboard: $(STAMP)
 	@if [ -n "$(PROFILE)" ]; then $(PY) pipelines/use_profile.py $(PROFILE); fi
 	$(PY) -m peeval.cli data   # params.yaml's data.mirror folders: verified in data.root, else downloaded (pinned, sha256)
 	PATH="$(abspath $(VENV))/bin:$$PATH" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(PY) pipelines/repro.py --jobs $(JOBS) $(STAGES)
-	@echo "leaderboard: file://$(abspath leaderboard/site/index.html)"
+	@echo "leaderboard: file://$(abspath leaderboard/public/index.html)"
 
 # the leaderboard of each published profile (leaderboard/published/<profile>/: results, summaries, curves a
 # fresh-clone run committed), without training anything: its own store, claims and site under build/site-<profile>,

@@ -1,2 +1,3 @@
-"""peeval leaderboard: DuckDB ingest (ingest/, store.py, schema.sql) and the static site builder (site.py, its page
-templates pages.py + templates/, the claims page claims_page.py)."""
+"""peeval leaderboard: the store (store.py, schema.sql), its writer (the package ingest/, one parser per input) and
+the static site builder (the package site/, one module per page; its templates pages.py + templates/, the claims
+page claims_page.py)."""

@@ -3,7 +3,7 @@
 ``render_claims_page(con)`` returns the page (leaderboard/templates/claims.html, which extends the
 site's base page; no script, no network) from the ``claims`` and ``claim_values`` tables that
 ``pipelines/claims.py`` writes, or None when there is no ``claims`` table yet. The site builder
-(leaderboard/site.py) writes it as ``claims.html`` beside ``runs/<run_id>.html``, which the run links
+(leaderboard/site/claims.py) writes it as ``claims.html`` beside ``runs/<run_id>.html``, which the run links
 point to. Every string from the store is escaped (the templates autoescape; the forest plot's SVG
 escapes its texts with :func:`html.escape`).
 

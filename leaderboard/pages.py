@@ -17,15 +17,14 @@ ENV = jinja2.Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-#: every page of the site, in the navigation's order (claims.html only when there is a claims table)
-NAV = (("index.html", "Leaderboard"), ("ppl.html", "Perplexity"), ("passkey.html", "Passkey"),
-       ("diagnostics.html", "Diagnostics"), ("training.html", "Training"), ("efficiency.html", "Efficiency"),
-       ("claims.html", "Claims"), ("compare.html", "Compare"), ("data.html", "Data"))  # fmt: skip
 
 
 def nav(claims: bool) -> list[tuple[str, str]]:
-    """The navigation's (href, text) links; the claims page's only when there is one."""
-    return [(href, text) for href, text in NAV if claims or href != "claims.html"]
+    """The navigation's (href, text) links (leaderboard/site/registry.py, the site's pages in order); the claims
+    page's only when there is one."""
+    from leaderboard.site import registry  # here: the site package imports this module
+
+    return registry.nav(claims)
 
 
 def render(template: str, **context) -> str:
@@ -33,4 +32,4 @@ def render(template: str, **context) -> str:
     return ENV.get_template(template).render(**context)
 
 
-__all__ = ["ENV", "NAV", "Markup", "nav", "render"]
+__all__ = ["ENV", "Markup", "nav", "render"]

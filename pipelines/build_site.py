@@ -9,7 +9,7 @@ from pathlib import Path
 
 from common import DB, SITE
 
-from leaderboard.site import Site, build_site
+from leaderboard.site import build_site, leaderboard_stats
 from peeval._io import atomic_write_text
 
 METRICS = Path("leaderboard/metrics.json")
@@ -19,7 +19,7 @@ PLOTS = Path("leaderboard/plots")
 def headline(con) -> dict:
     """{encoding: {column: mean over seeds}} for the leaderboard's columns: the leaderboard's own means
     (finite ones only: JSON has no infinity)."""
-    labels, stats, _ = Site(con, SITE).leaderboard_stats(("pretrain", "diagnostic", "adapt", "external"))
+    labels, stats, _ = leaderboard_stats(con, ("pretrain", "diagnostic", "adapt", "external"))
     out = {}
     for name in sorted(stats):
         row = {}

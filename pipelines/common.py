@@ -21,7 +21,7 @@ ADAPT = Path("checkpoints/adapt")
 EXTEND = Path("checkpoints/extend")  # the pipeline's own rope model extended (params.yaml extend)
 RESULTS = Path("results")
 DB = Path("leaderboard/peeval.duckdb")
-SITE = Path("leaderboard/site")
+SITE = Path("leaderboard/public")
 
 if TYPE_CHECKING:
     from pipeline_params import PipelineParams

@@ -260,7 +260,7 @@ def test_csv_downloads_never_hold_a_formula(tmp_path):
 
 
 def test_failed_site_build_leaves_no_temporary_folder(tmp_path, monkeypatch):
-    from leaderboard import site as mod
+    from leaderboard.site import output as mod
 
     db = make_store(tmp_path / "store")
     out = tmp_path / "out"

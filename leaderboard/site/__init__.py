@@ -1,0 +1,26 @@
+"""Build the static leaderboard site from the DuckDB store: plain HTML + inline SVG + one small
+script (sorting, filtering), so ``leaderboard/public/index.html`` opens from file:// offline.
+
+The site is a package of pages: one module per page, each ``render(store) -> Page`` (path, title, html), listed
+in nav order by ``registry.PAGES``, which makes both the navigation and the build (``build.py``). The HTML is in
+leaderboard/templates/ (Jinja, autoescaping: every text from the store is escaped), the SQL in ``views.sql``
+(named views ``site_<name>``, created on the read-only connection at build time; ``context.SiteStore`` reads
+them). Pages: ``index.html`` (``index.py``: the training length and budget, the papers with the claims page's
+verdicts, each encoding against RoPE with its interval (``leaderboard/front.py``), encodings x task groups, context
+extension, all runs), ``ppl.html``, ``passkey.html``, ``diagnostics.html``, ``training.html``,
+``efficiency.html``, ``runs/<run_id>.html`` (provenance + metrics + samples), ``claims.html``
+(``leaderboard/claims_page.py``, from the claims stage's leaderboard/claims.duckdb when there is one, else from
+the store's claims tables) when there is a claims table, ``compare.html`` and ``data.html`` with
+``data/<table>.csv|json`` for every store table and every table shown.
+
+    python -m leaderboard.site --db leaderboard/peeval.duckdb [--claims-db leaderboard/claims.duckdb]
+                               --out leaderboard/public
+"""
+
+from leaderboard.site.build import DEFAULT_OUT, build_site, main
+from leaderboard.site.context import Page, SiteStore, fmt
+from leaderboard.site.output import MARKER, SiteOutError
+from leaderboard.site.stats import leaderboard_stats
+
+__all__ = ["DEFAULT_OUT", "MARKER", "Page", "SiteOutError", "SiteStore", "build_site", "fmt", "leaderboard_stats",
+           "main"]  # fmt: skip

@@ -1,0 +1,224 @@
+"""The front page (templates/index.html): the training length and budget in one line, the papers with the claims
+page's verdicts on each, each encoding against RoPE with its interval or the reason there is none (a win or a
+loss only where the interval excludes parity: ``leaderboard.front``), then encodings x task groups (mean ± stderr
+over seeds, seeds and scored tokens / examples beside each number), context extension and all runs."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from leaderboard import claims_page, front, pages
+from leaderboard.site.budget import budget_line
+from leaderboard.site.context import Page, SiteStore, fmt, natural_key
+from leaderboard.site.stats import Board, board, cell_claims, column_tier, run_claims
+from leaderboard.site.tables import Cell, table
+from peeval.records import (
+    DIAG_PREFIX,
+    LOCAL_SOURCE,
+    PASSKEY_TASK,
+    parse_ppl_metric,
+    published_name,
+    published_profile,
+    published_source,
+    shipped_first,
+)
+
+
+def leaderboard_table(store: SiteStore, b: Board, claims: list[dict], tid: str, first: str) -> pages.Markup:
+    """Mean ± stderr (seeds), with its support beside every number: the scored tokens of a perplexity, the
+    examples of an accuracy. Bold = best in a column, only among cells with a standard error (a number
+    without one is never 'best')."""
+    stats = b.stats
+    if not stats:
+        return pages.Markup(pages.render("board.html", table=None))
+    best = {}
+    for label, low in zip(b.labels, b.lower):
+        vs = [s[label].value for s in stats.values() if label in s and math.isfinite(s[label].value)
+              and s[label].stderr is not None]  # fmt: skip
+        if len(vs) > 1:
+            best[label] = min(vs) if low else max(vs)
+    headers = [first] + [f"{lab} {'↓' if low else '↑'}" for lab, low in zip(b.labels, b.lower)]
+    rows = []
+    for name in sorted(stats, key=shipped_first):
+        row: list[Any] = [Cell(name, name)]
+        for label in b.labels:
+            s = stats[name].get(label)
+            if s is None:
+                row.append(Cell("–", None, cls="num"))
+                continue
+            vals = b.cells[name][label]
+            support = [f"{s.seeds} seed{'s' if s.seeds > 1 else ''}"]
+            toks = sorted({v[5] for v in vals if v[5] is not None})
+            if parse_ppl_metric(b.chosen[label][1]):
+                support.append(
+                    f"{toks[0]:,} tokens" + (" per seed" if s.seeds > 1 else "")
+                    if len(toks) == 1
+                    else "tokens " + "/".join(f"{t:,}" for t in toks)
+                    if toks
+                    else "tokens unknown"
+                )
+            elif s.n is not None:
+                support.append(f"n={s.n:,}")
+            if s.stderr is None:
+                support.append("no stderr")
+            cls = "num best" if best.get(label) == s.value and s.stderr is not None else "num"
+            se = None if s.stderr is None else fmt(s.stderr)
+            used = cell_claims(b, claims, label, {v[4] for v in vals})
+            row.append(Cell(fmt(s.value), s.value, cls=cls, se=se, sub=", ".join(support), claims=used))
+        rows.append(row)
+    return table(store, tid, headers, rows, table_cls="sticky", wide=True)
+
+
+def front_columns(b: Board) -> list[front.Column]:
+    """The headline columns of the comparison with RoPE: perplexity at the training length and the longest
+    length of each corpus, passkey, and each diagnostic split's first headline accuracy."""
+    cols, seen_diag = [], set()
+    for label, (task, metric) in b.chosen.items():
+        pm = parse_ppl_metric(metric)
+        if pm:
+            cols.append(front.Column(task, metric, label, "ppl", pm[1]))
+        elif task.startswith(DIAG_PREFIX) and task not in seen_diag:
+            seen_diag.add(task)
+            cols.append(front.Column(task, metric, label, "acc"))
+        elif task == PASSKEY_TASK:
+            cols.append(front.Column(task, metric, label, "acc"))
+    return cols
+
+
+def baseline_of(source: str) -> str:
+    """The leaderboard name of ``source``'s RoPE: ``rope`` here, ``rope @<profile>`` for a published profile."""
+    profile = published_profile(source)
+    return published_name(front.BASELINE, profile) if profile else front.BASELINE
+
+
+def _header(c: front.Column, train_len: int | None) -> str:
+    if c.kind == "ppl":
+        corpus = c.label.removesuffix(f" {c.metric}")  # the corpus as read (task_label)
+        where = ("in distribution" if c.length == train_len else
+                 f"{c.length / train_len:g}× train" if train_len else f"L={c.length}")  # fmt: skip
+        return f"{corpus} ppl ÷ RoPE @{c.length} ({where}) ↓"
+    return (f"{c.label} − RoPE ↑" if c.task == PASSKEY_TASK else
+            f"{c.label[: -len(c.metric) - 1].replace('_', ' ')} {c.metric} − RoPE ↑")  # fmt: skip
+
+
+def _base_cell(c: front.Column, runs: list[front.Run]) -> Cell:
+    e = front.estimate(c, runs)
+    sub = "not run" if e is None else f"{fmt(e.value)} ({e.seeds} seed{'s' if e.seeds > 1 else ''})"
+    return Cell("baseline", None, cls="num", sub=sub)
+
+
+def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = LOCAL_SOURCE,
+                  tid: str = "vs_rope") -> tuple[pages.Markup, dict]:  # fmt: skip
+    """The answer-first table (leaderboard.front) of one source's runs against that source's own RoPE (a
+    published profile is never compared with this machine's runs), and what the page says about it."""
+    cols = front_columns(b)
+    base = baseline_of(source)
+    sources = {str(r["name"]): str(r["source"]) for r in store.view("name_sources")}
+    cells = {name: by for name, by in b.cells.items() if sources.get(name, LOCAL_SOURCE) == source}
+    info: dict[str, Any] = {"baseline": base, "has_baseline": base in cells}
+    if not cols or base not in cells:
+        return pages.Markup(pages.render("vs_rope.html", table=None)), info
+    runs = {name: {c.label: [front.Run(v[0], v[1], v[2], v[5], v[4]) for v in by.get(c.label, [])]
+                   for c in cols} for name, by in cells.items()}  # fmt: skip
+    # a column RoPE never ran (CoPE's counting compares absolute and relative encodings) has nothing to show
+    unmatched = [c.label for c in cols if not runs[base][c.label]]
+    cols = [c for c in cols if runs[base][c.label]]
+    train_len, longest = store.training_length(), max((c.length or 0 for c in cols), default=0)
+    headers = ["encoding", *(_header(c, train_len) for c in cols), "wins vs RoPE (interval clear of parity)"]
+    # no rank: the encodings ran different columns. A fixed order instead: the baseline, the papers' encodings
+    # (TAPE, CoPE, PoPE), then the rest by name, so no row moves up on a point estimate
+    papers = [short.lower() for short, _, _ in front.PAPERS]
+
+    def order_key(n: str) -> tuple:
+        pe = re.match(r"[A-Za-z0-9_]*", n)[0].lower()
+        return (n != base, papers.index(pe) if pe in papers else len(papers), natural_key(n))
+
+    rows = []
+    for name in sorted(runs, key=order_key):
+        row: list[Any] = [Cell(name, name)]
+        compared = []
+        for c in cols:
+            if name == base:
+                row.append(_base_cell(c, runs[name][c.label]))
+                continue
+            vc = front.compare(c, runs[name][c.label], runs[base][c.label])
+            compared.append(vc)
+            if vc is None:
+                row.append(Cell("not run", None, cls="num"))
+                continue
+            vc.claims = cell_claims(b, claims, c.label, {r.run_id for r in runs[name][c.label]}, against=front.BASELINE)
+            # colour and the word only from the interval: a win or a loss where it excludes parity
+            cls = {"win": "num win", "loss": "num lose"}.get(vc.outcome, "num")
+            row.append(Cell(vc.text, vc.sort, cls=cls, outcome=vc.outcome, claims=vc.claims,
+                            sub=vc.sub.removesuffix(": no interval")))  # said once, as the outcome  # fmt: skip
+        if name == base:
+            row.append(Cell("–", None, cls="num", sub="the baseline"))
+        else:
+            wr = front.win_rate(compared)
+            row.append(Cell(wr.text, wr.wins - wr.losses if wr.compared else None, cls="num", sub=wr.sub))
+        rows.append(row)
+    info.update(longest=longest, train_len=train_len)
+    shown = table(store, tid, headers, rows, table_cls="sticky", filt=False, wide=True)
+    return pages.Markup(pages.render("vs_rope.html", table=shown, unmatched=", ".join(unmatched))), info
+
+
+def paper_verdicts(store: SiteStore) -> list[dict]:
+    """Per paper checked (front.PAPERS): its link, and the claims page's count of each verdict with the anchor
+    of that paper's section; ``scale``: how many of its pairs the claims stage left "not decidable at this
+    scale" (language models below the tokens-per-parameter criterion)."""
+    rows = [(r["paper"], r["verdict"], r["setting_diff"]) for r in store.view("claims_by_paper")]
+    out = []
+    for short, title, url in front.PAPERS:
+        mine = [(v, sd) for p, v, sd in rows if str(p) == short]
+        counts = [(v, sum(1 for m, _ in mine if m == v)) for v in claims_page.VERDICT_CLASS]
+        out.append({"short": short, "title": title, "url": url, "arxiv": url.rsplit("/", 1)[-1],
+                    "counts": [(v, n) for v, n in counts if n],
+                    "scale": sum(1 for v, sd in mine if v == "not decidable here"
+                                 and "not decidable at this scale" in sd)})  # fmt: skip
+    return out
+
+
+def render(store: SiteStore) -> Page:
+    runs = store.view("runs", order="kind, name, date")
+    run_rows = [[Cell(r["name"], r["name"], href=f"runs/{r['run_id']}.html"), r["kind"], r["pe"],
+                 r["checkpoint"], r["seed"], r["max_length"], r["training_length"], str(r["date"]),
+                 r["source"], r["machine"] or "this machine",
+                 Cell(r["run_id"], r["run_id"], href=f"runs/{r['run_id']}.html")] for r in runs]  # fmt: skip
+    profiles = {(published_profile(r["source"]), r["machine"]) for r in runs}
+    published = sorted((p, m) for p, m in profiles if p is not None)
+    claims = run_claims(store)
+    main = board(store, ("pretrain", "diagnostic"))
+    encodings = leaderboard_table(store, main, claims, "leaderboard", "encoding")
+    tiers = sorted({column_tier(main.chosen[lab][0]) for lab in main.chosen})
+
+    # the answer first: this machine's runs against its RoPE (a published profile's only where none ran here),
+    # each other published profile against its own RoPE, folded below
+    with_rope = [src for src in [LOCAL_SOURCE, *(published_source(p) for p, _ in published)]
+                 if baseline_of(src) in main.cells]  # fmt: skip
+    first = with_rope[0] if with_rope else LOCAL_SOURCE
+    vs, info = vs_rope_table(store, main, claims, first)
+    machines = {published_source(p): (str(p), str(m)) for p, m in published}
+    more = [(*machines[src], vs_rope_table(store, main, claims, src, f"vs_rope_{machines[src][0]}")[0])
+            for src in with_rope if src != first]  # fmt: skip
+    ext = board(store, ("adapt", "external"))
+    extension = leaderboard_table(store, ext, claims, "extension", "model / method")
+    kinds = [k for t, k in ((0, "perplexity within and beyond the training length"), (1, "passkey retrieval"),
+                            (2, "the papers' diagnostics"), (3, "zero-shot tasks")) if t in tiers]  # fmt: skip
+    all_runs = table(store, "runs_list", ["name", "kind", "pe", "checkpoint", "seed", "max_length", "training_length",
+                                          "date", "source", "machine", "run"], run_rows, table_cls="sticky",
+                     wide=True)  # fmt: skip
+    budget = budget_line(store, info.get("train_len") or store.training_length(), info.get("longest"), first)
+    papers = paper_verdicts(store)
+    html = pages.render(
+        "index.html", title="leaderboard", prefix="", links=pages.nav(bool(store.claims_html)),
+        budget=budget[0], budget_more=budget[1],
+        vs_first=published_profile(first), vs_more=more,
+        papers=papers, scale_n=sum(p["scale"] for p in papers), vs_rope=vs,
+        baseline=info["baseline"], level=int(front.LEVEL * 100),
+        columns_text=", then ".join(kinds), encodings=encodings,
+        extension=extension, all_runs=all_runs,
+        published=[(str(p), str(m)) for p, m in published], claims=bool(store.claims_html),
+    )  # fmt: skip
+    return Page("index.html", "leaderboard", html)

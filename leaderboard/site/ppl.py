@@ -1,0 +1,80 @@
+"""The perplexity page: perplexity per tokenizer family on its own axes (models trained here share one 2k-token
+vocabulary; adapted / external models have their own, so their perplexities are not comparable with ours); bits
+per byte, which does not depend on the tokenizer, puts every model on one axis; the loss by position inside the
+longest windows. The training length marked."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from leaderboard.charts import line_chart
+from leaderboard.site.context import Page, SiteStore
+from leaderboard.site.tables import chart_page
+
+NOTE = ("Fixed targets: the same target tokens of every document are scored at every length, each "
+        "block of at most L/2 targets by one forward over the L tokens ending at the block's end, so only the "
+        "context grows (docs: README \"Perplexity\"). Averaged over runs of the same name. Perplexity is per "
+        "token of a model's own tokenizer, so models with different tokenizers get separate perplexity "
+        "charts; bits per byte compares them all. The loss by position is the mean NLL per position bucket "
+        "inside the longest windows. Each encoding keeps one colour (and dash) on every chart; the dashed "
+        "vertical line is the training length. Infinite / exploding values are listed in the table and left "
+        "off the charts.")  # fmt: skip
+
+
+def loss_by_position_charts(store: SiteStore, corpus: str, groups) -> list[str]:
+    """Issue 27 item 2: mean loss per position bucket inside the longest windows, per tokenizer group as the
+    perplexity charts (each bucket averaged over runs of the same name), the training length marked."""
+    rows = store.view("loss_by_position", "corpus = ?", [corpus], order="name, position")
+    charts = []
+    for group, member, marks in groups:
+        series: dict[str, list] = defaultdict(list)
+        for r in rows:
+            if member(r["name"]):
+                series[r["name"]].append((r["position"], r["nll"]))
+        if series:
+            xs = sorted({x for pts in series.values() for x, _ in pts})  # bucket starts: the last reaches a step on
+            end = xs[-1] + (xs[-1] - xs[-2] if len(xs) > 1 else 0)
+            inside = [m for m in marks if xs[0] <= m[0] <= end]
+            charts.append(line_chart(series, title=f"{corpus}: loss by position in the longest windows, {group}",
+                                     xlabel="position (tokens of context)", ylabel="mean NLL (nats)",
+                                     vlines=inside))  # fmt: skip
+    return charts
+
+
+def render(store: SiteStore) -> Page:
+    rows = store.view("ppl_by_length", order="corpus, name, length")
+    headers = store.columns("ppl_by_length")
+    here = {r["name"] for r in store.view("here_names")}
+    train_len = store.training_length()
+    mark = [(train_len, f"training length {train_len}")] if train_len else []
+    theirs = [(r["L"], f"training length {r['L']:,}") for r in store.view("external_lengths", order="L")]
+    groups = (("models trained here (one tokenizer)", lambda n: n in here, mark),
+              ("adapted / external models (own tokenizer)", lambda n: n not in here, theirs))  # fmt: skip
+    charts = []
+    for corpus in sorted({r["corpus"] for r in rows}):
+        for group, member, marks in groups:
+            series: dict[str, list] = defaultdict(list)
+            for r in rows:
+                if r["corpus"] == corpus and member(r["name"]):
+                    series[r["name"]].append((r["length"], r["ppl"]))
+            if series:
+                xs = [x for pts in series.values() for x, _ in pts]
+                inside = [m for m in marks if xs and min(xs) <= m[0] <= max(xs)]
+                beyond = [f"{m[0]:,}" for m in marks if m not in inside]  # said, not drawn: squashes the axis
+                title = f"{corpus}: ppl vs context length, {group}"
+                if beyond:  # e.g. "pg19: ppl, adapted / external models (own tokenizer; trained at 8,192)"
+                    title = f"{corpus}: ppl, {group[:-1]}; trained at {', '.join(beyond)})"
+                charts.append(line_chart(series, title=title, xlabel="context length (tokens)", ylabel="ppl",
+                                         logx=True, logy=True, vlines=inside))  # fmt: skip
+        series = defaultdict(list)
+        for r in rows:
+            if r["corpus"] == corpus:
+                series[r["name"]].append((r["length"], r["bpb"]))
+        bmark = [(train_len, f"training length {train_len} (models trained here)")] if train_len else []
+        charts.append(line_chart(series, title=f"{corpus}: bits per byte vs context length (every model)",
+                                 xlabel="context length (tokens)", ylabel="bpb", logx=True, vlines=bmark))  # fmt: skip
+        charts += loss_by_position_charts(store, corpus, groups)
+    protocols = [r["p"] for r in store.view("ppl_protocols")]
+    how = ("Protocol of these runs: " + "; ".join(sorted(protocols)) + ". ") if protocols else ""
+    return chart_page(store, "ppl.html", "perplexity vs context length", charts, note=how + NOTE,
+                      empty="no perplexity runs", tid="ppl_by_length_table", rows=rows, headers=headers)  # fmt: skip
