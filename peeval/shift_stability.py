@@ -123,9 +123,11 @@ def measure(model, sequences: list[torch.Tensor], bos_id: int | None = None) -> 
 # --------------------------------------------------------------------------- command line
 def _sequences(tokenizer, n_seq: int, length: int, seed: int) -> list[torch.Tensor]:
     """``n_seq`` windows of ``length`` tokens from the PG-19 test set (mirror: Gutenberg)."""
-    from .data import load_dataset
+    from .data import HUB_COPIES, load_dataset
 
-    docs = load_dataset("deepmind/pg19", split="test")
+    # the mirror's stand-in offline, else PG-19's test split through its default parquet copy (the hub's own
+    # repository is a loading script datasets 5 refuses)
+    docs = load_dataset("deepmind/pg19", split="test", copy=next(iter(HUB_COPIES["pg19"].values())))
     g = torch.Generator().manual_seed(seed)
     out = []
     for i in torch.randperm(len(docs), generator=g).tolist():

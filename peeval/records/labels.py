@@ -95,8 +95,11 @@ DATA_SOURCES = ("mirror", "hub", "local", "generated")
 #: named as what it is, never as the dataset it replaces: their numbers are not the paper's numbers.
 DATA_NAMES = {
     ("hub", "deepmind/pg19"): "PG-19 test",
+    ("hub", "emozilla/pg19-test"): "PG-19 test",  # parquet copies of PG-19's test split (peeval.data.HUB_COPIES)
+    ("hub", "emozilla/pg19"): "PG-19 test",
     ("mirror", "local/gutenberg-eval"): "Gutenberg books (PG-19 substitute)",
     ("hub", "hoskinson-center/proof-pile"): "proof-pile test",
+    ("hub", "dwzhu/PoSE-Datasets"): "proof-pile test",  # PoSE's jsonl copy of proof-pile's test split
     ("mirror", "local/stacks-project"): "Stacks project (proof-pile substitute)",
 }
 #: a task whose run did not record what it read (written before peeval recorded it, or by plain lm_eval)

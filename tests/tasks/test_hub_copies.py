@@ -244,3 +244,16 @@ def test_every_copy_is_pinned_to_a_commit_and_read_by_a_packaged_builder():
     copies = [c for cs in ppl.HUB_COPIES.values() for c in cs.values()]  # every corpus: peeval.data.HUB_COPIES
     assert len(copies) == 5 and all(re.fullmatch(r"[0-9a-f]{40}", c.revision) for c in copies)
     assert {c.builder for c in copies} == {"parquet", "json"}  # never a repository's loading script
+
+
+def test_a_copy_is_labelled_as_the_corpus_it_copies():
+    """The site names a read by its corpus: a parquet / jsonl copy of PG-19 or proof-pile is that corpus's test
+    split, not a repository name (and never the mirror's stand-in)."""
+    from peeval.records import data_label
+
+    expected = {"pg19": "PG-19 test", "proof_pile": "proof-pile test"}
+    for corpus, copies in ppl.HUB_COPIES.items():
+        if corpus in expected:
+            for repo in copies:
+                assert data_label("hub", repo) == expected[corpus], repo
+    assert data_label("mirror", "local/gutenberg-eval") != "PG-19 test"
