@@ -241,7 +241,7 @@ def test_leaderboard_smoke_from_a_loopback_hub(tmp_path):
     data = work.parent / "shared" / "data"  # params data.root: ../shared/data
     for rel_name, src in files.items():
         assert (data / rel_name).read_bytes() == src.read_bytes(), rel_name
-    assert (work / "leaderboard" / "site" / "index.html").is_file()
+    assert (work / "leaderboard" / "public" / "index.html").is_file()
     record = json.loads((work / "data" / "manifest.json").read_text())
     assert set(record["sources"]) == set(folders)
     # the server is gone and the hub is off: params.yaml's folders are read from the copies

@@ -186,7 +186,7 @@ def test_second_repro_is_a_noop_and_one_encoding_reruns_alone(smoke):
 def test_site_of_the_smoke_run_in_chromium(smoke, tmp_path):
     work, _, _ = smoke
     p = yaml.safe_load((work / "params.yaml").read_text())
-    index = work / "leaderboard" / "site" / "index.html"
+    index = work / "leaderboard" / "public" / "index.html"
     shot = tmp_path / "smoke_site.png"
     check_in_browser(index, len(p["encodings"]), shot, diagnostics=bool(p["diagnostics"]["runs"]))
     if Path("/tmp/pipeline").is_dir():
