@@ -1,6 +1,6 @@
 """Issue 43: ``peeval train --compile auto|on|off``. A bad value is refused before anything is written;
 ``auto`` keeps the eager path for the smoke and cpu profiles (their bits); the compiled path trains the
-same curve as the eager one within the stated tolerance, and the same checkpoint twice."""
+same curve as the eager one within the stated tolerance, and the same checkpoint twice (once resumed)."""
 
 import csv
 
@@ -13,6 +13,7 @@ from peeval.cli import main
 from peeval.training.pretrain import run_train
 from peeval.training.profiles import get_profile
 from peeval.training.speed import use_compiled
+from peeval.training.state import ResumeMismatch
 
 #: the largest difference allowed between the two paths' training losses (mean nats per token) over a
 #: few steps: float32 reductions in another order; benchmarks/cpu_train_speed.py measured 1.2e-5 and
@@ -58,11 +59,15 @@ def test_compiled_path_matches_eager_and_is_deterministic(corpus, tok_dir, tmp_p
     kw = dict(profile="smoke", tokenizer=tok_dir, corpus=corpus, steps=6, lr=1e-2, eval_every=3, save_every=3, **TINY)
     eager = run_train(tmp_path / "eager", "rope", compile="off", **kw)
     first = run_train(tmp_path / "c1", "rope", compile="on", **kw)
-    run_train(tmp_path / "c2", "rope", compile="on", **kw)
+    assert run_train(tmp_path / "c2", "rope", compile="on", stop_after=4, **kw) == {"interrupted_at": 4}
+    with pytest.raises(ResumeMismatch, match="compiled"):  # the eager path does not resume a compiled run
+        run_train(tmp_path / "c2", "rope", compile="off", **kw)
+    run_train(tmp_path / "c2", "rope", compile="on", **kw)  # resumed from step 3
     assert "compiled" not in eager and first["compiled"] is True
     a, b = losses(tmp_path / "eager"), losses(tmp_path / "c1")
     assert len(a) == len(b) == 6 and a[-1] < a[0] - 0.05, a  # the loss moved: the comparison says something
     assert max(abs(x - y) for x, y in zip(a, b)) <= LOSS_TOLERANCE, (a, b)
     assert first["final_val_loss"] == pytest.approx(eager["final_val_loss"], abs=LOSS_TOLERANCE)
     w1, w2 = (load_file(str(tmp_path / d / "model.safetensors")) for d in ("c1", "c2"))
-    assert w1.keys() == w2.keys() and all(torch.equal(w1[k], w2[k]) for k in w1)  # same seed: same bits
+    # same seed, interrupted and resumed: the same bits as the uninterrupted run
+    assert w1.keys() == w2.keys() and all(torch.equal(w1[k], w2[k]) for k in w1)
