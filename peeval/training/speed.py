@@ -24,6 +24,8 @@ import torch
 COMPILE_CHOICES = ("auto", "on", "off")
 #: ``auto`` compiles a CPU run of at least this many optimizer steps
 AUTO_MIN_STEPS = 1000
+#: compilations of one frame before dynamo gives up on it: above one per layer of the largest profile (12)
+RECOMPILE_LIMIT = 64
 
 
 def check_compile(value: str) -> str:
@@ -61,5 +63,12 @@ def summed_loss(model, input_ids: torch.Tensor, labels: torch.Tensor, attention_
 
 
 def compiled_loss():
-    """``summed_loss`` compiled by inductor (a run's micro-batches share one shape: one compilation)."""
+    """``summed_loss`` compiled by inductor (a run's micro-batches share one shape: one compilation).
+
+    Dynamo's in-process cache is emptied first: the graphs of an earlier run in this process (tests, the
+    benchmark) would count towards its recompile limit, past which a frame silently runs eagerly; and the
+    limit is raised above the one compilation per layer that an encoding with a graph break inside its
+    layers needs (the distance tables of alibi, t5, kerple, fire read a size from data)."""
+    torch._dynamo.reset()
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
     return torch.compile(summed_loss)
