@@ -3,13 +3,13 @@ checkpoint before issue 43 was trained with) and ``compiled`` (``torch.compile``
 on the step's loss, and the single-kernel AdamW, ``fused=True``).
 
 ``peeval train --compile auto|on|off`` picks one; ``auto`` is ``on`` for text pretraining on CPU of at
-least ``AUTO_MIN_STEPS`` optimizer steps, where it pays: the compiled step measured 1.05-1.14x the
-eager one's tokens/s (cpu profile and issue 43's width-64 model, one thread), and compiling costs
-about a minute on one core the first time (a few seconds from inductor's graph cache), so a run breaks
-even after several hundred steps. Elsewhere ``auto`` is ``off``: the smoke profile (6 steps) and the
-cpu profile (250 steps) keep the eager path and their bits; diagnostics (padded batches, whose masks
-split the compiled graph) were not measured. ``benchmarks/cpu_train_speed.py`` times both paths side
-by side in one process.
+least ``AUTO_MIN_STEPS`` optimizer steps, where it pays: the compiled step measured about 1.2x the
+eager one's tokens/s (1.04-1.35x; cpu profile and issue 43's width-64 model, one thread, a loaded
+machine), and compiling costs up to a minute on one core the first time (seconds from inductor's
+graph cache), so a run breaks even after a few hundred steps. Elsewhere ``auto`` is ``off``: the
+smoke profile (6 steps) and the cpu profile (250 steps) keep the eager path and their bits;
+diagnostics (padded batches, whose masks split the compiled graph) were not measured.
+``benchmarks/cpu_train_speed.py`` times both paths side by side in one process.
 
 Inductor's graph cache (``TORCHINDUCTOR_CACHE_DIR``) is shared by every run that names the same
 folder: the pipeline names ``.cache/inductor`` in the repository (``pipelines/common.py``), so the
