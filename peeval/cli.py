@@ -63,6 +63,7 @@ def cmd_train(args) -> int:
         tokenizer=args.tokenizer,
         overwrite=args.overwrite,
         settings=parse_set(args.set),
+        compile=args.compile,
     )
     keys = ("pe", "task", "params", "steps", "train_time_s", "final_val_ppl")
     return _done("train", summary, keys, f"checkpoint in {args.out}")
@@ -194,6 +195,12 @@ def _add_train_parsers(sub) -> None:
     )
     t.add_argument("--tokenizer", default=None, help="tokenizer folder from `peeval tokenizer` (text only)")
     t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a profile setting (repeatable)")
+    t.add_argument(
+        "--compile",
+        default="auto",
+        help="the training step's path: on (torch.compile + fused AdamW), off (eager, the reference), auto "
+        "(default: on for a CPU run of >= 100 steps; peeval/training/speed.py)",
+    )
     t.set_defaults(func=cmd_train)
     k = sub.add_parser("tokenizer", help="build the profile's tokenizer (byte-level BPE or GPT-2)")
     k.add_argument(

@@ -56,6 +56,14 @@ def use_mirror() -> Path:
     return root
 
 
+def use_compile_cache() -> Path:
+    """One inductor graph cache for every training stage of the repository (``.cache/inductor``,
+    unless TORCHINDUCTOR_CACHE_DIR names one): a compiled run (peeval/training/speed.py) compiles each
+    distinct graph once, and the other seeds and stages of the pipeline load it in seconds."""
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(ROOT / ".cache" / "inductor"))
+    return Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+
+
 def entry(entries: dict[str, Any], section: str, key: str) -> Any:
     """``entries[key]`` (params.yaml ``<section>.<key>``: a stage's command-line argument), or one
     line and exit 2."""

@@ -3,7 +3,7 @@ A killed run resumes from its last saved step when the stage is run again (see r
 
 import sys
 
-from common import PRETRAIN, TOKENIZER, entry, params, use_mirror
+from common import PRETRAIN, TOKENIZER, entry, params, use_compile_cache, use_mirror
 from resume import RESUME, fail, resumable
 
 from peeval.training.pretrain import run_train
@@ -12,6 +12,7 @@ if __name__ == "__main__":
     key = sys.argv[1]
     p = params()
     use_mirror()
+    use_compile_cache()
     enc = entry(p.encodings, "encodings", key)
     try:
         s = resumable(lambda rd: run_train(PRETRAIN / key, enc.pe, enc.pe_options or None, profile=p.profile,

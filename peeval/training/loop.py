@@ -24,6 +24,7 @@ from .._io import atomic_write_text
 from ..records import CURVE_COLUMNS  # the train_curve.csv header ingest reads
 from .data import Batches
 from .schedule import lr_lambda, perm_cache
+from .speed import compiled_loss, make_optimizer, use_compiled
 from .state import STATE_FILE, NonFiniteLoss, check_same_run, jsonable, load_state, save_state, set_rng_state
 
 
@@ -180,12 +181,15 @@ def fit(
     desc: str = "train",
     identity: dict | None = None,
     state_path: Path | None = None,
+    compile: str = "off",
+    text: bool = True,
 ) -> dict:
     """The shared optimisation loop; returns {steps, tokens, train_time_s, final_val_loss, ...}.
 
     Resumes from ``state_path`` (default ``out_dir/train_state.pt``) when it exists and was
     written by the same run (``identity``: everything that defines it; a difference raises
-    ResumeMismatch naming the keys). The state is left in place: the caller deletes it once its
+    ResumeMismatch naming the keys; a compiled run, ``compile`` and ``text`` resolved by
+    ``speed.use_compiled``, records it there too). The state is left in place: the caller deletes it once its
     own outputs are written. ``stop_after`` (tests: simulate an interruption) ends the run after
     that many steps without finishing it.
     """
@@ -204,12 +208,9 @@ def fit(
     for n, p in model.named_parameters():
         if p.requires_grad:
             (decay if p.dim() >= 2 and "embed" not in n else no_decay).append(p)
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": prof["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=prof["lr"],
-        betas=tuple(prof["betas"]),
-        eps=1e-8,
-    )
+    compiled = use_compiled(compile, acc.device, steps, text)
+    groups = [{"params": decay, "weight_decay": prof["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}]
+    opt = make_optimizer(groups, prof, compiled)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: lr_lambda(s, prof["warmup_steps"], steps, prof["min_lr_ratio"])
     )
@@ -218,7 +219,7 @@ def fit(
     # one global batch, so one optimizer step is one schedule step (issue 19's 2-process drift).
     model, opt = acc.prepare(model, opt)
     state_path = Path(state_path) if state_path is not None else out_dir / STATE_FILE
-    run = jsonable({**(identity or {}), "settings": prof, "seed": seed})
+    run = jsonable({**(identity or {}), "settings": prof, "seed": seed, **({"compiled": True} if compiled else {})})
     start, rows, tokens, elapsed_before = 0, [], 0, 0.0
     if state_path.exists():
         st = load_state(state_path)
@@ -230,6 +231,7 @@ def fit(
         set_rng_state(st["rng"])
         start, rows, tokens, elapsed_before = st["step"], st["rows"], st["tokens"], st["elapsed_s"]
     model.train()
+    train_loss_of = compiled_loss() if compiled else None
     perms = perm_cache(batches.n, seed)
     b, n_micro = prof["batch_size"], prof["grad_accum"]
     t0 = time.perf_counter()
@@ -256,7 +258,11 @@ def fit(
                 sync = contextlib.nullcontext() if micro == n_micro - 1 else acc.no_sync(model)
                 with sync:
                     with acc.autocast():
-                        loss, _, _, _ = loss_and_correct(model, batch, reduction="sum")
+                        if train_loss_of is not None:
+                            labels = batch.get("labels", batch["input_ids"])
+                            loss = train_loss_of(model, batch["input_ids"], labels, batch.get("attention_mask"))
+                        else:
+                            loss, _, _, _ = loss_and_correct(model, batch, reduction="sum")
                     acc.backward(loss * (world / n_target))
                 loss_sum += loss.detach()
             if prof["grad_clip"]:
@@ -316,6 +322,7 @@ def fit(
     acc.wait_for_everyone()  # no process returns before the checkpoint is complete
     return {
         "world_size": world,
+        "compiled": compiled,
         "is_main_process": acc.is_main_process,
         "steps": steps,
         "tokens": tokens,

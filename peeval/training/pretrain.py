@@ -22,6 +22,7 @@ from .._versions import cpu_identity
 from .data import Batches, load_corpus, load_tokenizer, pack, profile_tokenizer, tokenizer_fingerprint, unigram_ppl
 from .loop import check_launch, fit, seed_all
 from .profiles import get_profile
+from .speed import check_compile
 from .state import STATE_FILE, check_out_dir, check_seed, cleaned_on_failure, drop_state, jsonable, overwriting
 
 #: the files that mark a finished ``peeval train`` checkpoint
@@ -77,6 +78,7 @@ def run_train(
     resume_dir: str | os.PathLike | None = None,
     settings: dict | None = None,
     stop_after: int | None = None,
+    compile: str = "auto",
     **overrides,
 ) -> dict:
     """Train a checkpoint for encoding ``pe`` into ``out_dir``; returns train_summary.json's dict.
@@ -93,6 +95,9 @@ def run_train(
     (``train_state.pt``) lives in ``resume_dir`` (default ``out_dir``): the DVC stages keep it
     outside their declared outputs, which DVC deletes before rerunning a stage. Every bad input
     raises ValueError before anything is written.
+
+    ``compile`` (auto|on|off): the training step's path, ``speed.use_compiled``; a compiled run says so in
+    its summary (``"compiled": true``).
     """
     from ..models.encodings import ENCODINGS, get_encoding_class
     from ..models.encodings.base import resolve_options
@@ -102,6 +107,7 @@ def run_train(
         raise ValueError(f"unknown pe {pe!r}: allowed {', '.join(sorted(ENCODINGS))}")
     check_launch()  # before anything is written
     check_seed(seed)
+    check_compile(compile)
     out = Path(out_dir)
     state_path = Path(resume_dir if resume_dir is not None else out) / STATE_FILE
     check_out_dir(out, FINISHED_FILES, state_path, overwrite, "--overwrite")
@@ -166,6 +172,8 @@ def run_train(
             desc=f"train {pe}",
             identity=identity,
             state_path=state_path,
+            compile=compile,
+            text=task is None,
         )
         if "interrupted_at" in res:
             return res
@@ -186,6 +194,7 @@ def run_train(
             "settings": jsonable(prof),
             "device": "cuda" if torch.cuda.is_available() else "cpu",
             "world_size": res["world_size"],  # processes that shared each global batch
+            **({"compiled": True} if res["compiled"] else {}),  # the step's path (speed.py); absent: eager
             "torch_threads": torch.get_num_threads(),  # per process
             "cpu": cpu_identity(),  # CPU model and torch's kernel path: the last bits of the weights depend on it
         }
