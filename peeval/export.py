@@ -59,6 +59,7 @@ def code_modules() -> dict[str, Path]:
         "peeval.models.configuration_peeval": PACKAGE / "models" / "configuration_peeval.py",
         "peeval.models.modeling_peeval": PACKAGE / "models" / "modeling_peeval.py",
         "peeval.models.attention": PACKAGE / "models" / "attention.py",
+        "peeval.models.attention_ops": PACKAGE / "models" / "attention_ops.py",
         "peeval.models.encodings": PACKAGE / "models" / "encodings" / "__init__.py",
     }
     for f in sorted((PACKAGE / "models" / "encodings").glob("*.py")):

@@ -146,7 +146,7 @@ def results_document(metrics: dict, checkpoint: str, model, args) -> dict:
     """lm-eval's results.json shape plus the ``peeval`` provenance ``leaderboard.ingest`` needs."""
     import peeval
 
-    from .evaluation import checkpoint_hash, git_commit, library_versions, now_iso
+    from .run_provenance import checkpoint_hash, git_commit, library_versions, now_iso
 
     res: dict = {"alias": TASK}
     for k, (mean, se, _n) in sorted(metrics.items()):

@@ -6,7 +6,7 @@ import torch
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
 #: fixtures shared across files live in tests/helpers (tests/ is on sys.path: pytest prepends this folder)
-pytest_plugins = ["helpers.training"]
+pytest_plugins = ["helpers.training", "helpers.data_mirror"]
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

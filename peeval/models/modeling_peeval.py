@@ -15,6 +15,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutpu
 from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm
 
 from . import attention as attn
+from .attention_ops import build_allowed, repeat_kv
 from .configuration_peeval import PeevalConfig, attn_backend_for, transformers_label
 from .encodings import Encoding, PEContext, build_encoding
 
@@ -53,7 +54,7 @@ class PeevalAttention(nn.Module):
         v = self.v_proj(x).view(b, n, -1, d).transpose(1, 2)
         if pe.kv_per_query_head:  # the encoding transforms keys per query head: cache them so
             rep = self.num_heads // self.num_kv_heads
-            k, v = attn.repeat_kv(k, rep), attn.repeat_kv(v, rep)
+            k, v = repeat_kv(k, rep), repeat_kv(v, rep)
 
         call = attn.AttentionCall(
             pe, self.layer_idx, self.config.attn_backend, ctx, q, attention_mask, output_attentions
@@ -75,7 +76,7 @@ class PeevalAttention(nn.Module):
             v = v.to(q.dtype)
         ctx.values = v
         call.q, call.k, call.v = q, k, v
-        call.allowed = attn.build_allowed(attention_mask, q.shape[2], k.shape[2], q.device)
+        call.allowed = build_allowed(attention_mask, q.shape[2], k.shape[2], q.device)
         out, probs = attn.attend(how, call)
         if extra is not None:
             out, extra_out = out.split([d, out.shape[-1] - d], dim=-1)

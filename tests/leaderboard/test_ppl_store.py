@@ -4,18 +4,13 @@ position in the view ``loss_by_position``, and the perplexity page draws it."""
 
 import json
 import math
-import os
-from pathlib import Path
 
 import pytest
-from conftest import REPO
 from helpers.checkpoints import save_tiny_checkpoint
-
-MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
-needs_mirror = pytest.mark.skipif(not (MIRROR / "local" / "gutenberg-eval").is_dir(), reason="no data mirror")
+from helpers.data_mirror import needs_mirror
 
 
-@needs_mirror
+@needs_mirror("local", "gutenberg-eval")
 def test_blocks_and_loss_by_position_reach_the_store_and_the_page(tmp_path, capsys):
     from leaderboard.ingest import connect, ingest
     from leaderboard.site import build_site

@@ -12,6 +12,7 @@ import torch
 from conftest import decode_logits, tiny_model
 
 import peeval.models.attention as attn
+import peeval.models.attention_ops as ops
 from peeval.models.encodings.base import PEContext
 
 BIAS_PES = [
@@ -36,8 +37,8 @@ def model64(pe, opts, **kw):
 @pytest.fixture
 def small_blocks(monkeypatch):
     """Blocks of 7 query rows, so that a 30-token test crosses several block edges."""
-    monkeypatch.setattr(attn, "MIN_BLOCK_ROWS", 7)
-    monkeypatch.setattr(attn, "BLOCK_ELEMENTS", 1)
+    monkeypatch.setattr(ops, "MIN_BLOCK_ROWS", 7)
+    monkeypatch.setattr(ops, "BLOCK_ELEMENTS", 1)
 
 
 def run(m, backend, x, mask=None):
@@ -103,7 +104,7 @@ def test_blocked_function_gradients_of_q_k_v_and_parameters(pe, opts, nq, nk, pa
     """The autograd Function itself, GQA (4 query, 2 KV heads), blocks of 4 rows, cache offset;
     with the CPU flash kernels and with the explicit path that other devices take."""
     if kernels == "explicit":
-        monkeypatch.setattr(attn, "_cpu_kernels", lambda t: False)
+        monkeypatch.setattr(ops, "_cpu_kernels", lambda t: False)
     m = model64(pe, opts)
     enc = m.model.pe
     torch.manual_seed(1)
@@ -239,7 +240,7 @@ def test_fire_zero_input_weight_is_a_constant_unit():
 def test_blocked_training_saves_nothing_quadratic(monkeypatch):
     """What autograd keeps from the forward for the blocked attention is O(N): no N×N bias or
     probabilities (the backward rebuilds one block at a time)."""
-    monkeypatch.setattr(attn, "BLOCK_ELEMENTS", 4 * 32 * 256)  # blocks of 32 rows
+    monkeypatch.setattr(ops, "BLOCK_ELEMENTS", 4 * 32 * 256)  # blocks of 32 rows
     m = model64("kerple", {}).float()
     n = 256
     x = torch.randint(0, 61, (1, n))

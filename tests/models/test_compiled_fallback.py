@@ -13,6 +13,7 @@ from conftest import tiny_model
 
 import peeval._log as plog
 import peeval.models.attention as attn
+import peeval.models.attention_ops as ops
 from peeval.models.encodings.base import PEContext
 
 INDUCTOR = "InductorError: SubprocException: triton_tem_fused_flex_attention_backward failed"
@@ -59,7 +60,7 @@ def test_flex_forward_compile_failure_falls_back_once(fresh, monkeypatch):
         calls.append(1)
         raise RuntimeError(INDUCTOR + "\nsecond line of the compiler's report")
 
-    monkeypatch.setattr(attn, "_compiled_flex", broken_flex)
+    monkeypatch.setattr(ops, "_compiled_flex", broken_flex)
     m = fire64()
     x = torch.randint(0, 61, (2, 24))
     ref = step(m, "eager", x, train=False)[0]
@@ -99,7 +100,7 @@ def test_flex_backward_compile_failure_is_caught_in_the_forward_and_the_model_tr
             out = flex_attention(q.detach(), k.detach(), v.detach(), **kw)  # eager FlexAttention: CPU forward
         return _FailsBackward.apply(out, q, k, v)
 
-    monkeypatch.setattr(attn, "_compiled_flex", flex_without_backward)
+    monkeypatch.setattr(ops, "_compiled_flex", flex_without_backward)
     monkeypatch.setattr(attn, "flex_available", lambda q: True)  # as on CUDA: flex under autograd
     m = fire64()
     x = torch.randint(0, 61, (2, 24))
@@ -143,7 +144,7 @@ def test_a_working_flex_is_probed_once_per_shape(fresh, monkeypatch):
         calls.append(q.shape[2])
         return dense_flex(q, k, v, **kw)
 
-    monkeypatch.setattr(attn, "_compiled_flex", eager_flex)
+    monkeypatch.setattr(ops, "_compiled_flex", eager_flex)
     monkeypatch.setattr(attn, "flex_available", lambda q: True)
     m = tiny_model("kerple").double()  # one kernel for all layers
     layers = m.config.num_hidden_layers

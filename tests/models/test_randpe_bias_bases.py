@@ -8,6 +8,7 @@ import torch
 from conftest import tiny_model
 
 import peeval.models.attention as attn
+import peeval.models.attention_ops as ops
 
 #: the bases whose bias depends on positions only (checked against the registry below)
 BIAS_BASES = ["alibi", "t5", "kerple", "fire"]
@@ -53,7 +54,7 @@ def run(m, backend, x):
 
 @pytest.mark.parametrize("base", BIAS_BASES)
 def test_randpe_over_a_bias_base_runs_blocked_and_equals_eager(base, monkeypatch):
-    monkeypatch.setattr(attn, "BLOCK_ELEMENTS", 4 * 32 * N)  # blocks of 32 rows: several per sequence
+    monkeypatch.setattr(ops, "BLOCK_ELEMENTS", 4 * 32 * N)  # blocks of 32 rows: several per sequence
     blocked = []
     real = attn.blocked_bias_attention
     monkeypatch.setattr(attn, "blocked_bias_attention", lambda *a, **k: blocked.append(1) or real(*a, **k))

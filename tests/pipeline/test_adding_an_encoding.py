@@ -4,19 +4,12 @@ evaluates through lm-eval under its own model name (`peeval eval --model peeval-
 randpe base, and its run reaches the site (`leaderboard.ingest` + `leaderboard.site`)."""
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-from conftest import REPO
+from helpers.data_mirror import BIN, needs_mirror, offline_env, sh
 from helpers.training import TEXT
 from helpers.worktree import copy_working_tree
-
-BIN = Path(sys.executable).parent
-MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
-needs_mirror = pytest.mark.skipif(not (MIRROR / "local" / "gutenberg-eval").is_dir(), reason="no data mirror")
 
 NAME = "slope"
 MODULE = '''"""A learned per-head linear penalty on distance (a throwaway 14th encoding)."""
@@ -56,16 +49,7 @@ def copy_with_new_encoding(work: Path) -> Path:
     return work
 
 
-def sh(args, cwd, work):
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": str(work), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "PEEVAL_DATA_MIRROR": str(MIRROR)}  # fmt: skip
-    r = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, f"{args}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-    return r.stdout + r.stderr
-
-
-@needs_mirror
+@needs_mirror("local", "gutenberg-eval")
 def test_a_new_encoding_trains_evaluates_and_reaches_the_site(tmp_path):
     work = copy_with_new_encoding(tmp_path / "repo")
     corpus = tmp_path / "corpus"
@@ -73,11 +57,17 @@ def test_a_new_encoding_trains_evaluates_and_reaches_the_site(tmp_path):
     for i in range(4):
         (corpus / f"{i:02d}.txt").write_text(TEXT)
     py, peeval = sys.executable, str(BIN / "peeval")
+    env = offline_env(PYTHONPATH=str(work))  # the copy's peeval, with the new encoding
     text = ["--profile", "smoke", "--set", f"corpus={corpus}"]
-    sh([peeval, "tokenizer", "--out", str(tmp_path / "tok"), *text, "--set", "vocab_size=300"], tmp_path, work)
+    sh(
+        [peeval, "tokenizer", "--out", str(tmp_path / "tok"), *text, "--set", "vocab_size=300"],
+        tmp_path,
+        env,
+        timeout=300,
+    )
     sh([peeval, "train", "--pe", NAME, "--tokenizer", str(tmp_path / "tok"), "--out", str(tmp_path / "ck"), *text,
         "--set", "steps=3", "--set", "seq_len=32", "--set", "train_chars=null", "--set", "val_chars=null"],
-       tmp_path, work)  # fmt: skip
+       tmp_path, env, timeout=300)  # fmt: skip
     summary = json.loads((tmp_path / "ck" / "train_summary.json").read_text())
     assert summary["pe"] == NAME and summary["steps"] == 3
     assert json.loads((tmp_path / "ck" / "config.json").read_text())["pe"] == NAME
@@ -85,17 +75,17 @@ def test_a_new_encoding_trains_evaluates_and_reaches_the_site(tmp_path):
     sh([peeval, "eval", "--model", f"peeval-{NAME}", "--model_args", f"pretrained={tmp_path / 'ck'}",
         "--tasks", "peeval_ppl_pg19", "--limit", "1", "--output_path", str(tmp_path / "results"),
         "--run_name", NAME, "--metadata", '{"lengths": [32], "protocol": "windows", "max_windows": 1}'],
-       tmp_path, work)  # fmt: skip
+       tmp_path, env, timeout=300)  # fmt: skip
     res = json.loads((tmp_path / "results" / NAME / "results.json").read_text())
     assert res["peeval"]["pe"] == NAME and res["results"]["peeval_ppl_pg19"]["windows@32,none"] == 1
 
     # randpe takes it as a base (its bases are the registry's encodings that read positions)
     code = "from peeval.models import PeevalConfig; print(PeevalConfig(pe='randpe', pe_options={'base': 'slope'}).pe)"
-    assert sh([py, "-c", code], tmp_path, work).strip().endswith("randpe")
+    assert sh([py, "-c", code], tmp_path, env, timeout=300).strip().endswith("randpe")
 
     db, site = tmp_path / "peeval.duckdb", tmp_path / "site"
     sh([py, "-m", "leaderboard.ingest", str(tmp_path / "results"), str(tmp_path / "ck"), "--db", str(db),
-        "--root", str(tmp_path)], work, work)  # fmt: skip
-    sh([py, "-m", "leaderboard.site", "--db", str(db), "--out", str(site)], work, work)
+        "--root", str(tmp_path)], work, env, timeout=300)  # fmt: skip
+    sh([py, "-m", "leaderboard.site", "--db", str(db), "--out", str(site)], work, env, timeout=300)
     index = (site / "index.html").read_text()
     assert NAME in index and "ppl" in (site / "ppl.html").read_text()

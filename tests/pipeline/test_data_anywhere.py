@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO
+from helpers.data_mirror import MIRROR, needs_mirror
 from helpers.loopback_hub import LoopbackHub
 
-MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
 REPO_ID = "peeval-test/mirror"
 
 # a tiny fake mirror: two folders in the mirror's layout, and one from a "public" model repository
@@ -212,8 +212,8 @@ def test_data_stage_error_names_no_spec(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (MIRROR / "local" / "gutenberg-train").is_dir(), reason="no data mirror to serve")
-def test_leaderboard_smoke_from_a_loopback_hub(tmp_path):
+@needs_mirror("local", "gutenberg-train", reason="no data mirror to serve")
+def test_leaderboard_smoke_from_a_loopback_hub(tmp_path, data_mirror):
     """Issue 32 item 1, done-when: a fresh copy with no ../shared beside it and the mirror served only by a
     loopback hub: `make leaderboard PROFILE=smoke` fetches, verifies and runs end to end; then `peeval data`
     reads the copies offline (server stopped)."""
@@ -223,7 +223,7 @@ def test_leaderboard_smoke_from_a_loopback_hub(tmp_path):
     assert not (work.parent / "shared").exists()
     entries = json.loads((Path(REPO) / "peeval/data_manifest.json").read_text())["folders"]
     folders = yaml.safe_load((Path(REPO) / "params/smoke.yaml").read_text())["data"]["mirror"]
-    files = {f"{rel}/{name}": MIRROR / rel / name for rel in folders for name in entries[rel]["files"]}
+    files = {f"{rel}/{name}": data_mirror / rel / name for rel in folders for name in entries[rel]["files"]}
     venv = Path(sys.executable).parent.parent
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "PEEVAL_DATA"))}
     env |= {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(work), "HF_HOME": str(tmp_path / "hf-home"),

@@ -12,6 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from conftest import REPO
+from helpers.data_mirror import MIRROR, needs_mirror
 from helpers.loopback_raw import LoopbackRaw
 
 from peeval.data import documents_sha256
@@ -193,7 +194,6 @@ def test_missing_raw_file_and_bad_source_are_one_line(tmp_path):
 
 
 # ----------------------------------------------------------------------------- every cpu folder from loopback sources
-MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
 
 
 def public_copies(entries: dict, folders: list[str]) -> tuple[dict, dict[str, bytes]]:
@@ -229,8 +229,8 @@ def public_copies(entries: dict, folders: list[str]) -> tuple[dict, dict[str, by
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (MIRROR / "local" / "gutenberg-train").is_dir(), reason="no data mirror to serve")
-def test_cpu_profile_from_loopback_public_sources(tmp_path):
+@needs_mirror("local", "gutenberg-train", reason="no data mirror to serve")
+def test_cpu_profile_from_loopback_public_sources(tmp_path, data_mirror):
     """Issue 45 item 1, done-when: the mirror removed (an empty PEEVAL_DATA_MIRROR) and only a loopback hub and a
     loopback raw-file server (serving copies made from the mirror: public_copies): `peeval data --profile cpu`
     fetches or rebuilds every folder, each equal to the mirror's rows, and records each in the data lock."""
@@ -265,10 +265,10 @@ def test_cpu_profile_from_loopback_public_sources(tmp_path):
         assert lock[rel]["source"] == want_source and lock[rel]["commit"], rel
         for name in entries[rel]["files"] if src.get("kind") == "github" else src["files"]:
             if name.endswith(".parquet"):
-                got, want = empty / rel / name, MIRROR / rel / name
+                got, want = empty / rel / name, data_mirror / rel / name
                 assert pq.read_table(got).to_pylist() == pq.read_table(want).to_pylist(), f"{rel}/{name}"
             elif src.get("kind") != "github":
-                assert (empty / rel / name).read_bytes() == (MIRROR / rel / name).read_bytes(), f"{rel}/{name}"
+                assert (empty / rel / name).read_bytes() == (data_mirror / rel / name).read_bytes(), f"{rel}/{name}"
 
 
 def test_a_read_of_a_fetched_folder_cites_its_source_and_commit(tmp_path, monkeypatch):

@@ -5,9 +5,7 @@ no-op (the runner's dvc.lock is DVC's own), changing one encoding's parameters i
 that encoding's stage, and the built site passes the browser checks of test_site."""
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,19 +16,8 @@ import yaml
 from conftest import REPO
 from helpers import store_rows
 from helpers.browser import check_in_browser
+from helpers.data_mirror import BIN, MIRROR, needs_mirror, sh
 from helpers.worktree import copy_working_tree
-
-BIN = Path(sys.executable).parent
-MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
-needs_mirror = pytest.mark.skipif(not (MIRROR / "local" / "gutenberg-train").is_dir(), reason="no data mirror")
-
-
-def sh(args, cwd, timeout=900):
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1",
-           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PEEVAL_DATA_MIRROR": str(MIRROR)}  # fmt: skip
-    r = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert r.returncode == 0, f"{args}:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
-    return r.stdout + r.stderr
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +37,7 @@ def smoke(tmp_path_factory):
     return work, log, time.perf_counter() - t0
 
 
-@needs_mirror
+@needs_mirror("local", "gutenberg-train")
 def test_smoke_pipeline_end_to_end(smoke):
     work, log, wall = smoke
     p = yaml.safe_load((work / "params.yaml").read_text())
@@ -89,7 +76,7 @@ def test_smoke_pipeline_end_to_end(smoke):
 REFERENCE = Path(__file__).parent / "data" / "smoke_store.json"
 
 
-@needs_mirror
+@needs_mirror("local", "gutenberg-train")
 def test_smoke_store_row_for_row(smoke):
     """A refactor changes no number, on any CPU: the smoke pipeline's store (and claims file) equals the reference
     as any machine must reproduce it (issue 40). Compared exactly: every table's rows (their count, keys, runs,
@@ -135,7 +122,7 @@ def _rerun(work: Path, dest: Path, stages: list[str], edit=None) -> Path:
 RERUN = ["--downstream", "train@tape", "diagnostics@tape-addition-0"]
 
 
-@needs_mirror
+@needs_mirror("local", "gutenberg-train")
 def test_same_machine_same_bits(smoke, tmp_path):
     """Reproducible on one machine means bit for bit (issue 40): the smoke pipeline's training, diagnostics,
     evaluation, ingest and claims stages run again with the same settings give byte-identical checkpoints and
@@ -149,7 +136,7 @@ def test_same_machine_same_bits(smoke, tmp_path):
     assert not problems, f"{len(problems)} differences between two runs on one machine:\n" + "\n".join(problems[:30])
 
 
-@needs_mirror
+@needs_mirror("local", "gutenberg-train")
 def test_same_bits_sees_a_changed_seed(smoke, tmp_path):
     """The same-machine check can fail: one stage rerun with another seed gives other weights, and it says so."""
     work, _, _ = smoke
@@ -164,7 +151,7 @@ def test_same_bits_sees_a_changed_seed(smoke, tmp_path):
     assert any(p.startswith("checkpoints/pretrain/tape/model.safetensors") for p in problems), problems
 
 
-@needs_mirror
+@needs_mirror("local", "gutenberg-train")
 def test_second_repro_is_a_noop_and_one_encoding_reruns_alone(smoke):
     work, _, _ = smoke
     t0 = time.perf_counter()
@@ -182,7 +169,7 @@ def test_second_repro_is_a_noop_and_one_encoding_reruns_alone(smoke):
     assert "encodings.rope" in json.dumps(status["train@rope"])
 
 
-@needs_mirror
+@needs_mirror("local", "gutenberg-train")
 def test_site_of_the_smoke_run_in_chromium(smoke, tmp_path):
     work, _, _ = smoke
     p = yaml.safe_load((work / "params.yaml").read_text())

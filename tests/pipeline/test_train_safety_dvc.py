@@ -14,24 +14,16 @@ import pytest
 import torch
 import yaml
 from conftest import REPO
+from helpers.data_mirror import BIN, needs_mirror, offline_env, sh
 from safetensors.torch import load_file
 
-BIN = Path(sys.executable).parent
-MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
-ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1",
-       "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PEEVAL_DATA_MIRROR": str(MIRROR)}  # fmt: skip
+ENV = offline_env()
 ENV.pop("PYTHONPATH", None)  # the copy's own peeval (pipelines/common.py puts the copy first anyway)
 
 
-def sh(args, cwd, timeout=900):
-    r = subprocess.run(args, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=timeout)
-    assert r.returncode == 0, f"{args}:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
-    return r.stdout + r.stderr
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not (MIRROR / "local" / "gutenberg-train").is_dir(), reason="no data mirror")
-def test_killed_dvc_repro_resumes_and_equals_uninterrupted(tmp_path):
+@needs_mirror("local", "gutenberg-train")
+def test_killed_dvc_repro_resumes_and_equals_uninterrupted(tmp_path, data_mirror):
     work = tmp_path / "repo"
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True,
                            check=True).stdout.decode().split("\0")  # fmt: skip
@@ -39,14 +31,14 @@ def test_killed_dvc_repro_resumes_and_equals_uninterrupted(tmp_path):
         if (Path(REPO) / rel).is_file():
             (work / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(Path(REPO) / rel, work / rel)
-    sh([str(BIN / "dvc"), "config", "--local", "core.no_scm", "true"], work)
-    sh([sys.executable, "pipelines/use_profile.py", "smoke"], work)
+    sh([str(BIN / "dvc"), "config", "--local", "core.no_scm", "true"], work, ENV)
+    sh([sys.executable, "pipelines/use_profile.py", "smoke"], work, ENV)
     params = work / "params.yaml"
     p = yaml.safe_load(params.read_text())
-    p["data"]["root"] = str(MIRROR.resolve())
+    p["data"]["root"] = str(data_mirror.resolve())
     p["train"]["set"] = {"steps": 400, "save_every": 25, "eval_every": 200}  # long enough to be killed mid-way
     params.write_text(yaml.safe_dump(p, sort_keys=False))
-    sh([str(BIN / "dvc"), "repro", "tokenizer"], work)  # upstream stages, not timed
+    sh([str(BIN / "dvc"), "repro", "tokenizer"], work, ENV)  # upstream stages, not timed
 
     state = work / ".resume" / "train" / "rope" / "train_state.pt"
     out = work / "checkpoints" / "pretrain" / "rope"
@@ -63,14 +55,14 @@ def test_killed_dvc_repro_resumes_and_equals_uninterrupted(tmp_path):
     saved = torch.load(state, weights_only=False)["step"]
     assert 25 <= saved < 400
 
-    log = sh([str(BIN / "dvc"), "repro", "train@rope"], work)
+    log = sh([str(BIN / "dvc"), "repro", "train@rope"], work, ENV)
     assert "Running stage 'train@rope'" in log
     assert f"resuming from step {saved} of" in log, log[-3000:]
     assert not state.exists()
     resumed = load_file(str(out / "model.safetensors"))
     resumed_curve = (out / "train_curve.csv").read_text()
 
-    log = sh([str(BIN / "dvc"), "repro", "--force", "--single-item", "train@rope"], work)  # uninterrupted
+    log = sh([str(BIN / "dvc"), "repro", "--force", "--single-item", "train@rope"], work, ENV)  # uninterrupted
     assert "resuming" not in log
     fresh = load_file(str(out / "model.safetensors"))
     assert resumed.keys() == fresh.keys()

@@ -12,12 +12,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO
+from helpers.data_mirror import needs_mirror
 
 import peeval
 
-MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
-needs_mirror = pytest.mark.skipif(not (MIRROR / "local" / "gutenberg-eval").is_dir(), reason="no data mirror")
 PEEVAL_ROOT = Path(peeval.__file__).parent.parent  # the tree under test (PYTHONPATH), not necessarily this checkout
 PEEVAL_TASKS = PEEVAL_ROOT / "peeval" / "tasks"
 
@@ -103,7 +101,7 @@ def test_default_run_names_differ_for_same_folder_name(ckpts):
     assert name(ckpts["a"], ",max_length=128") != a  # other model_args: another run
 
 
-@needs_mirror
+@needs_mirror("local", "gutenberg-eval")
 def test_reused_output_folder_is_refused_then_overwritten_without_stale_samples(ckpts, tmp_path, capsys):
     md = json.dumps({"lengths": [64], "depths": [0.5], "per_cell": 1})
     argv = ["--model", "peeval", "--model_args", f"pretrained={ckpts['a']}", "--tasks", "peeval_passkey", "--limit",
@@ -127,7 +125,7 @@ def test_reused_output_folder_is_refused_then_overwritten_without_stale_samples(
     assert "marker" not in json.loads((run / "results.json").read_text())  # written anew
 
 
-@needs_mirror
+@needs_mirror("local", "gutenberg-eval")
 def test_failed_overwrite_keeps_the_old_run(ckpts, tmp_path, capsys, monkeypatch):
     """Issue 30: ``--overwrite`` over a finished run whose new results cannot be written (a full disk):
     the old results and samples stay as they were, the error names the file, no temporary is left."""
@@ -182,7 +180,7 @@ def test_ppl_metadata_is_validated_where_the_task_reads_it(metadata, needle):
     assert needle in str(e.value)
 
 
-@needs_mirror
+@needs_mirror("local", "gutenberg-eval")
 def test_ppl_length_beyond_the_data_names_the_document(hub_offline):
     from peeval.tasks.ppl.ppl import build_dataset
 
@@ -358,7 +356,7 @@ def test_bad_metadata_from_the_command_line_is_exactly_one_line(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-@needs_mirror
+@needs_mirror("local", "gutenberg-eval")
 def test_seed_reaches_every_lm_eval_generator(ckpts, tmp_path, capsys, monkeypatch):
     """``--seed`` is handed to all four of lm-eval's seeds (python, numpy, torch, few-shot)."""
     from lm_eval import evaluator

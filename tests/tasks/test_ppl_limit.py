@@ -2,18 +2,13 @@
 docstring promised every length is kept. A limit now keeps whole documents, every length scored."""
 
 import json
-import os
-from pathlib import Path
 
 import pytest
-from conftest import REPO
 from helpers.checkpoints import save_tiny_checkpoint
-
-MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
-needs_mirror = pytest.mark.skipif(not (MIRROR / "local" / "gutenberg-eval").is_dir(), reason="no data mirror")
+from helpers.data_mirror import needs_mirror
 
 
-@needs_mirror
+@needs_mirror("local", "gutenberg-eval")
 @pytest.mark.parametrize("limit", ["1", "3"])
 def test_limit_never_drops_a_length(limit, tmp_path, capsys):
     from peeval.cli import main
@@ -33,7 +28,7 @@ def test_limit_never_drops_a_length(limit, tmp_path, capsys):
     assert windows == {16: docs, 32: docs}, windows
 
 
-@needs_mirror
+@needs_mirror("local", "gutenberg-eval")
 def test_a_generic_hf_model_is_refused_before_any_scoring(tmp_path, capsys, monkeypatch):
     """Issue 30: ``--model hf`` on a ppl task scored every whole document, then died in process_results.
     Now its first loglikelihood_rolling call refuses the window requests: one line, exit 2, no result."""

@@ -9,13 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 from helpers.checkpoints import save_tiny_checkpoint
+from helpers.data_mirror import MIRROR, needs_mirror
 from helpers.mirrors import write_cbt_mirror, write_hub_layout
 
 BIN = Path(sys.executable).parent
-MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
-needs_mirror = pytest.mark.skipif(not (MIRROR / "hf" / "allenai" / "ai2_arc").is_dir(), reason="no data mirror")
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +50,7 @@ def peeval_eval(ckpt, mirror, tasks: str, out: Path, limit: int = 2):
     return json.loads((out / "run" / "results.json").read_text())["results"]
 
 
-@needs_mirror
+@needs_mirror("hf", "allenai", "ai2_arc")
 def test_builtin_fixture_scrolls_and_diagnostic_tasks_run(ckpt, mirror, tmp_path):
     tasks = ["lambada_openai", "blimp_adjunct_island", "piqa", "arc_easy", "arc_challenge", "mmlu_anatomy",
              "hellaswag", "peeval_cbt_ne", "peeval_scrolls_quality", "peeval_diag_addition_test"]  # fmt: skip
@@ -66,7 +64,7 @@ def test_builtin_fixture_scrolls_and_diagnostic_tasks_run(ckpt, mirror, tmp_path
 
 
 @pytest.mark.slow
-@needs_mirror
+@needs_mirror("hf", "allenai", "ai2_arc")
 def test_zeroshot_suite_and_diagnostics_run(ckpt, mirror, tmp_path):
     res = peeval_eval(ckpt, mirror, "peeval_zeroshot,peeval_diag,peeval_scrolls_qmsum", tmp_path, 1)
     assert 0.0 <= res["peeval_zeroshot"]["acc,none"] <= 1.0
@@ -77,7 +75,7 @@ def test_zeroshot_suite_and_diagnostics_run(ckpt, mirror, tmp_path):
 
 
 @pytest.mark.slow
-@needs_mirror
+@needs_mirror("hf", "allenai", "ai2_arc")
 def test_tape_suite_runs(ckpt, mirror, tmp_path):
     """(lm-eval refuses one task in two requested groups: run the suites separately.)"""
     res = peeval_eval(ckpt, mirror, "peeval_tape_suite", tmp_path, 1)

@@ -1,15 +1,13 @@
 """peeval_hellaswag: lm-eval's own HellaSwag (prompts, preprocessing, metrics) without the train split
 that lm-eval's YAML builds even at 0-shot, so it runs on the offline mirror (validation split only)."""
 
-import os
 from pathlib import Path
 
 import pytest
 from conftest import REPO
+from helpers.data_mirror import needs_mirror
 from helpers.mirrors import write_hub_layout
 
-MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
-needs_mirror = pytest.mark.skipif(not (MIRROR / "hf" / "Rowan" / "hellaswag").is_dir(), reason="no data mirror")
 PEEVAL_HELLASWAG = Path(REPO) / "peeval" / "tasks" / "hellaswag"
 
 
@@ -73,9 +71,9 @@ def test_runs_without_a_train_split(tmp_path, monkeypatch):
     assert len(reqs) == 8 and reqs[0][1] == " the man adds wax."
 
 
-@needs_mirror
-def test_the_mirrors_validation_split(monkeypatch):
-    monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(MIRROR))
+@needs_mirror("hf", "Rowan", "hellaswag")
+def test_the_mirrors_validation_split(monkeypatch, data_mirror):
+    monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(data_mirror))
     task = _task("peeval_hellaswag")
     assert len(task.validation_docs()) == 10042  # the mirror README's count
     reqs = _requests(task, 1)

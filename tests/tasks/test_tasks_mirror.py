@@ -3,15 +3,11 @@ their own prompts; a dataset in no mirror and off the hub is one clear error; an
 (not mirrored) read from a hub-schema fixture gives the same requests as lm-eval builds when
 the hub serves that data."""
 
-import os
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from helpers.data_mirror import needs_mirror
 from helpers.mirrors import write_hub_layout
-
-MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
-needs_mirror = pytest.mark.skipif(not (MIRROR / "hf" / "allenai" / "ai2_arc").is_dir(), reason="no data mirror")
 
 
 @pytest.fixture(autouse=True)
@@ -35,9 +31,9 @@ def _requests(task, limit: int) -> list:
     return [inst.arguments for inst in sorted(task.instances, key=lambda i: (i.doc_id, i.idx))]
 
 
-@needs_mirror
-def test_builtin_tasks_load_from_the_mirror(monkeypatch):
-    monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(MIRROR))
+@needs_mirror("hf", "allenai", "ai2_arc")
+def test_builtin_tasks_load_from_the_mirror(monkeypatch, data_mirror):
+    monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(data_mirror))
     arc = _task("arc_easy", "arc")
     assert len(arc.test_docs()) == 2376 and len(arc.training_docs()) == 2251  # the mirror README's counts
     doc = arc.test_docs()[0]
@@ -84,13 +80,12 @@ def test_missing_dataset_is_one_clear_error(tmp_path, monkeypatch):
         _task("hellaswag", "hellaswag")
 
 
-def test_partial_mirror_config_is_not_taken_for_the_dataset(monkeypatch):
+@needs_mirror("hf", "tau", "scrolls")
+def test_partial_mirror_config_is_not_taken_for_the_dataset(monkeypatch, data_mirror):
     from peeval.data import load_dataset, mirror_path
 
-    monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(MIRROR))
-    if not (MIRROR / "hf" / "tau" / "scrolls").is_dir():
-        pytest.skip("no data mirror")
-    assert mirror_path("tau/scrolls", "qmsum") == MIRROR / "hf" / "tau" / "scrolls"
+    monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(data_mirror))
+    assert mirror_path("tau/scrolls", "qmsum") == data_mirror / "hf" / "tau" / "scrolls"
     assert mirror_path("tau/scrolls", "qasper") is None
     with pytest.raises(FileNotFoundError, match=r"'tau/scrolls' \(qasper\)"):
         load_dataset("tau/scrolls", "qasper", split="validation")

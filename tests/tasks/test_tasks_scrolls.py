@@ -2,18 +2,13 @@
 the mirror's row counts, a hub-schema fixture for a task the mirror lacks, and the clear error."""
 
 import math
-import os
 from pathlib import Path
 
 import datasets
 import pytest
-from conftest import REPO
+from helpers.data_mirror import needs_mirror
 
 from peeval.tasks.scrolls import metrics, scrolls
-
-MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
-needs_mirror = pytest.mark.skipif(not (MIRROR / "hf" / "tau" / "scrolls").is_dir(), reason="no data mirror")
-
 
 pytestmark = pytest.mark.usefixtures("hub_offline")
 
@@ -136,21 +131,21 @@ def test_summary_fixture_scores_geometric_mean(tmp_path, monkeypatch):
     assert res["rouge_gm,none"] == pytest.approx(100 * ((4 / 7) * 0.4 * (4 / 7)) ** (1 / 3))
 
 
-@needs_mirror
-def test_mirror_counts_by_id(monkeypatch):
-    monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(MIRROR))
+@needs_mirror("hf", "tau", "scrolls")
+def test_mirror_counts_by_id(monkeypatch, data_mirror):
+    monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(data_mirror))
     counts = {n: len(scrolls.build_dataset(n)["validation"]) for n in ("qmsum", "contract_nli", "quality")}
     assert counts == {"qmsum": 272, "contract_nli": 34, "quality": 6}  # the mirror README's distinct ids
     q = scrolls.build_dataset("quality")["validation"][0]
     assert q["prompt"].endswith("(D) 1 hour\nAnswer:") and q["outputs"] == ["10 hours"]
 
 
-@needs_mirror
-def test_unmirrored_task_offline_is_a_clear_error(hub_offline, tmp_path, monkeypatch):
+@needs_mirror("hf", "tau", "scrolls")
+def test_unmirrored_task_offline_is_a_clear_error(hub_offline, tmp_path, monkeypatch, data_mirror):
     """Neither the mirror nor the hub copy (SCROLLS' zip files, test_hub_copies.py) within reach."""
     import huggingface_hub.constants
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
-    monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(MIRROR))
+    monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(data_mirror))
     with pytest.raises(FileNotFoundError, match=r"dataset 'tau/scrolls' \(narrative_qa\) is neither in the mirror"):
         scrolls.build_dataset("narrative_qa")

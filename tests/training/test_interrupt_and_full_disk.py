@@ -3,15 +3,11 @@ named), with nothing the user had gone and no temporary file left. A full disk i
 the commands write (ENOSPC from ``write()`` names no file: peeval names it)."""
 
 import errno
-import os
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 from helpers.checkpoints import save_tiny_checkpoint
-
-MIRROR = Path(os.environ.get("PEEVAL_DATA_MIRROR", Path(REPO).parent / "shared" / "data"))
-needs_mirror = pytest.mark.skipif(not (MIRROR / "local" / "gutenberg-train").is_dir(), reason="no data mirror")
+from helpers.data_mirror import needs_mirror
 
 
 def full_disk(*a, **k):
@@ -59,7 +55,7 @@ def test_eval_interrupted_is_one_line_exit_130_nothing_written(tmp_path, capsys,
     assert not (tmp_path / "o").exists()
 
 
-@needs_mirror
+@needs_mirror("local", "gutenberg-train")
 def test_tokenizer_on_a_full_disk_names_the_folder_and_leaves_nothing(tmp_path, capsys, monkeypatch):
     from transformers import PreTrainedTokenizerFast
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.data_mirror import sh
 from safetensors.torch import load_file
 
 from peeval.training.data import Batches
@@ -368,13 +369,8 @@ def test_gpu_profile_smoke_twin_runs_on_the_cpu(tmp_path):
            "PEEVAL_DATA_MIRROR": str(mirror.resolve())}  # fmt: skip
     dvc = str(Path(sys.executable).parent / "dvc")
 
-    def sh(*args, timeout=1500):
-        r = subprocess.run([dvc, *args], cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
-        assert r.returncode == 0, f"{args}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-        return r.stdout + r.stderr
-
-    sh("config", "--local", "core.no_scm", "true")
-    stages = set(sh("stage", "list", "--name-only").split())
+    sh([dvc, "config", "--local", "core.no_scm", "true"], work, env, timeout=1500)
+    stages = set(sh([dvc, "stage", "list", "--name-only"], work, env, timeout=1500).split())
     d, e = twin["diagnostics"], twin["eval"]
     want = len(twin["encodings"]) * (1 + len(e["pretrain"])) + 2 * len(d["runs"]) * len(d["seeds"])
     want += len(twin["adapt"]["methods"]) * (1 + len(e["adapt"])) + len(twin["shift"]["encodings"])
@@ -385,7 +381,7 @@ def test_gpu_profile_smoke_twin_runs_on_the_cpu(tmp_path):
     targets = [f"eval_pretrain@{enc}-{s}" for s in e["pretrain"]] + [f"eval_diagnostics@{run}-0"]
     targets += [f"eval_adapt@{method}-{s}" for s in e["adapt"]] + [f"shift@{enc}"]
     assert set(targets) <= stages
-    log = sh("repro", *targets)
+    log = sh([dvc, "repro", *targets], work, env, timeout=1500)
     for t in targets:
         assert f"Running stage '{t}'" in log, t
     for s in e["pretrain"]:

@@ -41,7 +41,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 from transformers import initialization as init
 
-from ..attention import causal_allowed, repeat_kv
+from ..attention_ops import causal_allowed, repeat_kv
 from .base import BOOL, ContentBias, Encoding, Option, PEContext, is_int
 from .rope import RoPE
 

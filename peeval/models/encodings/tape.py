@@ -62,7 +62,7 @@ from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
-from .. import attention as attn
+from ..attention_ops import sdpa_attention
 from .base import BOOL, Encoding, Option, PEContext
 
 STATE = "tape_E"
@@ -184,7 +184,7 @@ class TAPE(Encoding):
 
         d = self.head_dim
         if v.shape[-1] == d:  # no streams in this layer: a plain causal attention
-            return attn.sdpa_attention(q, k, v, scale=self.scale())
+            return sdpa_attention(q, k, v, scale=self.scale())
         out, e_out = tape_attention(q, k, v[..., :d], v[..., d:], scale=self.scale())
         return torch.cat([out, e_out], dim=-1)
 

@@ -1,0 +1,131 @@
+"""What one ``peeval eval`` run records about itself (``results["peeval"]``): code and library versions, the
+checkpoint's sha256, the protocol, the run kind. Apart from the runner (:mod:`peeval.evaluation`) because it changes
+when the record does (``peeval.records.Provenance``), not when lm-eval's calling convention does; the shift study
+records the same fields."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+
+from ._versions import cpu_identity
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True)
+        return out.stdout.strip() or None
+    except OSError:
+        return None
+
+
+def checkpoint_hash(path: str | None) -> str | None:
+    """sha256 of the checkpoint's weight files (a directory), or of the file itself."""
+    if not path or not os.path.exists(path):
+        return None
+    files = [Path(path)] if os.path.isfile(path) else sorted(Path(path).glob("*.safetensors"))
+    h = hashlib.sha256()
+    for f in files:
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest() if files else None
+
+
+def _ppl_protocol(metadata: dict) -> str:
+    """The perplexity protocol in words (``peeval.tasks.ppl.ppl.describe_protocol``)."""
+    from peeval.tasks.ppl.ppl import describe_protocol
+
+    try:
+        return describe_protocol(metadata)
+    except ValueError:  # no perplexity task read this metadata
+        return describe_protocol({})
+
+
+def library_versions(libs) -> dict[str, str | None]:
+    """Installed version of each library (None when absent)."""
+    versions = {}
+    for lib in libs:
+        try:
+            versions[lib] = importlib_metadata.version(lib.replace("_", "-"))
+        except importlib_metadata.PackageNotFoundError:
+            versions[lib] = None
+    return versions
+
+
+def now_iso() -> str:
+    """The provenance date: UTC, seconds."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def weights_path(model_args: dict) -> str | None:
+    """What ``checkpoint_sha256`` hashes: the checkpoint folder's weights, or its GGUF file."""
+    pretrained = str(model_args["pretrained"]) if model_args.get("pretrained") else None
+    gguf = model_args.get("gguf_file")
+    return os.path.join(pretrained, gguf) if gguf and pretrained else pretrained
+
+
+def run_kind(model: str, model_args: dict) -> str | None:
+    """``runs.kind`` of this evaluation, from what it loads: an adapter, or a checkpoint with an adapt_summary.json,
+    is 'adapt'; a checkpoint with a train_summary.json 'diagnostic' (trained on a task) or 'pretrain'; the packaged
+    base itself (peeval-llama on its GGUF, no rope scaling) 'adapt' too, the adapters' reference row; any other
+    model 'external'. None when a summary cannot be read (ingest reads the summaries again and names the file)."""
+    from peeval.records import base_model_label
+
+    folder = Path(str(model_args.get("adapter") or model_args.get("pretrained") or "."))
+    if model_args.get("adapter") or (folder / "adapt_summary.json").is_file():
+        return "adapt"
+    if (summary := folder / "train_summary.json").is_file():
+        try:
+            return "diagnostic" if json.loads(summary.read_text(encoding="utf-8")).get("task") else "pretrain"
+        except (OSError, ValueError, AttributeError):
+            return None
+    shipped = base_model_label(model_args.get("gguf_file")) and not model_args.get("rope_scaling")
+    return "adapt" if model == "peeval-llama" and shipped else "external"
+
+
+def provenance(args, lm, model_args: dict, metadata: dict, data: dict | None = None, sha256=...) -> dict:
+    """The ``results["peeval"]`` record (:class:`peeval.records.Provenance`) of one ``peeval eval``;
+    ``data``: what each task read (``peeval.data.recording``)."""
+    import torch
+
+    import peeval
+    from peeval.records import Provenance
+
+    cfg = getattr(getattr(lm, "model", None), "config", None)
+    versions = library_versions(("torch", "transformers", "lm_eval", "datasets", "peft", "accelerate"))
+    pretrained = str(model_args["pretrained"]) if model_args.get("pretrained") else None
+    if sha256 is ...:
+        sha256 = checkpoint_hash(weights_path(model_args))
+    return Provenance(
+        peeval_version=peeval.__version__,
+        git_commit=git_commit(),
+        model=args.model,
+        model_args=model_args,
+        checkpoint=pretrained,
+        checkpoint_sha256=sha256,
+        pe=getattr(cfg, "pe", "rope" if cfg is not None and cfg.model_type == "llama" else None),
+        pe_options=getattr(cfg, "pe_options", None),
+        rope_parameters=getattr(cfg, "rope_parameters", None),
+        training_length=getattr(cfg, "max_position_embeddings", None),
+        max_length=getattr(lm, "max_length", None),
+        protocol={"ppl": _ppl_protocol(metadata), "metadata": metadata},
+        dtype=str(next(lm.model.parameters()).dtype) if hasattr(lm, "model") else None,
+        seed=args.seed,
+        limit=args.limit,
+        device=str(getattr(lm, "device", args.device)),
+        world_size=getattr(lm, "world_size", 1),  # processes that shared the requests (lm-eval data parallel)
+        torch_threads=torch.get_num_threads(),  # per process
+        versions={**versions, "python": sys.version.split()[0], "cuda": torch.version.cuda},
+        command=sys.argv,
+        date=now_iso(),
+        data=data,
+        cpu=cpu_identity(),
+        run_kind=run_kind(args.model, model_args),
+    ).to_json()
