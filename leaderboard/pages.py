@@ -4,6 +4,7 @@ escaped unless the code marks it as already-built HTML (``Markup``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
@@ -19,17 +20,46 @@ ENV = jinja2.Environment(
 )
 
 
-def nav(claims: bool) -> list[tuple[str, str]]:
-    """The navigation's (href, text) links (leaderboard/site/registry.py, the site's pages in order); the claims
-    page's only when there is one."""
-    from leaderboard.site import registry  # here: the site package imports this module
-
-    return registry.nav(claims)
-
-
 def render(template: str, **context) -> str:
     """A template of leaderboard/templates/ filled with ``context`` (every value escaped unless ``Markup``)."""
     return ENV.get_template(template).render(**context)
 
 
-__all__ = ["ENV", "Markup", "nav", "render"]
+# ----------------------------------------------------------------------------- the site's pages, in nav order
+#: The one list that makes both the navigation (``nav``) and the build (leaderboard/site/build.py renders each
+#: entry's module in this order). A page is a module of ``leaderboard.site`` with ``render(store) -> Page`` (a list
+#: of pages for ``runs``; None when it has nothing to show, as the claims page without a claims table). Adding a
+#: page: one module and one line here. (It lives beside the templates, not in the site package, so the claims
+#: page, which the site package renders, reads the navigation without importing that package.)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """``module``: the page's module (``leaderboard.site.<module>``); ``href`` / ``text``: its navigation link
+    (None: a page reached from other pages, as ``runs/<run_id>.html``)."""
+
+    module: str
+    href: str | None = None
+    text: str = ""
+
+
+PAGES = (
+    Entry("index", "index.html", "Leaderboard"),
+    Entry("ppl", "ppl.html", "Perplexity"),
+    Entry("passkey", "passkey.html", "Passkey"),
+    Entry("diagnostics", "diagnostics.html", "Diagnostics"),
+    Entry("training", "training.html", "Training"),
+    Entry("efficiency", "efficiency.html", "Efficiency"),
+    Entry("runs"),
+    Entry("claims", "claims.html", "Claims"),
+    Entry("compare", "compare.html", "Compare"),
+    Entry("data", "data.html", "Data"),  # last: it lists the tables every page before it showed
+)
+
+
+def nav(claims: bool) -> list[tuple[str, str]]:
+    """The navigation's (href, text) links; the claims page's only when there is one."""
+    return [(e.href, e.text) for e in PAGES if e.href and (claims or e.href != "claims.html")]
+
+
+__all__ = ["ENV", "PAGES", "Entry", "Markup", "nav", "render"]

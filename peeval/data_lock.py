@@ -18,6 +18,11 @@ from pathlib import Path
 
 from ._io import atomic_write_text
 
+
+class DataError(ValueError):
+    """One line: what is wrong with the manifest, an option, the lock or a downloaded file (``peeval data``)."""
+
+
 LOCK_ENV = "PEEVAL_DATA_LOCK"
 DEFAULT = Path(__file__).resolve().parent.parent / "data.lock.json"
 
@@ -28,7 +33,6 @@ def lock_path() -> Path:
 
 def read_lock(path: Path | None = None) -> dict[str, dict]:
     """The lock's folders ({} when there is no lock yet); a malformed lock is one line."""
-    from .data_sources import DataError
 
     path = path or lock_path()
     if not path.is_file():
@@ -59,8 +63,6 @@ def record(rel: str, entry: dict, path: Path | None = None) -> None:
     try:
         atomic_write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
     except OSError as e:
-        from .data_sources import DataError
-
         raise DataError(f"data lock {path} ({LOCK_ENV}): cannot write ({e}): nothing kept") from None
 
 

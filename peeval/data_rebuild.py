@@ -19,6 +19,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from .data_lock import DataError
+
 RAW_ENV = "PEEVAL_DATA_RAW_BASE"
 RAW_DEFAULT = "https://raw.githubusercontent.com"
 
@@ -81,7 +83,6 @@ def git_blob(data: bytes) -> str:
 
 def raw_base() -> str:
     """``$PEEVAL_DATA_RAW_BASE`` (an http(s) URL; one line when it is not), else raw.githubusercontent.com."""
-    from .data_sources import DataError
 
     base = os.environ.get(RAW_ENV) or RAW_DEFAULT
     if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", base):
@@ -93,8 +94,6 @@ def fetch_raw(repo: str, commit: str, path: str) -> bytes:
     """One file of ``repo`` at ``commit`` over HTTPS; a failure is one line naming the URL. Offline
     (``HF_HUB_OFFLINE``, as for the hub) nothing is requested."""
     from huggingface_hub import constants
-
-    from .data_sources import DataError
 
     url = f"{raw_base().rstrip('/')}/{repo}/{commit}/{path}"
     if constants.HF_HUB_OFFLINE:
@@ -154,8 +153,6 @@ def rebuild(rel: str, src: dict, out: Path, get=None) -> dict[str, str]:
     verified against the manifest's ``rows_sha256``. Returns the sha256 of every raw input file."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-    from .data_sources import DataError
 
     inputs: dict[str, str] = {}
 

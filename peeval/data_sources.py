@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ._io import replace_dir
+from .data_lock import DataError  # its home: the lowest data module (data_lock, data_rebuild raise it too)
 
 MANIFEST = Path(__file__).with_name("data_manifest.json")
 REPO_ENV = "PEEVAL_DATA_REPO"
@@ -64,10 +65,6 @@ def profile_folders(mirror: Iterable[str], suites: dict[str, Iterable[str]], use
     folders = list(mirror)
     tasks = [t for name in dict.fromkeys(used) for t in suites.get(name, ())]
     return folders + [f for f in task_folders(tasks) if f not in folders]
-
-
-class DataError(ValueError):
-    """One line: what is wrong with the manifest, an option or a downloaded file."""
 
 
 def sha256(path: str | os.PathLike) -> str:

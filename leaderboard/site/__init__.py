@@ -2,8 +2,8 @@
 script (sorting, filtering), so ``leaderboard/public/index.html`` opens from file:// offline.
 
 The site is a package of pages: one module per page, each ``render(store) -> Page`` (path, title, html), listed
-in nav order by ``registry.PAGES``, which makes both the navigation and the build (``build.py``). The HTML is in
-leaderboard/templates/ (Jinja, autoescaping: every text from the store is escaped), the SQL in ``views.sql``
+in nav order by ``leaderboard.pages.PAGES``, which makes both the navigation and the build (``build.py``). The HTML is
+in leaderboard/templates/ (Jinja, autoescaping: every text from the store is escaped), the SQL in ``views.sql``
 (named views ``site_<name>``, created on the read-only connection at build time; ``context.SiteStore`` reads
 them). Pages: ``index.html`` (``index.py``: the training length and budget, the papers with the claims page's
 verdicts, each encoding against RoPE with its interval (``leaderboard/front.py``), encodings x task groups, context

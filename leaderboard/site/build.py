@@ -7,8 +7,8 @@ import argparse
 import importlib
 from pathlib import Path
 
+from leaderboard import pages
 from leaderboard._cli import run_command
-from leaderboard.site import registry
 from leaderboard.site.context import SiteStore
 from leaderboard.site.output import SiteOutError, write_tree
 from leaderboard.store import StoreError, open_store
@@ -23,7 +23,7 @@ def render_all(store: SiteStore) -> dict[str, str]:
     """{path: text} of every file of the site: each registry page's module's ``render(store)`` in the registry's
     order, the downloads they added, the stylesheet and the script."""
     files: dict[str, str] = {}
-    for entry in registry.PAGES:
+    for entry in pages.PAGES:
         out = importlib.import_module(f"leaderboard.site.{entry.module}").render(store)
         for page in [] if out is None else out if isinstance(out, list) else [out]:
             files[page.path] = page.html
@@ -59,9 +59,7 @@ def build_site(db: str | Path, out: str | Path = DEFAULT_OUT, claims_db: str | P
 
 
 def main(argv: list[str] | None = None) -> int:
-    from leaderboard import site
-
-    p = argparse.ArgumentParser(prog="python -m leaderboard.site", description=site.__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m leaderboard.site", description=__doc__.split("\n\n")[0])
     p.add_argument("--db", default=str(LEADERBOARD / "peeval.duckdb"))
     p.add_argument("--claims-db", default=None, help="the claims stage's database (default: beside --db)")
     p.add_argument("--out", default=str(DEFAULT_OUT))

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from test_site import make_store
 
-from leaderboard.site import Page, build_site, registry
+from leaderboard import pages as registry  # the site's pages in nav order (leaderboard.pages.PAGES)
+from leaderboard.site import Page, build_site
 from leaderboard.site.context import VIEWS, view_sections
 from peeval.records import METRICS
 

@@ -386,3 +386,49 @@ def test_malformed_book_list_is_one_line(tmp_path):
     r = subprocess.run([*cmd, str(tmp_path / "bad.json")], cwd=tmp_path, env=e, capture_output=True, text=True)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "local/books.source.splits.test.books: a non-empty list of [e-book number" in r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (MIRROR / "local" / "gutenberg-train").is_dir(), reason="no data mirror to serve")
+def test_leaderboard_smoke_from_loopback_public_sources(tmp_path):
+    """Issue 45, done-when: a fresh copy with no ../shared beside it, only a loopback hub (the tokenizer at its
+    pinned revision) and a loopback raw-file server (the Gutenberg books and Stacks files, made from the mirror:
+    public_copies): `make leaderboard PROFILE=smoke` rebuilds every folder, runs end to end, and the store's
+    task_data names the source and commit of every corpus a task read."""
+    import duckdb
+    import yaml
+    from helpers.loopback_hub import LoopbackHub
+    from helpers.worktree import copy_working_tree
+
+    from peeval.data_sources import load_manifest
+
+    work = copy_working_tree(tmp_path / "clone" / "repo")
+    assert not (work.parent / "shared").exists()
+    entries = load_manifest()
+    folders = yaml.safe_load((Path(REPO) / "params/smoke.yaml").read_text())["data"]["mirror"]
+    repos, raw_files = public_copies(entries, folders)
+    venv = Path(sys.executable).parent.parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "PEEVAL_DATA"))}
+    env |= {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(work), "HF_HOME": str(tmp_path / "hf-home"),
+            "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}  # fmt: skip
+    subprocess.run([str(venv / "bin" / "dvc"), "config", "--local", "core.no_scm", "true"], cwd=work, env=env,
+                   check=True)  # fmt: skip
+    revisions = {"main"} | {e["source"].get("revision", "main") for e in entries.values() if e.get("source")}
+    with LoopbackHub(repos, revisions=revisions) as hub, LoopbackRaw(raw_files) as raw:
+        make = ["make", "leaderboard", "PROFILE=smoke", f"VENV={venv}", "-o", f"{venv}/.peeval-installed"]
+        r = subprocess.run(make, cwd=work, env=env | {"HF_ENDPOINT": hub.endpoint, "PEEVAL_DATA_RAW_BASE": raw.base},
+                           capture_output=True, text=True, timeout=3600)  # fmt: skip
+    assert r.returncode == 0, f"{r.stdout[-6000:]}\n{r.stderr[-6000:]}"
+    lock = json.loads((work / "data.lock.json").read_text())["folders"]
+    assert sorted(lock) == sorted(folders)
+    con = duckdb.connect(str(work / "leaderboard" / "peeval.duckdb"), read_only=True)
+    q = (
+        "SELECT DISTINCT t.location, t.revision FROM task_data t JOIN runs r USING (run_id) "
+        "WHERE t.source = 'mirror' AND r.source = 'local'"
+    )  # this run's reads, not the published profiles'
+    reads = con.execute(q).fetchall()
+    con.close()
+    assert reads, "no task read a mirror folder"
+    for location, revision in reads:
+        src = lock[location]
+        assert revision == f"{src['source']}@{src['commit']}", (location, revision)
