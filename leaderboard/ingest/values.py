@@ -189,7 +189,9 @@ def check_cell(task: str, metric: str, where: str) -> None:
     ``check_cell``: a ppl length a whole number >= 2, a passkey length >= 1 and depth in [0, 1], ...);
     ValueError naming ``where`` if not."""
     fam = family_of(task)
-    if fam is not None and fam.check_cell is not None:
+    if fam is None or fam.check_cell is None:
+        return
+    if is_cell(metric) or (fam.parse_cell is not None and fam.parse_cell(metric) is not None):  # "4096": a cell
         fam.check_cell(metric, where)
 
 
