@@ -62,9 +62,10 @@ def test_a_ruler_results_file_ingests_into_one_cell_per_length_and_a_chart(tmp_p
     db = tmp_path / "peeval.duckdb"
     assert ingest([out], db=db, root=tmp_path)["runs"] == 1
     con = duckdb.connect(str(db), read_only=True)
-    cells = con.execute("SELECT family, task, length, value FROM family_length_cells ORDER BY length").fetchall()
+    cells = con.execute("SELECT family, task, length, value, n FROM family_length_cells ORDER BY length").fetchall()
     con.close()
-    assert cells == [("ruler", "niah_single_1", 64, 0.75), ("ruler", "niah_single_1", 128, 0.25)]  # no -1 cell
+    # no cell at lm-eval's default length (-1: no samples), no count (lm-eval's is the task's: 4, not 2 per length)
+    assert cells == [("ruler", "niah_single_1", 64, 0.75, None), ("ruler", "niah_single_1", 128, 0.25, None)]
     index = build_site(db, tmp_path / "site")
     page = (index.parent / "ruler.html").read_text()
     assert 'href="ruler.html"' in index.read_text()  # in the navigation

@@ -39,9 +39,10 @@ def _check_cell(metric: str, where: str) -> None:
 
 
 _NAMES = ", ".join(f"'{t}'" for t in TASKS)
-#: RULER's rows: a length's score where the run had samples of that length (-1: none)
+#: RULER's rows: a length's score where the run had samples of that length (-1: none); n is NULL: lm-eval counts
+#: the documents of a task, not of a length (its n-samples would say every length scored them all)
 CELLS = (
-    "(SELECT run_id, task, CAST(metric AS INTEGER) AS length, value, n FROM metrics "
+    "(SELECT run_id, task, CAST(metric AS INTEGER) AS length, value, NULL::BIGINT AS n FROM metrics "
     f"WHERE filter = 'none' AND task IN ({_NAMES}) AND regexp_matches(metric, '^[0-9]+$') AND value >= 0)"
 )
 
