@@ -41,13 +41,21 @@ class Entry:
     module: str
     href: str | None = None
     text: str = ""
+    family: str | None = None  # a family's page drawn by the generic module: the family's name
+
+
+def family_pages() -> tuple[Entry, ...]:
+    """The pages the task families declare (``peeval.tasks.family.SitePage``: its own module, or the generic
+    by-length page), in the families' order."""
+    from peeval.tasks.family import families
+
+    return tuple(Entry(p.module or "by_length", p.href, p.text, None if p.module else f.name)
+                 for f in families() if (p := f.page) is not None)  # fmt: skip
 
 
 PAGES = (
     Entry("index", "index.html", "Leaderboard"),
-    Entry("ppl", "ppl.html", "Perplexity"),
-    Entry("passkey", "passkey.html", "Passkey"),
-    Entry("diagnostics", "diagnostics.html", "Diagnostics"),
+    *family_pages(),  # each task family's page, in the families' order after the leaderboard
     Entry("training", "training.html", "Training"),
     Entry("efficiency", "efficiency.html", "Efficiency"),
     Entry("runs"),

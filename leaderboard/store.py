@@ -11,17 +11,8 @@ import functools
 import re
 from pathlib import Path
 
-from peeval.records import (
-    ALL_CELL,
-    DATA_SOURCES,
-    DIAG_PREFIX,
-    DIAG_TASKS,
-    LOCAL_SOURCE,
-    PASSKEY_TASK,
-    POSITION_BASE,
-    PPL_BASES,
-    PPL_PREFIX,
-)
+from peeval.records import DATA_SOURCES, LOCAL_SOURCE
+from peeval.tasks.family import families
 
 
 class RunKind(enum.StrEnum):
@@ -42,19 +33,28 @@ DEFAULT_DB = Path(__file__).with_name("peeval.duckdb")
 
 
 def schema_sql(schema: Path = SCHEMA) -> str:
-    """schema.sql with peeval.records' names filled in (its ``{NAME}``s): the statements ingest runs."""
-    names = {
-        "LOCAL_SOURCE": LOCAL_SOURCE,
-        "DATA_SOURCES": "' | '".join(DATA_SOURCES),
-        "PPL_PREFIX": PPL_PREFIX,
-        "PPL_BASES": "|".join(map(re.escape, PPL_BASES)),
-        "PASSKEY_TASK": PASSKEY_TASK,
-        "DIAG_PREFIX": DIAG_PREFIX,
-        "DIAG_TASKS": "|".join(re.escape(t) for t in sorted(DIAG_TASKS, key=len, reverse=True)),  # longest first
-        "ALL_CELL": ALL_CELL,
-        "POSITION_BASE": POSITION_BASE,
-    }
-    return re.sub(r"\{([A-Z_]+)\}", lambda m: names[m[1]], schema.read_text(encoding="utf-8"))
+    """schema.sql with peeval.records' names and the task families' (``peeval.tasks.family``: ``sql_names``)
+    filled in (its ``{NAME}``s), then the view of the families' cells by length: the statements ingest runs."""
+    names = {"LOCAL_SOURCE": LOCAL_SOURCE, "DATA_SOURCES": "' | '".join(DATA_SOURCES)}
+    for fam in families():
+        names.update(fam.sql_names)
+    text = re.sub(r"\{([A-Z_]+)\}", lambda m: names[m[1]], schema.read_text(encoding="utf-8"))
+    return text + family_length_cells()
+
+
+def family_length_cells() -> str:
+    """The view ``family_length_cells`` (family, run_id, task, length, value, n): the rows of every family whose
+    site page is the generic by-length page (``peeval.tasks.family.SitePage`` without a module), each from the
+    store view or SELECT it names (``SitePage.view``: columns run_id, task, length, value, n); no rows without one."""
+    parts = [f"SELECT '{f.name}' AS family, run_id, task, length, value, n FROM {f.page.view} AS v"
+             for f in families() if f.page is not None and f.page.module is None]  # fmt: skip
+    none = ("SELECT NULL::VARCHAR AS family, NULL::VARCHAR AS run_id, NULL::VARCHAR AS task, NULL::INTEGER AS length,"
+            " NULL::DOUBLE AS value, NULL::BIGINT AS n WHERE false")  # fmt: skip
+    body = "\nUNION ALL ".join(parts) or none
+    return (
+        f"\n-- the task families' cells by context length (leaderboard/site/by_length.py)\n"
+        f"CREATE VIEW IF NOT EXISTS family_length_cells AS\n{body};\n"
+    )
 
 
 def table_ddl(table: str, schema: Path = SCHEMA) -> str:

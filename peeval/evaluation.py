@@ -55,11 +55,15 @@ def lm_eval_task_dirs(names: list[str]) -> list[Path]:
 def task_manager(names: list[str], metadata: dict | None, include: list[str] = ()):
     """A TaskManager over peeval's tasks, ``include`` (lm-eval's ``--include_path``) and only the
     lm-eval folders the names need."""
+    import lm_eval.tasks
     from lm_eval.tasks import TaskManager
 
+    from peeval.tasks.family import family_of
     from peeval.tasks.groups import builtin_dirs  # the lm-eval folders of peeval's suites
 
-    suites = [*builtin_dirs(names), *include]
+    root = Path(lm_eval.tasks.__file__).parent  # the folders of the families of lm-eval's own tasks
+    own = [str(root / d) for n in names if (f := family_of(n)) for d in f.lm_eval_dirs]
+    suites = [*builtin_dirs(names), *dict.fromkeys(own), *include]
     tm = TaskManager(include_path=[str(PEEVAL_TASKS), *suites], include_defaults=False, metadata=metadata)
     missing = [n for n in names if n not in tm.all_tasks]
     if missing:

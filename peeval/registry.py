@@ -63,6 +63,7 @@ TASK_FAMILIES: dict[str, str] = {
     "cbt": "Children's Book Test cloze (peeval_cbt_<cn|ne>)",
     "hellaswag": "HellaSwag, read from the mirror (peeval_hellaswag)",
     "groups": "the papers' suites (peeval_zeroshot, peeval_tape_suite)",
+    "ruler": "lm-eval's RULER needle-in-a-haystack tasks with synthetic haystacks, by context length",
 }
 
 #: the diagnostic generators (``peeval.tasks.diagnostics.generators.TASKS``)

@@ -20,7 +20,8 @@ from common import ADAPT, DIAG, EXTEND, PRETRAIN, RESULTS, diag_name, entry, par
 from pipeline_params import PipelineParams
 
 from peeval.cli import main as peeval_main
-from peeval.records import PASSKEY_TASK, diag_task
+from peeval.records import diag_task
+from peeval.tasks.family import families
 
 
 def shipped_base(p: PipelineParams) -> tuple[str, str | None]:
@@ -56,8 +57,9 @@ def argv_for(kind: str, name: str, what: str, p: PipelineParams) -> list[str]:
         limit = suite.limit
         if kind == "pretrain":
             ck = PRETRAIN / name
-            if PASSKEY_TASK in tasks:
-                metadata.setdefault("tokenizer", str(ck))  # count prompt tokens with the model's own tokenizer
+            for fam in families():  # count prompt tokens with the model's own tokenizer (passkey, ...)
+                if fam.tokenizer_key and any(fam.owns(t) for t in tasks):
+                    metadata.setdefault(fam.tokenizer_key, str(ck))
             args = ["--model", "peeval", "--model_args", f"pretrained={ck}"]
         elif kind in ("adapt", "extend", "base"):
             window = None

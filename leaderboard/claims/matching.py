@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from peeval import records
+from peeval.tasks.family import families
 
 from .schema import Claim, ClaimsError, Variant, option_defaults
 
@@ -316,14 +317,11 @@ def resolve_metric(claim: Claim, store: Store, units: list[list[str]]) -> str | 
 
 
 def _cell_length(metric: str) -> int | None:
-    """The context length a perplexity (``ppl@L``) or passkey (``acc@L@depth``) metric was measured at, else None."""
-    if (ppl := records.parse_ppl_metric(metric)) is not None:
-        return ppl[1]
-    if (pk := records.parse_passkey_metric(metric)) is not None:
-        try:
-            return int(float(pk[0]))
-        except ValueError:
-            return None
+    """The context length a metric of a family whose cells are lengths was measured at (perplexity ``ppl@L``,
+    passkey ``acc@L@depth``: each family's ``cell_length``), else None."""
+    for fam in families():
+        if fam.cell_length is not None and (length := fam.cell_length(metric)) is not None:
+            return length
     return None
 
 

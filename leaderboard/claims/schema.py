@@ -21,6 +21,7 @@ import yaml
 import peeval
 from peeval import declarations, records
 from peeval.registry import PAPERS as _PAPERS
+from peeval.tasks.family import families
 
 #: the papers a claim may cite (claims.yaml ``paper``): ``peeval.registry.PAPERS``' short names
 PAPERS = tuple(p.short for p in _PAPERS)
@@ -134,8 +135,6 @@ def _check_task(task, where) -> None:
 TASKS_DIR = Path(peeval.__file__).resolve().parent / "tasks"
 #: tasks that are no task YAML: the final validation loss of training, the shift-stability stage
 EXTRA_TASKS = ("train_val", records.SHIFT_TASK)
-#: tasks (besides peeval_ppl_*) whose numbers record the context length they were measured at (``beyond_window``)
-LENGTH_TASKS = (records.PASSKEY_TASK,)
 #: the prefix of a placeholder task for a claim peeval cannot test at all (cpu: "no")
 PLACEHOLDER = "not_in_peeval_"
 
@@ -329,9 +328,11 @@ def validate(data: Any, source: str = "claims") -> list[Claim]:
         beyond = e.get("beyond_window", False)
         if not isinstance(beyond, bool):
             raise ClaimsError(f"{where}: field 'beyond_window' must be true or false, not {beyond!r}")
-        if beyond and not all(t in LENGTH_TASKS or t.startswith(records.PPL_PREFIX) for t in _leaf_tasks(e["task"])):
+        by_length = [f for f in families() if f.length_cells]  # families whose cells are context lengths
+        if beyond and not all(any(f.owns(t) for f in by_length) for t in _leaf_tasks(e["task"])):
             raise ClaimsError(f"{where}: field 'beyond_window' needs a task measured by context length "
-                              f"(peeval_ppl_*, {records.PASSKEY_TASK}), not {_task_label(e['task'])!r}")  # fmt: skip
+                              f"({', '.join(f.pattern for f in by_length)}), "
+                              f"not {_task_label(e['task'])!r}")  # fmt: skip
         variants = _variants(e["variants"], where)
         _check_names(e, where, pending)
         if e["focus"] not in variants:

@@ -188,7 +188,7 @@ def run_rows(doc: dict, path: Path, root: Path, prov: dict, record: RunRecord, g
     rows: RunRows = {"runs": [run], "metrics": [], "samples": got.samples, "ppl_blocks": got.blocks, "task_data": []}
     for task, metric, filt, value, se in got.metrics:
         rows["metrics"].append(_metric_row(got, task, metric, filt, value, se))
-        if is_cell(metric) and filt == "none":
+        if filt == "none":  # the cells of every family (check_cell: what a family parses as one)
             check_cell(task, metric, f"results[{task!r}][{metric + ',' + filt!r}]")
     rows["task_data"] = task_data_rows(prov, doc, got.run_id)
     # what makes two results the same run, whatever their bytes or folders (never stored: the duplicate check)

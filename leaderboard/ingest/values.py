@@ -12,20 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from peeval.records import (
-    PASSKEY_TASK,
-    PPL_BASES,
-    PPL_PREFIX,
     clip_text,
     is_cell,
     metric_base,
     metric_kind,
     metric_spec,
-    parse_passkey_metric,
-    parse_ppl_metric,
     parse_result_key,
-    ppl_corpus,
     stderr_key,
 )
+from peeval.tasks.family import family_of
 
 TEXT_LIMIT = 3000  # samples: longer texts keep their head and tail
 #: DuckDB's BIGINT: a count beyond it cannot be stored as the number it is
@@ -150,7 +145,8 @@ def check_metric(
     documented contract, and a real outcome beyond the training length). Perplexity must be >= 1:
     ppl = exp(NLL / tokens) and a log-probability is <= 0, so anything below 1 is a sign error."""
     kind = metric_kind(task, metric)
-    ppl_cell = task.startswith(PPL_PREFIX) and is_cell(metric)
+    fam = family_of(task)
+    ppl_cell = fam is not None and fam.infinite_cells and is_cell(metric)
     if value is not None:
         explodes = ppl_cell and kind in ("perplexity", "bits")  # +inf: a model that explodes
         if math.isnan(value) or value == -math.inf or (value == math.inf and not explodes):
@@ -189,16 +185,14 @@ def parse_metrics(results: dict, path: Path) -> list[tuple[str, str, str, float 
 
 
 def check_cell(task: str, metric: str, where: str) -> None:
-    """The cells the per-length / per-cell views parse (schema.sql) must be what they say: a ppl length
-    a whole number >= 2, a passkey length >= 1 and depth in [0, 1]; ValueError naming ``where`` if not."""
-    if ppl_corpus(task) is not None and metric_base(metric) in PPL_BASES:
-        pm = parse_ppl_metric(metric)
-        if pm is None or pm[1] < 2:  # a window of L tokens scores L-1: ppl@0, ppl@1, ppl@-3 are no lengths
-            raise ValueError(f"{where}: the length must be a whole number >= 2")
-    elif task == PASSKEY_TASK and (pk := parse_passkey_metric(metric)):
-        length, depth = whole(pk[0], f"{where}: the length", 1), real(pk[1], f"{where}: the depth", 0.0, 1.0)
-        if length is None or depth is None:
-            raise ValueError(f"{where}: a passkey cell needs a length and a depth")
+    """The cells the per-length / per-cell views parse (schema.sql) must be what they say (each family's
+    ``check_cell``: a ppl length a whole number >= 2, a passkey length >= 1 and depth in [0, 1], ...);
+    ValueError naming ``where`` if not."""
+    fam = family_of(task)
+    if fam is None or fam.check_cell is None:
+        return
+    if is_cell(metric) or (fam.parse_cell is not None and fam.parse_cell(metric) is not None):  # "4096": a cell
+        fam.check_cell(metric, where)
 
 
 def directions(doc: dict, path: Path) -> dict[str, dict[str, bool]]:

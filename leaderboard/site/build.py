@@ -24,7 +24,8 @@ def render_all(store: SiteStore) -> dict[str, str]:
     order, the downloads they added, the stylesheet and the script."""
     files: dict[str, str] = {}
     for entry in pages.PAGES:
-        out = importlib.import_module(f"leaderboard.site.{entry.module}").render(store)
+        module = importlib.import_module(f"leaderboard.site.{entry.module}")
+        out = module.render(store) if entry.family is None else module.render(store, entry.family)
         for page in [] if out is None else out if isinstance(out, list) else [out]:
             files[page.path] = page.html
     files.update(store.files)

@@ -12,7 +12,6 @@ from leaderboard.site.context import SiteStore
 from peeval.records import (
     DIAG_PREFIX,
     PASSKEY_TASK,
-    PPL_PREFIX,
     SeedEstimate,
     headline_metrics,
     higher_is_better,
@@ -24,18 +23,14 @@ from peeval.records import (
     ppl_metric,
     seed_estimate,
 )
+from peeval.tasks.family import family_of
 
 
 def column_tier(task: str) -> int:
     """What people compare first: perplexity (within, then beyond the training length), passkey,
-    the papers' diagnostics, then zero-shot tasks."""
-    if task.startswith(PPL_PREFIX):
-        return 0
-    if task == PASSKEY_TASK:
-        return 1
-    if task.startswith(DIAG_PREFIX):
-        return 2
-    return 3
+    the papers' diagnostics, then zero-shot tasks (each family's ``tier``)."""
+    fam = family_of(task)
+    return 3 if fam is None else fam.tier
 
 
 @dataclass
@@ -84,6 +79,8 @@ def board(store: SiteStore, kinds: tuple[str, ...]) -> Board:
                 chosen.append((task, read, ppl_metric("ppl", L), f"{read} {ppl_metric('ppl', L)}"))
         elif task.startswith(DIAG_PREFIX):  # every headline accuracy (flip-flop: read_acc, acc, seq_acc)
             chosen += [(task, read, m, f"{task[len(DIAG_PREFIX) :]} {m}") for m in headline_metrics(ms)]
+        elif (fam := family_of(task)) is not None and fam.board is not None:  # a family that picks its columns
+            chosen += [(task, read, m, f"{read} {m}") for m in fam.board(ms)]
         else:
             plain = [m for m in ms if not is_cell(m) and not is_count(m)]
             m = next(iter(headline_metrics(plain) or sorted(plain)), None)

@@ -45,6 +45,9 @@ CREATE TEMP VIEW site_ppl_protocols AS SELECT DISTINCT protocol p FROM ppl_by_le
 
 -- per-cell views combined over the runs of one name: a metric's mean over seeds, a count's sum
 -- (peeval.records.METRICS: ppl, bpb, acc average; tokens, windows and n add up), and the number of runs
+CREATE TEMP VIEW site_family_lengths AS
+SELECT v.family, r.name, v.task, v.length, avg(v.value) AS value, sum(v.n) AS n
+FROM family_length_cells v JOIN runs r USING (run_id) GROUP BY ALL;
 CREATE TEMP VIEW site_passkey AS
 SELECT r.name, v.length, v.depth, avg(v.acc) acc, sum(v.n) n
 FROM passkey_cells v JOIN runs r USING (run_id) GROUP BY ALL;

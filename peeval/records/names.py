@@ -149,27 +149,18 @@ def parse_shift_metric(metric: str) -> tuple[str, str, int] | None:
 
 
 def family_metric(task: str, metric: str) -> tuple[str, bool] | None:
-    """(what ``task`` reports, whether ``metric`` is one of those) for a task of one of the families whose
-    metric names this module formats (shift stability, perplexity, passkey, diagnostics); None otherwise."""
+    """(what ``task`` reports, whether ``metric`` is one of those) for shift stability and for a task of a
+    registered family that formats its own metric names (``peeval.tasks.family``: ppl, passkey, diagnostics,
+    ...); None otherwise."""
+    from peeval.tasks.family import family_of  # the families read this module's grammar
+
     if task == SHIFT_TASK:
         bases = " or ".join(f"{b}@<shift>@<layer>" for b in SHIFT_BASES)
         return f"{bases}, shift in {', '.join(SHIFTS)}", parse_shift_metric(metric) is not None
-    if ppl_corpus(task) is not None:
-        *first, last = (f"{b}@L" for b in PPL_BASES)
-        ok = parse_ppl_metric(metric) is not None or parse_position_metric(metric) is not None
-        return f"{', '.join(first)}, {last} (L a length, {{max}} or {{train}}) or {POSITION_BASE}@P", ok
-    if task == PASSKEY_TASK:
-        pk = parse_passkey_metric(metric)
-        cell = pk is not None and pk[0].isdigit() and re.fullmatch(r"(0|1)(\.\d+)?", pk[1]) is not None
-        return "acc or acc@<length>@<depth>", metric == "acc" or cell
-    if (diag := split_diag_task(task)) is not None:
-        extra = list(FLIP_FLOP_METRICS) if diag[0] == "flip_flop" else []
-        cells = [ALL_CELL, *extra, *(["<a>x<b>"] if diag[0] == "addition" else [])]
-        cell = parse_diag_cell_metric(metric)
-        ok = metric in ("acc", *extra) or cell in (ALL_CELL, *extra)
-        ok = ok or (diag[0] == "addition" and cell is not None and parse_addition_cell(cell) is not None)
-        return ", ".join(["acc", *extra, *(diag_cell_metric(c) for c in cells)]), ok
-    return None
+    fam = family_of(task)
+    if fam is None or fam.reports is None or fam.is_metric is None:
+        return None
+    return fam.reports(task), fam.is_metric(task, metric)
 
 
 def result_key(metric: str, filt: str = "none") -> str:

@@ -3,8 +3,9 @@
 
 lm-eval hands every task of a run one merged dict: the YAML's ``metadata``, ``--metadata`` (one
 dict for all tasks: ppl and passkey share it in one run), and, under plain ``lm_eval``, every
-``--model_args`` entry. So a task accepts the keys any peeval task reads (``TASK_KEYS``), lm-eval's
+``--model_args`` entry. So a task accepts the keys any peeval task reads, lm-eval's
 own, and the model-argument names of the models these tasks run on; everything else is refused.
+The keys each task reads are its family's (``peeval.tasks.family``).
 ``peeval eval``, which knows the tasks it runs, is stricter: each ``--metadata`` key must be read
 by one of them (:func:`check_requested`).
 """
@@ -16,52 +17,25 @@ import functools
 import re
 
 from peeval.settings import did_you_mean
+from peeval.tasks.family import families, family_of
 
 #: what lm-eval itself writes into a task's metadata (lm_eval/tasks/_factory.py: the YAML's path,
 #: a non-dict metadata, a python task's placeholder)
 LM_EVAL_KEYS = frozenset({"version", "config_source", "_metadata", "config"})
 
-#: task-name prefix -> the metadata keys that family reads (its YAML's included); diagnostics also
-#: read their generator's parameters (added by :func:`keys_for`)
-TASK_KEYS: dict[str, tuple[str, ...]] = {
-    "peeval_ppl": (
-        "protocol",
-        "lengths",
-        "targets",
-        "skip",
-        "targets_seed",
-        "position_buckets",
-        "stride",
-        "max_windows",
-        "max_docs",
-        "ppl_protocol",
-        "hub_copy",
-    ),
-    "peeval_passkey": ("lengths", "depths", "per_cell", "seed", "tokenizer"),
-    "peeval_diag": ("diag_task", "diag_split", "n", "seed", "profile"),
-    "peeval_scrolls": ("scrolls_task", "hub_copy"),
-    "peeval_cbt": (),
-    "peeval_hellaswag": (),
-}
-
-
-def _generator_keys() -> set[str]:
-    from peeval.tasks.diagnostics.generators import DEFAULTS
-
-    return {k for profiles in DEFAULTS.values() for params in profiles.values() for k in params}
-
 
 def keys_for(task: str) -> set[str] | None:
-    """The keys task ``task`` reads (None: not a peeval task)."""
-    for prefix, keys in TASK_KEYS.items():
-        if task == prefix or task.startswith(prefix + "_"):
-            return set(keys) | (_generator_keys() if prefix == "peeval_diag" else set())
-    return None
+    """The keys task ``task`` reads (None: not a task of a family that declares its keys): its family's
+    ``metadata_keys`` and ``more_keys`` (the diagnostics' generator parameters; ``peeval.tasks.family``)."""
+    fam = family_of(task)
+    if fam is None or fam.metadata_keys is None:
+        return None
+    return set(fam.metadata_keys) | (fam.more_keys() if fam.more_keys else set())
 
 
 @functools.cache
 def _any_task_keys() -> frozenset[str]:
-    return frozenset(k for prefix in TASK_KEYS for k in keys_for(prefix))
+    return frozenset(k for f in families() if f.metadata_keys is not None for k in keys_for(f.prefix or f.tasks[0]))
 
 
 @functools.cache

@@ -176,7 +176,7 @@ def test_a_store_with_copied_cell_tables_is_refused(tmp_path):
     for t, cols in TABLE_COLUMNS.items():
         con.execute(f"CREATE TABLE {t} ({', '.join(f'{c} VARCHAR' for c in cols)})")
     con.close()
-    assert VIEWS == ("ppl_by_length", "loss_by_position", "passkey_cells", "diagnostic_cells")
-    views = "ppl_by_length, loss_by_position, passkey_cells, diagnostic_cells"
+    assert VIEWS == ("ppl_by_length", "loss_by_position", "passkey_cells", "diagnostic_cells", "family_length_cells")
+    views = "ppl_by_length, loss_by_position, passkey_cells, diagnostic_cells, family_length_cells"
     with pytest.raises(StoreError, match=f"{views} tables, not views"):
         open_store(db)

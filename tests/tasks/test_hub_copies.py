@@ -230,9 +230,9 @@ def test_plain_lm_eval_refuses_a_wrong_scrolls_copy_when_it_builds_the_task(tmp_
     """No peeval CLI in front: the SCROLLS task refuses the value before anything is read."""
     from lm_eval.tasks import TaskManager, get_task_dict
 
-    from peeval.tasks.metadata_keys import TASK_KEYS
+    from peeval.tasks.metadata_keys import keys_for
 
-    assert "hub_copy" in TASK_KEYS["peeval_scrolls"] and "hub_copy" in TASK_KEYS["peeval_ppl"]
+    assert "hub_copy" in keys_for("peeval_scrolls_qasper") and "hub_copy" in keys_for("peeval_ppl_pg19")
     monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(tmp_path / "no-mirror"))
     tm = TaskManager(include_path=[str(Path(ppl.__file__).parents[1])], include_defaults=False,
                      metadata={"hub_copy": "tau/scrolls@refs/pr/5"})  # fmt: skip
