@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from peeval.tasks.family import family_of
-
+from .families import family_of
 from .names import ppl_corpus
 
 

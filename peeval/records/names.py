@@ -152,7 +152,7 @@ def family_metric(task: str, metric: str) -> tuple[str, bool] | None:
     """(what ``task`` reports, whether ``metric`` is one of those) for shift stability and for a task of a
     registered family that formats its own metric names (``peeval.tasks.family``: ppl, passkey, diagnostics,
     ...); None otherwise."""
-    from peeval.tasks.family import family_of  # the families read this module's grammar
+    from .families import family_of  # the families read this module's grammar
 
     if task == SHIFT_TASK:
         bases = " or ".join(f"{b}@<shift>@<layer>" for b in SHIFT_BASES)

@@ -3,6 +3,7 @@ needle depth) cell (the grammar: ``peeval.records.names``)."""
 
 from __future__ import annotations
 
+import math
 import re
 
 from peeval.records.names import PASSKEY_TASK, parse_passkey_metric, passkey_metric
@@ -16,12 +17,21 @@ def _is_metric(task: str, metric: str) -> bool:
 
 
 def _check_cell(metric: str, where: str) -> None:
-    from leaderboard.ingest.values import real, whole  # called by ingest only: its checks, its messages
-
+    """A passkey cell names a whole length >= 1 and a depth in [0, 1] (ingest calls this; its messages)."""
     if pk := parse_passkey_metric(metric):
-        length, depth = whole(pk[0], f"{where}: the length", 1), real(pk[1], f"{where}: the depth", 0.0, 1.0)
-        if length is None or depth is None:
-            raise ValueError(f"{where}: a passkey cell needs a length and a depth")
+        length, depth = _number(pk[0]), _number(pk[1])
+        if length is None or length != int(length) or length < 1:
+            raise ValueError(f"{where}: the length: expected a whole number >= 1, got {pk[0]!r}")
+        if depth is None or not 0.0 <= depth <= 1.0:
+            raise ValueError(f"{where}: the depth: {pk[1]!r} is not a finite number in [0, 1]")
+
+
+def _number(text: str) -> float | None:
+    try:
+        v = float(text)
+    except ValueError:
+        return None
+    return v if math.isfinite(v) else None
 
 
 def _cell_length(metric: str) -> int | None:
