@@ -118,6 +118,25 @@ HUB_COPIES = {
 }  # fmt: skip
 
 
+def _zip_member(archive: str, member: str) -> str:
+    """``member`` of the zip file ``archive`` as a plain file (extracted once, beside datasets' cache): datasets
+    reads a ``zip://member::path`` URL through its remote-file layer, which offline mode refuses even for a
+    file in the local hub cache."""
+    import zipfile
+
+    import datasets
+
+    from ._io import atomic_write_bytes
+
+    key = hashlib.sha256(f"{Path(archive).resolve()}\n{member}".encode()).hexdigest()[:16]
+    out = Path(datasets.config.HF_DATASETS_CACHE) / "peeval-zip-members" / key / Path(member).name
+    if not out.is_file():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(archive) as z, z.open(member) as src:
+            atomic_write_bytes(out, src.read())  # a reader never sees half a file
+    return str(out)
+
+
 def _load_copy(hub_id: str, name: str | None, split: str, copy: HubCopy):
     import datasets
     from huggingface_hub import hf_hub_download
@@ -128,7 +147,7 @@ def _load_copy(hub_id: str, name: str | None, split: str, copy: HubCopy):
         if not is_not_found(e):
             raise
         raise _not_found(hub_id, name, e) from e  # the hub's error names the copy's repository, commit and file
-    source = f"zip://{copy.member.format(name=name, split=split)}::{path}" if copy.member else path
+    source = _zip_member(path, copy.member.format(name=name, split=split)) if copy.member else path
     ds = datasets.load_dataset(copy.builder, data_files={split: source}, split=split)
     found = _SNAPSHOT.search(path)
     _note(_read_of(copy.repo, name, split, found[1] if found else copy.revision, ds))

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 import torch
 
 from .._log import log_once, logger  # noqa: F401  (re-exported: older callers use attention.log_once)
-from .attention_ops import _causal_mod as _causal_mod  # FlexAttention's causal mask (tests build it)
 from .attention_ops import block_rows as block_rows
 from .attention_ops import blocked_bias_attention as blocked_bias_attention
 from .attention_ops import build_allowed as build_allowed
 from .attention_ops import causal_allowed as causal_allowed
+from .attention_ops import causal_mod as causal_mod  # FlexAttention's causal mask (tests build it)
 from .attention_ops import eager_attention as eager_attention
 from .attention_ops import eager_scores as eager_scores
 from .attention_ops import equal_widths as equal_widths

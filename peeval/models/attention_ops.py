@@ -289,7 +289,7 @@ def flex_bias_attention(q, k, v, score_mod, *, scale=None, state=None):
     key = ("flex_block_mask", nq, nk, q.device)
     mask = state.get(key) if state is not None else None
     if mask is None:
-        mask = create_block_mask(_causal_mod, None, None, nq, nk, device=q.device)
+        mask = create_block_mask(causal_mod, None, None, nq, nk, device=q.device)
         if state is not None:
             state[key] = mask
     return _compiled_flex(
@@ -297,5 +297,5 @@ def flex_bias_attention(q, k, v, score_mod, *, scale=None, state=None):
     )
 
 
-def _causal_mod(b, h, q_idx, kv_idx):
+def causal_mod(b, h, q_idx, kv_idx):
     return kv_idx <= q_idx

@@ -145,7 +145,7 @@ def test_flex_score_mod_equals_reference(pe, opts):
     ctx = ctx_for(2, 24, 24, start=5)
     with torch.no_grad():
         ref = attn.eager_attention(q, k, v, bias=enc.reference_bias(0, ctx), scale=0.3)[0]
-        bm = create_block_mask(attn._causal_mod, None, None, 24, 24, device="cpu")
+        bm = create_block_mask(attn.causal_mod, None, None, 24, 24, device="cpu")
         out = flex_attention(q, k, v, score_mod=enc.bias(0, ctx).score_mod(), block_mask=bm, scale=0.3)
     torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
 
