@@ -37,12 +37,18 @@ def read_lock(path: Path | None = None) -> dict[str, dict]:
     path = path or lock_path()
     if not path.is_file():
         return {}
+    return read_folders(path, f"data lock {path} ({LOCK_ENV})")
+
+
+def read_folders(path: Path, what: str) -> dict[str, dict]:
+    """``folders`` of a ``{format: 1, folders: {...}}`` JSON file (the data lock, the manifest); an unreadable
+    or malformed file is one DataError starting with ``what``."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        raise DataError(f"data lock {path} ({LOCK_ENV}): cannot read ({e})") from None
+        raise DataError(f"{what}: cannot read ({e})") from None
     if not isinstance(data, dict) or data.get("format") != 1 or not isinstance(data.get("folders"), dict):
-        raise DataError(f"data lock {path} ({LOCK_ENV}): a JSON object with format: 1 and folders: {{...}}")
+        raise DataError(f"{what}: a JSON object with format: 1 and folders: {{...}}")
     return data["folders"]
 
 

@@ -17,7 +17,6 @@ kept), and swaps the finished folder into ``<root>/<folder>`` so that the next r
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -27,7 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from ._io import replace_dir
-from .data_lock import DataError  # its home: the lowest data module (data_lock, data_rebuild raise it too)
+from .data_lock import (  # its home: the lowest data module (data_lock, data_rebuild raise it too)
+    DataError,
+    read_folders,
+)
 
 MANIFEST = Path(__file__).with_name("data_manifest.json")
 REPO_ENV = "PEEVAL_DATA_REPO"
@@ -128,13 +130,8 @@ def _check_source(rel: str, src: Any, files: dict) -> None:
 def load_manifest(path: str | os.PathLike | None = None) -> dict[str, dict]:
     """The manifest's folders, checked: a malformed entry is one line naming it."""
     path = Path(path) if path is not None else MANIFEST
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise DataError(f"manifest {path}: cannot read ({e})") from None
-    if not isinstance(data, dict) or data.get("format") != 1 or not isinstance(data.get("folders"), dict):
-        raise DataError(f"manifest {path}: a JSON object with format: 1 and folders: {{...}}")
-    for rel, entry in data["folders"].items():
+    folders = read_folders(path, f"manifest {path}")
+    for rel, entry in folders.items():
         parts = Path(rel).parts
         if not rel or Path(rel).is_absolute() or ".." in parts or not isinstance(entry, dict):
             raise DataError(f"manifest: folder {rel!r}: a relative path inside the mirror with a mapping")
@@ -154,7 +151,7 @@ def load_manifest(path: str | os.PathLike | None = None) -> dict[str, dict]:
                 raise DataError(f"manifest: {rel}: a source, or mirror_only saying why it has none")
         else:
             _check_source(rel, entry["source"], files)
-    return data["folders"]
+    return folders
 
 
 def parse_repo(spec: str | None) -> tuple[str, str] | None:
