@@ -27,6 +27,10 @@ from peeval.training.speed import compiled_loss, make_optimizer
 
 #: the models timed: today's cpu profile, and issue 43's planned small one (width 64, 4 layers, 1,024 tokens)
 MODELS = {"cpu": {}, "small": {"hidden_size": 64, "intermediate_size": 172, "vocab_size": 1024}}
+#: the sizing grid of docs/sizing.md (4 layers, head dimension 16, SwiGLU width ~8/3 of the model width)
+for _w, _v in ((32, 512), (32, 1024), (48, 512), (48, 1024), (64, 512), (64, 1024), (96, 512), (96, 1024)):
+    MODELS[f"d{_w}v{_v}"] = {"hidden_size": _w, "intermediate_size": -(-8 * _w // 3), "vocab_size": _v,
+                             "num_attention_heads": _w // 16, "num_key_value_heads": _w // 16}  # fmt: skip
 
 
 def markov_batches(vocab: int, steps: int, batch: int, seq: int, seed: int = 0) -> list[torch.Tensor]:
@@ -69,22 +73,26 @@ def path(prof: dict, pe: str, compiled: bool):
         value = loss.item() / n
         return time.perf_counter() - t, value
 
+    step.params = sum(p.numel() for p in model.parameters())  # a tied embedding once
     return step
 
 
-def row(model: str, pe: str, steps: int) -> dict:
+def row(model: str, pe: str, steps: int, eager_only: bool = False) -> dict:
     prof = {**profile_settings("cpu"), **MODELS[model]}
     data = markov_batches(prof["vocab_size"], steps, prof["batch_size"], prof["seq_len"])
-    old, new = path(prof, pe, False), path(prof, pe, True)
+    old = path(prof, pe, False)
+    new = old if eager_only else path(prof, pe, True)  # eager only: the "new" columns repeat the old path
     t_old, t_new, l_old, l_new = [], [], [], []
     for x in data:  # alternate: a load that comes and goes hits both paths
-        for step, ts, ls in ((old, t_old, l_old), (new, t_new, l_new)):
+        for step, ts, ls in ((old, t_old, l_old),) + (() if eager_only else ((new, t_new, l_new),)):
             dt, loss = step(x)
             ts.append(dt)
             ls.append(loss)
+    if eager_only:
+        t_new, l_new = t_old, l_old
     tok, threads = data[0].numel(), torch.get_num_threads()
     steady = {k: statistics.median(v[2:] or v) for k, v in (("old", t_old), ("new", t_new))}
-    return {"model": model, "pe": pe, "steps": steps, "old_tps": tok / steady["old"] / threads,
+    return {"model": model, "pe": pe, "params": old.params, "steps": steps, "old_tps": tok / steady["old"] / threads,
             "new_tps": tok / steady["new"] / threads, "ratio": steady["old"] / steady["new"],
             "ratio_all": sum(t_old) / sum(t_new), "first_new_s": t_new[0], "first_old_s": t_old[0],
             "max_loss_diff": max(abs(a - b) for a, b in zip(l_old, l_new)), "loss_first": l_old[0],
@@ -96,6 +104,11 @@ def main() -> None:
     ap.add_argument("--model", nargs="+", default=["cpu", "small"], choices=sorted(MODELS))
     ap.add_argument("--pe", nargs="+", default=["rope", "alibi", "tape"])
     ap.add_argument("--steps", type=int, default=30, help="steps per path (>= 3; the first two are not steady)")
+    ap.add_argument(
+        "--eager-only",
+        action="store_true",
+        help="time only the eager path (what `--compile auto` runs below 1,000 steps): the sizing table",
+    )
     a = ap.parse_args()
     if a.steps < 3:
         ap.error(f"--steps {a.steps}: allowed an integer >= 3")
@@ -105,15 +118,15 @@ def main() -> None:
         f"{os.environ.get('TORCHINDUCTOR_CACHE_DIR', 'default')}, load average {load[0]:.2f} {load[1]:.2f}"
     )
     print(
-        "| model | pe | tokens/s/thread old | new | new/old steady | new/old incl. compile | "
+        "| model | pe | params | tokens/s/thread old | new | new/old steady | new/old incl. compile | "
         "first step old s | new s (compile) | max abs loss diff | loss first -> last |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for model in a.model:
         for pe in a.pe:
-            r = row(model, pe, a.steps)
+            r = row(model, pe, a.steps, a.eager_only)
             print(
-                f"| {model} | {pe} | {r['old_tps']:.0f} | {r['new_tps']:.0f} | {r['ratio']:.2f} | "
+                f"| {model} | {pe} | {r['params']:,} | {r['old_tps']:.0f} | {r['new_tps']:.0f} | {r['ratio']:.2f} | "
                 f"{r['ratio_all']:.2f} | {r['first_old_s']:.1f} | {r['first_new_s']:.1f} | "
                 f"{r['max_loss_diff']:.2e} | {r['loss_first']:.3f} -> {r['loss_last']:.3f} |",
                 flush=True,
