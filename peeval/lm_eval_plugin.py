@@ -254,8 +254,16 @@ class _PeevalHFLM(HFLM):
         and (rows of the longest length) the loss by position bucket. Windows of one length are batched
         across rows; only the scored positions go through the output layer (``logits_to_keep``), except in
         the longest windows when the loss by position is asked for."""
-        from peeval.perplexity import bucket_starts
+        from peeval.perplexity import bucket_starts, lengths_past_table
 
+        na = lengths_past_table(self.model, {int(doc["peeval_window"]) for _, doc in rows})
+        if na:  # "not applicable": no cell for these lengths (peeval_ppl's process_results), the others scored
+            logger.warning("peeval_ppl: %s: those cells are not applicable", "; ".join(na.values()))
+            keep = [k for k, (_, doc) in enumerate(rows) if int(doc["peeval_window"]) not in na]
+            out = [{"not_applicable": na.get(int(doc["peeval_window"]))} for _, doc in rows]
+            for k, r in zip(keep, self.score_rows([rows[k] for k in keep], disable_tqdm) if keep else []):
+                out[k] = r
+            return out
         too_long = max((int(doc["peeval_window"]) for _, doc in rows), default=0)
         if too_long > self.max_length:  # scored anyway, the run would record a max_length it did not apply
             raise ValueError(

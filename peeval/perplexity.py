@@ -92,3 +92,18 @@ def bucket_starts(longest: int, buckets: int) -> list[int]:
     (target position p, i.e. p tokens of context, falls in bucket ``p * buckets // longest``)."""
     n = max(1, min(buckets, longest // 2))  # >= 2 positions a bucket: bucket 0 holds position 1
     return [-(-b * longest // n) for b in range(n)]
+
+
+#: encodings whose positions are rows of a fixed table: a window longer than the table has no row to read
+TABLE_ENCODINGS = ("learned",)
+
+
+def lengths_past_table(model, lengths: set[int]) -> dict[int, str]:
+    """The lengths a model cannot read because its learned position table ends before them, each with
+    the reason: such a cell is "not applicable" (no cell is written), not an error that stops the whole
+    length sweep and not a number read from rows that do not exist. Other models: {}."""
+    pe = getattr(getattr(model, "model", None), "pe", None)
+    if getattr(pe, "name", None) not in TABLE_ENCODINGS:
+        return {}
+    rows = pe.wpe.num_embeddings
+    return {L: f"pe='{pe.name}' has a {rows}-row position table: no row for length {L}" for L in lengths if rows < L}

@@ -14,6 +14,7 @@ from leaderboard.site.budget import budget_line
 from leaderboard.site.context import Page, SiteStore, fmt, natural_key
 from leaderboard.site.stats import Board, board, cell_claims, column_tier, run_claims
 from leaderboard.site.tables import Cell, table
+from peeval.perplexity import TABLE_ENCODINGS
 from peeval.records import (
     DIAG_PREFIX,
     LOCAL_SOURCE,
@@ -39,6 +40,7 @@ def leaderboard_table(store: SiteStore, b: Board, claims: list[dict], tid: str, 
               and s[label].stderr is not None]  # fmt: skip
         if len(vs) > 1:
             best[label] = min(vs) if low else max(vs)
+    train_len = store.training_length()
     headers = [first] + [f"{lab} {'↓' if low else '↑'}" for lab, low in zip(b.labels, b.lower)]
     rows = []
     for name in sorted(stats, key=shipped_first):
@@ -46,7 +48,7 @@ def leaderboard_table(store: SiteStore, b: Board, claims: list[dict], tid: str, 
         for label in b.labels:
             s = stats[name].get(label)
             if s is None:
-                row.append(Cell("–", None, cls="num"))
+                row.append(_missing(name, b.chosen[label][1], train_len, "–"))
                 continue
             vals = b.cells[name][label]
             support = [f"{s.seeds} seed{'s' if s.seeds > 1 else ''}"]
@@ -103,6 +105,15 @@ def _header(c: front.Column, train_len: int | None) -> str:
             f"{c.label[: -len(c.metric) - 1].replace('_', ' ')} {c.metric} − RoPE ↑")  # fmt: skip
 
 
+def _missing(name: str, metric: str, train_len: int | None, other: str = "not run") -> Cell:
+    """A cell with no run: "n/a" where the encoding cannot read the length (a learned position table has one
+    row per training position: peeval_ppl writes no cell past it, issue 43), else "not run"."""
+    pe, pm = re.match(r"[A-Za-z0-9_]*", name)[0].lower(), parse_ppl_metric(metric)
+    if pe in TABLE_ENCODINGS and pm and train_len and pm[1] > train_len:
+        return Cell("n/a", None, cls="num", sub=f"no position row past {train_len}")
+    return Cell(other, None, cls="num")
+
+
 def _base_cell(c: front.Column, runs: list[front.Run]) -> Cell:
     e = front.estimate(c, runs)
     sub = "not run" if e is None else f"{fmt(e.value)} ({e.seeds} seed{'s' if e.seeds > 1 else ''})"
@@ -146,7 +157,7 @@ def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = 
             vc = front.compare(c, runs[name][c.label], runs[base][c.label])
             compared.append(vc)
             if vc is None:
-                row.append(Cell("not run", None, cls="num"))
+                row.append(_missing(name, c.metric, train_len))
                 continue
             vc.claims = cell_claims(b, claims, c.label, {r.run_id for r in runs[name][c.label]}, against=front.BASELINE)
             # colour and the word only from the interval: a win or a loss where it excludes parity

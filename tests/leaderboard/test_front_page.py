@@ -60,7 +60,12 @@ def _results(d: Path, ckpt: Path, results: dict):
     (d / "results.json").write_text(json.dumps({"results": results, "peeval": _prov(ckpt)}))
 
 
-def make_store(root: Path) -> Path:
+def make_store(root: Path, learned: bool = False) -> Path:
+    if learned:  # a learned table of TRAIN rows: peeval_ppl writes its cell at 64 and none past it (issue 43)
+        ck = root / "checkpoints" / "learned"
+        _checkpoint(ck, "learned", {})
+        _results(root / "results" / "learned", ck, {"peeval_ppl_pg19": {"ppl@64,none": 45.0, "bpb@64,none": 1.3,
+                                                                        "tokens@64,none": TOKENS[64]}})  # fmt: skip
     for pe, (opts, ppl, pk) in PRETRAIN.items():
         ck = root / "checkpoints" / pe
         _checkpoint(ck, pe, opts)
@@ -451,3 +456,16 @@ def test_axes_and_legends_stay_inside_the_chart_and_read_apart():
     assert styles["rope @cpu"][1] == "" and styles["tape @cpu"][0] != styles["rope @cpu"][0]
     ext = [styles[f"rope (256 tokens) + {m} @cpu"] for m in ("tape", "lora", "pi", "yarn", "theta")]
     assert len(set(ext)) == 5 and styles["rope @cpu"] not in ext
+
+
+def test_cells_past_a_learned_table_say_not_applicable(tmp_path):
+    """The learned model has no cell past its training length: "n/a" with the reason, not "not run" (its
+    other columns are measured or not run as for any encoding), and it is no win or loss."""
+    html = build_site(make_store(tmp_path, learned=True), tmp_path / "site").read_text()
+    learned = _cells(_row(html, "vs_rope", "learned"))
+    assert "×1.125" in learned[1]  # 45 / 40 at the training length
+    assert "n/a" in learned[2] and "no position row past 64" in learned[2]  # ppl @256 (4x)
+    assert "not run" in learned[3] and "n/a" not in learned[3]  # passkey: simply not run
+    assert "0 won, 0 lost" in learned[-1]
+    board = _cells(_row(html, "leaderboard", "learned"))
+    assert board[2].startswith("n/a") and "n/a" not in "".join(board[3:]), board  # ppl @256; not passkey, flip-flop

@@ -267,6 +267,8 @@ class PerplexityTask(ConfigurableTask):
         r = results[0]
         if not isinstance(r, dict):  # another lm-eval model class that scored the whole documents
             raise TypeError(NOT_A_PEEVAL_MODEL.format(task=self.config.task))
+        if "not_applicable" in r:  # a learned position table shorter than this length: no cell
+            return {}
         L = doc["peeval_window"]
         out = {
             ppl_metric("ppl", L): (r["ll"], r["tokens"]),
