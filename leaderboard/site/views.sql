@@ -62,6 +62,7 @@ CREATE TEMP VIEW site_adapted_bases AS
 SELECT checkpoint, summary FROM efficiency WHERE method IS NOT NULL AND summary IS NOT NULL;
 CREATE TEMP VIEW site_extended_names AS
 SELECT DISTINCT checkpoint, name FROM runs WHERE json_extract(params, '$.base_train') IS NOT NULL;
+CREATE TEMP VIEW site_pretrain_names AS SELECT DISTINCT checkpoint, name FROM runs WHERE kind = 'pretrain';
 CREATE TEMP VIEW site_efficiency AS
 SELECT checkpoint, pe, pe_options, method, task, params, total_params, flops_per_token, tokens_per_s, train_time_s,
        steps, tokens, final_val_loss, final_val_ppl

@@ -36,6 +36,7 @@ def _run(root: Path, key: str, pe: str, seed: int, shape: dict | None, ppl: dict
     if shape is not None:
         summary["settings"] = {**shape, "steps": 10, "seq_len": 256}
     (ck / "train_summary.json").write_text(json.dumps(summary))
+    (ck / "train_curve.csv").write_text("step,tokens,lr,train_loss,val_loss,elapsed_s\n10,40960,0.001,4.0,4.1,1.0\n")
     res = root / "results" / key
     res.mkdir(parents=True)
     prov = {"model": "peeval", "model_args": {"pretrained": f"checkpoints/{key}"}, "checkpoint": f"checkpoints/{key}",
@@ -136,6 +137,12 @@ def test_the_sizes_page_draws_each_encoding_over_rope_at_every_rung(tmp_path):
     html = (site / "ladder.html").read_text()
     assert html.count('<svg class="chart"') == 1 and "pope ÷ rope by model size" in html
     assert "No ladder runs" not in html
+    # the training page draws each rung's curves apart (old code: 4 x 32 and 4 x 48 averaged as one "rope")
+    shown = json.loads((site / "data" / "training_summary.json").read_text())
+    ropes = sorted((r["checkpoint"], r["shown as"]) for r in shown if r["checkpoint"].startswith("checkpoints/rope"))
+    assert ropes == [
+        ("checkpoints/rope-32-s0", "rope [4x32]"), ("checkpoints/rope-32-s1", "rope [4x32]"),
+        ("checkpoints/rope-48-s0", "rope"), ("checkpoints/rope-48-s1", "rope")]  # fmt: skip
     # the front page compares the default rung only: no "pope [4x32]" row against the 4 x 48 RoPE
     index = (site / "index.html").read_text()
     vs = index[index.index('id="vs_rope"') :]
