@@ -11,6 +11,8 @@ import math
 import zlib
 from html import escape
 
+from peeval.records import size_of
+
 #: one colour per encoding, the same on every chart and page (peeval's 13 encodings, then the hashed rest)
 ENCODING_COLORS = {"rope": "#1f77b4", "tape": "#d62728", "pope": "#2ca02c", "cope": "#ff7f0e", "alibi": "#9467bd",
                    "fire": "#8c564b", "kerple": "#e377c2", "learned": "#7f7f7f", "nope": "#bcbd22",
@@ -19,21 +21,23 @@ ENCODING_COLORS = {"rope": "#1f77b4", "tape": "#d62728", "pope": "#2ca02c", "cop
 OTHER_COLORS = ("#000000", "#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363", "#ad494a", "#8c6d31")
 #: dash patterns: an encoding trained here is solid; an adapted model dashed; a model as shipped / other dotted
 DASH_ADAPTED, DASH_OTHER = "7 3", "2 3"
+#: an encoding trained at another model size than its profile's (a ladder rung): its colour, dash-dotted
+DASH_SIZED = "8 3 2 3"
 
 
 def series_style(name: str) -> tuple[str, str]:
     """(colour, SVG dash pattern) of a series, a function of its name alone so an encoding looks the same on
-    every chart: ``learned(max_positions=4096)`` is ``learned``'s colour, solid; ``SmolLM2-135M + tape`` is
-    tape's colour, dashed; anything else a hashed colour, dotted."""
+    every chart: ``learned(max_positions=4096)`` is ``learned``'s colour, solid; ``rope [4x32]`` rope's,
+    dash-dotted; ``SmolLM2-135M + tape`` is tape's colour, dashed; anything else a hashed colour, dotted."""
     own = name.rsplit(" @", 1)[0] if " @" in name else name  # a published profile's run: its encoding's style
     if " + " in own:  # an adapted / extended model: the method's colour, dashed (``rope (256 tokens) + tape``)
         method = own.rsplit(" + ", 1)[1].split("(", 1)[0].strip().lower()
         if method in ENCODING_COLORS:
             return ENCODING_COLORS[method], DASH_ADAPTED
         return OTHER_COLORS[zlib.crc32(method.encode()) % len(OTHER_COLORS)], DASH_ADAPTED
-    base = own.split("(", 1)[0].strip().lower()
+    base = own.split("(", 1)[0].split(" [", 1)[0].strip().lower()  # a ladder rung (``rope [4x32]``): rope's colour
     if base in ENCODING_COLORS:
-        return ENCODING_COLORS[base], ""
+        return ENCODING_COLORS[base], DASH_SIZED if size_of(own) else ""
     return OTHER_COLORS[zlib.crc32(name.encode()) % len(OTHER_COLORS)], DASH_OTHER
 
 

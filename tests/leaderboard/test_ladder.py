@@ -155,3 +155,11 @@ def test_without_ladder_runs_the_sizes_page_says_so_in_one_line(tmp_path):
     ingest([tmp_path / "results", tmp_path / "checkpoints"], tmp_path / "s.duckdb", root=tmp_path)
     html = (build_site(tmp_path / "s.duckdb", tmp_path / "site").parent / "ladder.html").read_text()
     assert '<svg class="chart"' not in html and html.count("No ladder runs in this store") == 1
+
+
+def test_a_rung_keeps_its_encodings_colour_in_another_dash():
+    from leaderboard.charts import series_style
+
+    assert series_style("rope") == ("#1f77b4", "")  # leaderboard/charts.py ENCODING_COLORS
+    assert series_style("rope [4x32]") == series_style("rope [4x32] @cpu-claims") == ("#1f77b4", "8 3 2 3")
+    assert series_style("pope [4x32, 4 heads]")[0] == "#2ca02c"
