@@ -95,11 +95,14 @@ def line_chart(
     height: int = 340,
     vlines: list[tuple[float, str]] | None = None,
     bands: dict[str, list[tuple[float, float, float]]] | None = None,
+    styles: dict[str, tuple[str, str]] | None = None,
 ) -> str:
     """One polyline (+ points) per series, styled by :func:`series_style`; non-finite or non-positive-on-log
     values are dropped. ``vlines``: (x, label) marks such as the training length (a dashed vertical line);
-    ``bands``: per series, (x, lo, hi) points of a shaded band around its line (e.g. the range over seeds)."""
+    ``bands``: per series, (x, lo, hi) points of a shaded band around its line (e.g. the range over seeds);
+    ``styles``: a series' (colour, dash) where its name is no encoding's (a chart of one encoding's lines)."""
     base = 2 if logx else None
+    style = {**{n: series_style(n) for n in series}, **(styles or {})}
 
     def tx(v):
         return math.log(v, base) if logx else v
@@ -167,13 +170,13 @@ def line_chart(
     for name, b in bands.items():
         if len(b) < 2:
             continue
-        c, _ = series_style(name)
+        c, _ = style[name]
         ring = [(x, hi) for x, _, hi in b] + [(x, lo) for x, lo, _ in reversed(b)]
         d = " ".join(f"{'M' if j == 0 else 'L'}{px(x):.1f},{py(y):.1f}" for j, (x, y) in enumerate(ring)) + " Z"
         out.append(f'<path d="{d}" class="band" fill="{c}" fill-opacity="0.15" stroke="none">'
                    f"<title>{escape(name)}: range</title></path>")  # fmt: skip
     for i, (name, pts) in enumerate(clean.items()):
-        c, dash = series_style(name)
+        c, dash = style[name]
         da = f' stroke-dasharray="{dash}"' if dash else ""
         d = " ".join(f"{'M' if j == 0 else 'L'}{px(x):.1f},{py(y):.1f}" for j, (x, y) in enumerate(pts))
         out.append(f'<path d="{d}" class="mark line" stroke="{c}"{da} fill="none" data-series="{escape(name)}">'

@@ -14,7 +14,7 @@ from collections import defaultdict
 from typing import Any
 
 from leaderboard import front
-from leaderboard.charts import line_chart
+from leaderboard.charts import DASH_ADAPTED, DASH_OTHER, OTHER_COLORS, line_chart, series_style
 from leaderboard.site.context import Page, SiteStore
 from leaderboard.site.tables import chart_page
 from peeval.records import encoding_label, size_of
@@ -25,7 +25,8 @@ NOTE = ("Each point: an encoding's perplexity ÷ RoPE's, both trained at one mod
         "and budget, the ratio of the geometric means over seeds, with its 95 % Welch interval on log perplexity "
         "(the shaded band; none with fewer than 2 seeds a side). x: the parameters of the rung's RoPE model. "
         "A flat line: the difference does not depend on the size; a line moving away from ×1: it grows with the "
-        "model. The longest length is the longest every run of the rung measured.")  # fmt: skip
+        "model. The longest length: the longest that both sides of the rung measured.")  # fmt: skip
+PARITY = "parity ×1"
 HEADERS = ["encoding", "source", "rung", "parameters", "corpus", "length", "ratio", "CI low", "CI high", "support",
            "outcome"]  # fmt: skip
 
@@ -36,7 +37,9 @@ def rungs(rows: list[dict]) -> dict[tuple[str, Any], dict]:
     out: dict[tuple[str, Any], dict] = {}
     for r in rows:
         opts = json.loads(r["pe_options"]) if isinstance(r["pe_options"], str) else (r["pe_options"] or {})
-        rung = out.setdefault((r["source"], size_of(r["name"])), {"params": [], "runs": defaultdict(dict)})
+        empty = {"params": [], "runs": defaultdict(dict), "shape": set()}
+        rung = out.setdefault((r["source"], size_of(r["name"])), empty)
+        rung["shape"].add((r["layers"], r["width"]))
         label = encoding_label(r["pe"], opts)
         if label == front.BASELINE and r["params"] and r["run_id"] not in {p[0] for p in rung["params"]}:
             rung["params"].append((r["run_id"], r["params"]))
@@ -62,7 +65,8 @@ def ladder_points(rows: list[dict], train_len: int | None) -> list[dict]:
             if len(on) >= 2:
                 for size in on:
                     rung = mine[size]
-                    head = {"encoding": label, "source": source, "rung": _rung_text(size), "params": rung["params"]}
+                    head = {"encoding": label, "source": source, "rung": _rung_text(size, rung["shape"]),
+                            "params": rung["params"]}  # fmt: skip
                     points += [{**head, **p} for p in _rung_points(rung["runs"], label, train_len)]
     return points
 
@@ -85,29 +89,40 @@ def _rung_points(runs: dict, label: str, train_len: int | None) -> list[dict]:
     return out
 
 
-def _rung_text(size: tuple[int, int] | None) -> str:
-    return "the profile's shape" if size is None else f"{size[0]}x{size[1]}"
+def _rung_text(size: tuple[int, int] | None, shapes: set) -> str:
+    """``4x32``; the profile's default shape as its summaries recorded it: ``4x48 (the profile's)``."""
+    if size is not None:
+        return f"{size[0]}x{size[1]}"
+    known = sorted(f"{a}x{b}" for a, b in shapes if a is not None and b is not None)
+    return f"{'/'.join(known)} (the profile's)" if known else "the profile's shape"
 
 
 def ladder_charts(points: list[dict]) -> list[str]:
-    """One chart per (source, encoding): a line per corpus and length kind across the rungs, its interval a band,
-    and the parity line ×1."""
+    """One chart per (source, encoding): a line per corpus (the encoding's colour for the first, then others) and
+    length kind (in distribution solid, the longest dashed) across the rungs, its interval a band, and the parity
+    line ×1 (grey, dotted)."""
     charts = []
     for source, label in dict.fromkeys((p["source"], p["encoding"]) for p in points):
         mine = [p for p in points if p["source"] == source and p["encoding"] == label]
+        corpora = list(dict.fromkeys(p["corpus"] for p in mine))
+        colours = [series_style(label)[0], *(c for c in OTHER_COLORS[1:] if c != series_style(label)[0])]
         series: dict[str, list] = defaultdict(list)
         bands: dict[str, list] = defaultdict(list)
+        styles: dict[str, tuple[str, str]] = {}
         for p in mine:
             name = f"{p['corpus']}, {p['kind']}"
+            styles[name] = (colours[corpora.index(p["corpus"]) % len(colours)], DASH_ADAPTED if p["kind"] == "longest"
+                            else "")  # fmt: skip
             series[name].append((p["params"], p["ratio"]))
             if p["lo"] is not None:
                 bands[name].append((p["params"], p["lo"], p["hi"]))
         xs = sorted({p["params"] for p in mine})
-        series["parity ×1"] = [(xs[0], 1.0), (xs[-1], 1.0)]
+        series[PARITY] = [(xs[0], 1.0), (xs[-1], 1.0)]
+        styles[PARITY] = ("#636363", DASH_OTHER)
         where = "" if source == "local" else f" ({source})"
         charts.append(line_chart(dict(series), title=f"{label} ÷ rope by model size{where}",
                                  xlabel="parameters (the rung's RoPE model)", ylabel=f"ppl {label} ÷ ppl rope",
-                                 logx=True, logy=True, width=480, height=300, bands=dict(bands)))  # fmt: skip
+                                 logx=True, logy=True, bands=dict(bands), styles=styles))  # fmt: skip
     return charts
 
 

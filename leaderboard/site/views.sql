@@ -98,7 +98,8 @@ GROUP BY ALL;
 -- the sizes page (site/ladder.py): every pretrained run's perplexity per corpus and length, with its parameters
 CREATE TEMP VIEW site_ladder_ppl AS
 SELECT r.source, r.name, r.pe, r.pe_options, r.run_id, e.params, coalesce(l.label, v.corpus) corpus, v.length, v.ppl,
-       v.tokens
+       v.tokens, CAST(json_extract(e.summary, '$.settings.num_hidden_layers') AS INTEGER) layers,
+       CAST(json_extract(e.summary, '$.settings.hidden_size') AS INTEGER) width
 FROM ppl_by_length v JOIN runs r USING (run_id) JOIN efficiency e ON e.checkpoint = r.checkpoint
 LEFT JOIN task_labels l ON l.run_id = v.run_id AND l.task = 'peeval_ppl_' || v.corpus
 WHERE r.kind = 'pretrain' AND e.task IS NULL;

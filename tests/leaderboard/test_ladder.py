@@ -127,10 +127,10 @@ def test_the_sizes_page_draws_each_encoding_over_rope_at_every_rung(tmp_path):
     site = build_site(tmp_path / "s.duckdb", tmp_path / "site").parent
     rows = json.loads((site / "data" / "ladder_table.json").read_text())
     got = {(r["encoding"], r["rung"], r["length"]): (r["parameters"], r["ratio"]) for r in rows}
-    assert got.keys() == {("pope", rung, length) for rung in ("the profile's shape", "4x32")
+    assert got.keys() == {("pope", rung, length) for rung in ("4x48 (the profile's)", "4x32")
                           for length in ("256 (in distribution)", "4096 (longest)")}  # fmt: skip
-    assert got["pope", "the profile's shape", "256 (in distribution)"] == (135600, pytest.approx(math.sqrt(99 / 120)))
-    assert got["pope", "the profile's shape", "4096 (longest)"] == (135600, pytest.approx(0.5))
+    assert got["pope", "4x48 (the profile's)", "256 (in distribution)"] == (135600, pytest.approx(math.sqrt(99 / 120)))
+    assert got["pope", "4x48 (the profile's)", "4096 (longest)"] == (135600, pytest.approx(0.5))
     assert got["pope", "4x32", "256 (in distribution)"] == (66080, pytest.approx(1.1))
     assert got["pope", "4x32", "4096 (longest)"] == (66080, pytest.approx(0.75))
     assert all(r["CI low"] is not None and r["CI low"] < r["ratio"] < r["CI high"] for r in rows)  # 2 seeds a side
