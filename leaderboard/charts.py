@@ -11,6 +11,8 @@ import math
 import zlib
 from html import escape
 
+from peeval.records import size_of
+
 #: one colour per encoding, the same on every chart and page (peeval's 13 encodings, then the hashed rest)
 ENCODING_COLORS = {"rope": "#1f77b4", "tape": "#d62728", "pope": "#2ca02c", "cope": "#ff7f0e", "alibi": "#9467bd",
                    "fire": "#8c564b", "kerple": "#e377c2", "learned": "#7f7f7f", "nope": "#bcbd22",
@@ -19,21 +21,23 @@ ENCODING_COLORS = {"rope": "#1f77b4", "tape": "#d62728", "pope": "#2ca02c", "cop
 OTHER_COLORS = ("#000000", "#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363", "#ad494a", "#8c6d31")
 #: dash patterns: an encoding trained here is solid; an adapted model dashed; a model as shipped / other dotted
 DASH_ADAPTED, DASH_OTHER = "7 3", "2 3"
+#: an encoding trained at another model size than its profile's (a ladder rung): its colour, dash-dotted
+DASH_SIZED = "8 3 2 3"
 
 
 def series_style(name: str) -> tuple[str, str]:
     """(colour, SVG dash pattern) of a series, a function of its name alone so an encoding looks the same on
-    every chart: ``learned(max_positions=4096)`` is ``learned``'s colour, solid; ``SmolLM2-135M + tape`` is
-    tape's colour, dashed; anything else a hashed colour, dotted."""
+    every chart: ``learned(max_positions=4096)`` is ``learned``'s colour, solid; ``rope [4x32]`` rope's,
+    dash-dotted; ``SmolLM2-135M + tape`` is tape's colour, dashed; anything else a hashed colour, dotted."""
     own = name.rsplit(" @", 1)[0] if " @" in name else name  # a published profile's run: its encoding's style
     if " + " in own:  # an adapted / extended model: the method's colour, dashed (``rope (256 tokens) + tape``)
         method = own.rsplit(" + ", 1)[1].split("(", 1)[0].strip().lower()
         if method in ENCODING_COLORS:
             return ENCODING_COLORS[method], DASH_ADAPTED
         return OTHER_COLORS[zlib.crc32(method.encode()) % len(OTHER_COLORS)], DASH_ADAPTED
-    base = own.split("(", 1)[0].strip().lower()
+    base = own.split("(", 1)[0].split(" [", 1)[0].strip().lower()  # a ladder rung (``rope [4x32]``): rope's colour
     if base in ENCODING_COLORS:
-        return ENCODING_COLORS[base], ""
+        return ENCODING_COLORS[base], DASH_SIZED if size_of(own) else ""
     return OTHER_COLORS[zlib.crc32(name.encode()) % len(OTHER_COLORS)], DASH_OTHER
 
 
@@ -91,11 +95,14 @@ def line_chart(
     height: int = 340,
     vlines: list[tuple[float, str]] | None = None,
     bands: dict[str, list[tuple[float, float, float]]] | None = None,
+    styles: dict[str, tuple[str, str]] | None = None,
 ) -> str:
     """One polyline (+ points) per series, styled by :func:`series_style`; non-finite or non-positive-on-log
     values are dropped. ``vlines``: (x, label) marks such as the training length (a dashed vertical line);
-    ``bands``: per series, (x, lo, hi) points of a shaded band around its line (e.g. the range over seeds)."""
+    ``bands``: per series, (x, lo, hi) points of a shaded band around its line (e.g. the range over seeds);
+    ``styles``: a series' (colour, dash) where its name is no encoding's (a chart of one encoding's lines)."""
     base = 2 if logx else None
+    style = {**{n: series_style(n) for n in series}, **(styles or {})}
 
     def tx(v):
         return math.log(v, base) if logx else v
@@ -163,13 +170,13 @@ def line_chart(
     for name, b in bands.items():
         if len(b) < 2:
             continue
-        c, _ = series_style(name)
+        c, _ = style[name]
         ring = [(x, hi) for x, _, hi in b] + [(x, lo) for x, lo, _ in reversed(b)]
         d = " ".join(f"{'M' if j == 0 else 'L'}{px(x):.1f},{py(y):.1f}" for j, (x, y) in enumerate(ring)) + " Z"
         out.append(f'<path d="{d}" class="band" fill="{c}" fill-opacity="0.15" stroke="none">'
                    f"<title>{escape(name)}: range</title></path>")  # fmt: skip
     for i, (name, pts) in enumerate(clean.items()):
-        c, dash = series_style(name)
+        c, dash = style[name]
         da = f' stroke-dasharray="{dash}"' if dash else ""
         d = " ".join(f"{'M' if j == 0 else 'L'}{px(x):.1f},{py(y):.1f}" for j, (x, y) in enumerate(pts))
         out.append(f'<path d="{d}" class="mark line" stroke="{c}"{da} fill="none" data-series="{escape(name)}">'

@@ -60,6 +60,7 @@ PAGES = (
     Entry("efficiency", "efficiency.html", "Efficiency"),
     Entry("runs"),
     Entry("claims", "claims.html", "Claims"),
+    Entry("ladder", "ladder.html", "Sizes"),  # the claims' differences at each model size (issue 43)
     Entry("compare", "compare.html", "Compare"),
     Entry("data", "data.html", "Data"),  # last: it lists the tables every page before it showed
 )

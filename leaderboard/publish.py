@@ -33,6 +33,8 @@ from leaderboard.ingest import (
 )
 from leaderboard.store import PUBLISHED, SOURCE_FILE
 from peeval._io import named, replace_dir
+from peeval.records import model_shape
+from peeval.training.profiles import TRAIN_PROFILES, get_profile
 
 #: what a checkpoint folder contributes: its summaries and curve, nothing that holds weights
 CHECKPOINT_FILES = ("train_summary.json", "adapt_summary.json", "train_curve.csv")
@@ -112,6 +114,9 @@ def publish(
             "runs": len(result_dirs),
             "checkpoints": len(ck_dirs),
             "files": published_files(tmp),  # ingest reads the folder only while it holds exactly these
+            # each training profile's default shape now: ingest names a pretrained model of another shape with its
+            # size (a ladder rung, issue 43), and a profile resized later does not rename what was published
+            "default_shapes": {name: model_shape(get_profile("train", name)) for name in TRAIN_PROFILES},
         }
         (tmp / SOURCE_FILE).write_text(json.dumps(source, indent=1) + "\n", encoding="utf-8")
         replace_dir(tmp, target)

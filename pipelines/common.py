@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from peeval.records import SHAPE_KEYS
+
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `leaderboard` is a folder of the repository, not an installed package
     sys.path.insert(0, str(ROOT))
@@ -176,10 +178,18 @@ def run_stage(p: PipelineParams, script: str, args: list[str]) -> None:
 
 
 # -- a profile's smoke-sized twin (tests: the gpu profile's stage structure on the CPU) -------------
+def _smoke_rung(i: int) -> dict:
+    """The ``i``-th ladder rung of a smoke twin: heads of 8 as smoke's, a width other than smoke's 32."""
+    width = (16, 24, 40, 48, 56, 64)[i]
+    return {"hidden_size": width, "intermediate_size": 2 * width, "num_attention_heads": width // 8,
+            "num_key_value_heads": width // 8}  # fmt: skip
+
+
 def smoke_twin(p: dict) -> dict:
     """``p`` with the same stages (encodings, diagnostics runs x seeds, adapt methods,
     shift encodings, eval suites and their tasks) at the ``smoke`` sizes: every size and step
-    override dropped, evaluation lengths, counts and limits tiny, one process."""
+    override dropped (a ladder rung's shape: a smoke-sized one of its own), evaluation lengths,
+    counts and limits tiny, one process."""
     import copy
 
     t = copy.deepcopy(p)
@@ -188,8 +198,10 @@ def smoke_twin(p: dict) -> dict:
     # smoke's 64-token context is shorter than some zero-shot answers in its 384-token BPE (lm-eval
     # refuses a continuation longer than the model): 256 tokens, still seconds per encoding
     t["train"]["set"] = {"seq_len": 256}
+    rungs: dict[str, dict] = {}  # each ladder rung's shape (issue 43) -> a smoke-sized shape of its own
     for enc in t["encodings"].values():
-        enc["set"] = {}
+        shape = json.dumps({k: v for k, v in (enc.get("set") or {}).items() if k in SHAPE_KEYS}, sort_keys=True)
+        enc["set"] = dict(rungs.setdefault(shape, _smoke_rung(len(rungs)))) if shape != "{}" else {}
     d = t["diagnostics"]
     d["train"] = {"set": {}, "task_set": {}}
     d["eval"] = {"profile": "cpu", "n": 8, "limit": 16}

@@ -27,6 +27,7 @@ import yaml
 from pydantic import AfterValidator, BeforeValidator, model_validator
 
 from peeval.declarations import adapt_methods
+from peeval.records import SHAPE_KEYS, model_shape
 from peeval.registry import DIAG_TASKS, GEN_PROFILES, encoding_names
 from peeval.settings import (
     EXTENDS,
@@ -298,7 +299,7 @@ class PipelineParams(Strict):
 
     @model_validator(mode="after")
     def _cross_keys(self):
-        _check_seed_entries(self.encodings, self.seed)
+        _check_seed_entries(self.encodings, self.seed, {**TRAIN_PROFILES[self.profile], **self.train.set})
         bad = [x for x in self.shift.encodings if x not in self.encodings]
         if bad:
             raise At("shift.encodings", f"unknown {', '.join(map(repr, bad))}; allowed encodings.* keys: "
@@ -326,22 +327,49 @@ class PipelineParams(Strict):
         return {**self.train.set, **self.encodings[encoding].set}
 
 
-def _check_seed_entries(encodings: dict[str, Encoding], seed: int) -> None:
-    """Entries of one encoding (same pe and pe_options) are its seeds: the leaderboard averages
-    them in one cell, so they must share every setting and differ in seed."""
-    first: dict[str, str] = {}  # (pe, pe_options) -> its first entry
-    seen: dict[tuple[str, int], str] = {}  # ((pe, pe_options), seed) -> entry
+#: what the ``set`` of one encoding's entries may vary: the model's shape and the budget that follows it (a rung of
+#: the ladder of sizes, issue 43). Ingest names a model of another shape than the profile's with its size
+#: (``rope [4x32]``), so the rungs are rows of their own; every other setting is the encoding's, on every rung
+RUNG_KEYS = (*SHAPE_KEYS, "steps", "warmup_steps")
+#: the budget every encoding of one rung shares (a comparison at a rung is at one budget)
+RUNG_BUDGET = ("steps", "warmup_steps")
+
+
+def _check_seed_entries(encodings: dict[str, Encoding], seed: int, base: dict[str, Any]) -> None:
+    """Entries of one encoding (same pe and pe_options) at one model shape are its seeds: the leaderboard averages
+    them in one cell, so they must share every setting and differ in seed. At another shape (``base``: the
+    profile with train.set, under each entry's set) they are another row, a rung, that may differ in
+    :data:`RUNG_KEYS` only; the encodings of one rung share its budget."""
+    first: dict[tuple[str, str], str] = {}  # (encoding, shape) -> its first entry
+    any_shape: dict[str, str] = {}  # encoding -> its first entry at any shape
+    rung: dict[str, str] = {}  # a shape other than the profile's -> its first entry
+    seen: dict[tuple[str, str, int], str] = {}  # (encoding, shape, seed) -> entry
+    default = json.dumps(model_shape(base), sort_keys=True)
     for name, e in encodings.items():
-        key = json.dumps([e.pe, e.pe_options], sort_keys=True)
+        enc = json.dumps([e.pe, e.pe_options], sort_keys=True)
+        shape = json.dumps(model_shape({**base, **e.set}), sort_keys=True)
         s = seed if e.seed is None else e.seed
-        f = first.setdefault(key, name)
+        f = first.setdefault((enc, shape), name)
         if encodings[f].set != e.set:
             raise At(f"encodings.{name}.set", f"differs from encodings.{f}.set={encodings[f].set!r}; entries with the "
-                     "same pe and pe_options are seeds of one leaderboard row and must share set", e.set)  # fmt: skip
-        if (key, s) in seen:
-            raise At(f"encodings.{name}.seed", f"the same run as encodings.{seen[key, s]} (same pe, pe_options, set "
-                     "and seed); give it another seed", s)  # fmt: skip
-        seen[key, s] = name
+                     "same pe, pe_options and model shape are seeds of one leaderboard row and must share set",
+                     e.set)  # fmt: skip
+        g = any_shape.setdefault(enc, name)
+        mine, theirs = ({k: v for k, v in x.items() if k not in RUNG_KEYS} for x in (e.set, encodings[g].set))
+        if mine != theirs:
+            raise At(f"encodings.{name}.set", f"differs from encodings.{g}.set={encodings[g].set!r} in more than the "
+                     f"model shape; one encoding's rungs may differ only in {', '.join(RUNG_KEYS)}", e.set)  # fmt: skip
+        if shape != default:
+            r = rung.setdefault(shape, name)
+            for k in RUNG_BUDGET:
+                if e.set.get(k) != encodings[r].set.get(k):
+                    raise At(f"encodings.{name}.set.{k}", f"differs from encodings.{r}.set.{k}="
+                             f"{encodings[r].set.get(k)!r}; every encoding of one model shape (a rung) trains with "
+                             "the same budget", e.set.get(k))  # fmt: skip
+        if (enc, shape, s) in seen:
+            raise At(f"encodings.{name}.seed", f"the same run as encodings.{seen[enc, shape, s]} (same pe, "
+                     "pe_options, set and seed); give it another seed", s)  # fmt: skip
+        seen[enc, shape, s] = name
 
 
 TOP_KEYS = set(PipelineParams.model_fields)
@@ -418,4 +446,13 @@ def render(path: Path | str) -> str:
             "# edit that file and rerun use_profile.py, not this one (a test checks that they agree).\n")  # fmt: skip
     if not extends:
         return head + path.read_text(encoding="utf-8")
-    return head + yaml.safe_dump(raw, sort_keys=False, default_flow_style=None, allow_unicode=True, width=120)
+    return head + yaml.dump(raw, Dumper=_NoAliases, sort_keys=False, default_flow_style=None, allow_unicode=True,
+                            width=120)  # fmt: skip
+
+
+class _NoAliases(yaml.SafeDumper):
+    """A file's anchors (cpu-claims' one ``set`` of a rung, ``&d32``) written out in full: params.yaml
+    says every value where DVC and a reader look for it."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True

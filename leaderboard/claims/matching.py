@@ -254,6 +254,8 @@ def matching_runs(
     diag = tasks is not None and all(t.startswith(records.DIAG_PREFIX) for t in tasks)
     hits = []
     for r in store.runs.values():
+        if records.size_of(r.get("name") or "") is not None:  # a ladder rung: its own rows, the ladder chart's
+            continue
         if run_params and not _run_params_match(r, run_params):
             continue
         if tasks is not None and not variant.method and (r.get("kind") == "diagnostic") != diag:

@@ -8,7 +8,7 @@ import hashlib
 from pathlib import Path
 
 from leaderboard.store import RUN_TABLES, SOURCE_FILE, TABLE_COLUMNS
-from peeval.records import published_name, published_source
+from peeval.records import SHAPE_KEYS, model_shape, published_name, published_source
 
 from .checkpoints import parse_checkpoint_dir
 from .inputs import discover
@@ -32,6 +32,16 @@ def read_source(folder: Path) -> dict:
     if src["profile"] != folder.name:
         raise IngestError(f"{f}: profile {src['profile']!r} but the folder is named {folder.name!r}")
     return src
+
+
+def source_defaults(src: dict, f: Path):
+    """The default shape of each training profile when the folder was published (SOURCE.json
+    ``default_shapes``, written by ``leaderboard.publish``): a published run is named as where it was made, not
+    by today's profiles. A folder published before it records none: its names carry no size (it has one)."""
+    shapes = src.get("default_shapes", {})
+    if not isinstance(shapes, dict) or not all(model_shape(v) is not None for v in shapes.values()):
+        raise IngestError(f"{f}: 'default_shapes' must map training profiles to {{{', '.join(SHAPE_KEYS)}}} integers")
+    return shapes.get
 
 
 def published_files(folder: Path) -> dict[str, str]:
@@ -86,8 +96,9 @@ def published_rows(folder: Path, root: Path) -> dict[str, list[dict]]:
     prefix = f"{source}/" if prefix == "." else f"{prefix}/"  # never a local run's checkpoints/... key
     result_dirs, ck_dirs = discover([folder])
     rows: dict[str, list[dict]] = {t: [] for t in TABLE_COLUMNS}
+    defaults = source_defaults(src, folder / SOURCE_FILE)
     for d in result_dirs:  # paths inside the results resolve against the folder, as where they were made
-        got = parse_results_dir(d, folder)
+        got = parse_results_dir(d, folder, defaults)
         old = got["runs"][0]["run_id"]
         new = hashlib.sha256(f"{source}\n{old}".encode()).hexdigest()[:16]
         for t in RUN_TABLES:

@@ -9,6 +9,7 @@ packaged base model as shipped is the adapters' reference row (adapt), any other
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from leaderboard.store import RunKind
@@ -21,8 +22,10 @@ from peeval.records import (
     encoding_label,
     external_name,
     shipped_name,
+    sized_label,
     trained_base_label,
 )
+from peeval.training.profiles import TRAIN_PROFILES, get_profile
 
 from .external import LM_EVAL_RESULTS, parse_external, results_file
 from .identity import check_checkpoint
@@ -31,35 +34,44 @@ from .run import RunRecord, measure, read_results, run_rows
 from .values import IngestError, obj, rel, summary
 
 ADAPT_SUMMARY, TRAIN_SUMMARY = "adapt_summary.json", "train_summary.json"
+#: a training profile's name -> the settings of its default shape (None: unknown, the name carries no size)
+Defaults = Callable[[str], dict | None]
 
 
-def parse_results_dir(run_dir: Path, root: Path) -> RunRows:
+def profile_defaults(profile: str) -> dict | None:
+    """A local run's default shape: its training profile as peeval defines it now (the run was made here)."""
+    return get_profile("train", profile) if profile in TRAIN_PROFILES else None
+
+
+def parse_results_dir(run_dir: Path, root: Path, defaults: Defaults = profile_defaults) -> RunRows:
     """All rows one run contributes: a ``peeval eval`` results directory, or a results file of plain
-    ``lm_eval --log_samples`` (an external run); IngestError naming the file if any part is malformed."""
+    ``lm_eval --log_samples`` (an external run); IngestError naming the file if any part is malformed.
+    ``defaults``: the default shape of a training profile (a pretrained model of another shape is named with
+    its size)."""
     path = results_file(run_dir)
     try:
         doc, raw = read_results(path)
         prov = doc.get(PROVENANCE_KEY)
         if prov is None and (plain := LM_EVAL_RESULTS.match(path.name)):
             return parse_external(doc, raw, path, root, plain["date"])
-        return parse_peeval(doc, raw, path, root)
+        return parse_peeval(doc, raw, path, root, defaults)
     except IngestError:
         raise
     except (ValueError, TypeError, KeyError, AttributeError) as e:
         raise IngestError(f"{path}: {e}") from e
 
 
-def parse_peeval(doc: dict, raw: bytes, path: Path, root: Path) -> RunRows:
+def parse_peeval(doc: dict, raw: bytes, path: Path, root: Path, defaults: Defaults = profile_defaults) -> RunRows:
     """The rows of one ``peeval eval`` results.json."""
     prov = doc.get(PROVENANCE_KEY)
     if not isinstance(prov, dict) or "model" not in prov or "date" not in prov:
         raise IngestError(f"{path}: no 'peeval' provenance (write results with `peeval eval`, or keep plain "
                           "lm_eval's own results_<date>.json name)")  # fmt: skip
     got = measure(doc, raw, path)
-    return run_rows(doc, path, root, prov, peeval_record(prov, path, root), got)
+    return run_rows(doc, path, root, prov, peeval_record(prov, path, root, defaults), got)
 
 
-def peeval_record(prov: dict, path: Path, root: Path) -> RunRecord:
+def peeval_record(prov: dict, path: Path, root: Path, defaults: Defaults = profile_defaults) -> RunRecord:
     """What a peeval run's record says of its model: the checkpoint it evaluated (checked unchanged since), its
     summaries, its kind and the row name that kind gives it."""
     model_args = obj(prov, "model_args", "peeval")
@@ -91,7 +103,11 @@ def peeval_record(prov: dict, path: Path, root: Path) -> RunRecord:
         return RunRecord(name=shipped_name(label), pe=pe, **common)
     if kind in (RunKind.PRETRAIN, RunKind.DIAGNOSTIC):
         pe = train.get("pe") or pe
-        return RunRecord(name=encoding_label(pe, pe_options), pe=pe, **common)
+        name = encoding_label(pe, pe_options)
+        if kind is RunKind.PRETRAIN:  # another shape than its profile's is another row (issue 43's ladder)
+            profile = train.get("profile")
+            name = sized_label(name, train.get("settings"), defaults(profile) if isinstance(profile, str) else None)
+        return RunRecord(name=name, pe=pe, **common)
     name = external_name(prov["model"], Path(str(ckpt_raw)).name if ckpt_raw else None)
     return RunRecord(name=name, pe=pe, **common)
 

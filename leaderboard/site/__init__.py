@@ -10,7 +10,8 @@ verdicts, each encoding against RoPE with its interval (``leaderboard/front.py``
 extension, all runs), ``ppl.html``, ``passkey.html``, ``diagnostics.html``, ``training.html``,
 ``efficiency.html``, ``runs/<run_id>.html`` (provenance + metrics + samples), ``claims.html``
 (``leaderboard/claims_page.py``, from the claims stage's leaderboard/claims.duckdb when there is one, else from
-the store's claims tables) when there is a claims table, ``compare.html`` and ``data.html`` with
+the store's claims tables) when there is a claims table, ``ladder.html`` (``ladder.py``: each encoding ÷ RoPE at
+every model size a source trained, issue 43's ladder), ``compare.html`` and ``data.html`` with
 ``data/<table>.csv|json`` for every store table and every table shown.
 
     python -m leaderboard.site --db leaderboard/peeval.duckdb [--claims-db leaderboard/claims.duckdb]

@@ -24,6 +24,7 @@ from peeval.records import (
     published_profile,
     published_source,
     shipped_first,
+    size_of,
 )
 
 
@@ -127,7 +128,9 @@ def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = 
     cols = front_columns(b)
     base = baseline_of(source)
     sources = {str(r["name"]): str(r["source"]) for r in store.view("name_sources")}
-    cells = {name: by for name, by in b.cells.items() if sources.get(name, LOCAL_SOURCE) == source}
+    # a ladder rung (a name with its size) is compared with its own rung's RoPE, on the sizes page (site/ladder.py)
+    cells = {name: by for name, by in b.cells.items()
+             if sources.get(name, LOCAL_SOURCE) == source and size_of(name) is None}  # fmt: skip
     info: dict[str, Any] = {"baseline": base, "has_baseline": base in cells}
     if not cols or base not in cells:
         return pages.Markup(pages.render("vs_rope.html", table=None)), info

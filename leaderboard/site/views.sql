@@ -62,6 +62,7 @@ CREATE TEMP VIEW site_adapted_bases AS
 SELECT checkpoint, summary FROM efficiency WHERE method IS NOT NULL AND summary IS NOT NULL;
 CREATE TEMP VIEW site_extended_names AS
 SELECT DISTINCT checkpoint, name FROM runs WHERE json_extract(params, '$.base_train') IS NOT NULL;
+CREATE TEMP VIEW site_pretrain_names AS SELECT DISTINCT checkpoint, name FROM runs WHERE kind = 'pretrain';
 CREATE TEMP VIEW site_efficiency AS
 SELECT checkpoint, pe, pe_options, method, task, params, total_params, flops_per_token, tokens_per_s, train_time_s,
        steps, tokens, final_val_loss, final_val_ppl
@@ -94,6 +95,14 @@ SELECT r.name, coalesce(l.label, v.corpus) corpus, v.length, avg(v.ppl) ppl, avg
 FROM ppl_by_length v JOIN runs r USING (run_id)
 LEFT JOIN task_labels l ON l.run_id = v.run_id AND l.task = 'peeval_ppl_' || v.corpus
 GROUP BY ALL;
+-- the sizes page (site/ladder.py): every pretrained run's perplexity per corpus and length, with its parameters
+CREATE TEMP VIEW site_ladder_ppl AS
+SELECT r.source, r.name, r.pe, r.pe_options, r.run_id, e.params, coalesce(l.label, v.corpus) corpus, v.length, v.ppl,
+       v.tokens, CAST(json_extract(e.summary, '$.settings.num_hidden_layers') AS INTEGER) layers,
+       CAST(json_extract(e.summary, '$.settings.hidden_size') AS INTEGER) width
+FROM ppl_by_length v JOIN runs r USING (run_id) JOIN efficiency e ON e.checkpoint = r.checkpoint
+LEFT JOIN task_labels l ON l.run_id = v.run_id AND l.task = 'peeval_ppl_' || v.corpus
+WHERE r.kind = 'pretrain' AND e.task IS NULL;
 CREATE TEMP VIEW site_loss_by_position AS
 SELECT r.name, coalesce(l.label, p.corpus) corpus, p.position, avg(p.nll) nll
 FROM loss_by_position p JOIN runs r USING (run_id)

@@ -5,7 +5,8 @@ Changes when what a reader sees a run called changes, never with a metric's gram
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 
 from .families import family_of
 from .names import ppl_corpus
@@ -17,6 +18,52 @@ def encoding_label(pe: str | None, pe_options: dict | None) -> str:
     if not opts:
         return str(pe)
     return f"{pe}(" + ",".join(f"{k}={opts[k]}" for k in sorted(opts)) + ")"
+
+
+#: the training settings that make a language model's shape (``train_summary.json`` ``settings``): one encoding
+#: trained at two shapes is two leaderboard rows, never two seeds of one (issue 43's ladder of sizes)
+SHAPE_KEYS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+              "vocab_size")  # fmt: skip
+#: what a shape that follows the default's proportions does not repeat in its name: (key, word)
+_SHAPE_EXTRAS = (("num_attention_heads", "heads"), ("num_key_value_heads", "kv heads"),
+                 ("intermediate_size", "ffn"), ("vocab_size", "vocab"))  # fmt: skip
+#: the size part of a row name (``rope [4x32]``, ``rope [4x32, 8 heads] @cpu-claims``)
+_SIZED = re.compile(r" \[(\d+)x(\d+)(?:, [^\]]*)?\](?= @|$)")
+
+
+def model_shape(settings: Mapping | None) -> dict[str, int] | None:
+    """The shape keys of a profile's or a summary's settings; None when one is missing or not an integer."""
+    if not isinstance(settings, Mapping):
+        return None
+    shape = {k: settings.get(k) for k in SHAPE_KEYS}
+    ok = all(isinstance(v, int) and not isinstance(v, bool) for v in shape.values())
+    return shape if ok else None
+
+
+def shape_suffix(shape: Mapping | None, default: Mapping | None) -> str:
+    """``""`` at the profile's default shape (or either unknown: every name made before the ladder stays), else
+    `` [<layers>x<width>]``, plus each of heads, kv heads, SwiGLU width and vocabulary that is not the default's
+    scaled to this width (rounded up), so that two shapes never share a name."""
+    if shape is None or default is None or dict(shape) == dict(default):
+        return ""
+    width, width0 = shape["hidden_size"], default["hidden_size"]
+    extra = []
+    for key, word in _SHAPE_EXTRAS:
+        scaled = default[key] if key == "vocab_size" else -(-default[key] * width // width0)  # ceil, exact
+        if shape[key] != scaled:
+            extra.append(f"{word} {shape[key]}" if word in ("ffn", "vocab") else f"{shape[key]} {word}")
+    return f" [{shape['num_hidden_layers']}x{width}{''.join(', ' + e for e in extra)}]"
+
+
+def sized_label(label: str, settings: Mapping | None, default: Mapping | None) -> str:
+    """A trained model's row name: its encoding label, with its size when its shape is not ``default``'s."""
+    return label + shape_suffix(model_shape(settings), model_shape(default))
+
+
+def size_of(name: str) -> tuple[int, int] | None:
+    """(layers, width) of a row name that carries a size (``rope [4x32]``); None for a default-shape row."""
+    m = _SIZED.search(str(name))
+    return (int(m[1]), int(m[2])) if m else None
 
 
 def adapt_label(method: str) -> str:
@@ -142,6 +189,11 @@ def task_label(task: str, reads: Iterable[tuple[str, str]]) -> str:
 
 __all__ = [
     "encoding_label",
+    "SHAPE_KEYS",
+    "model_shape",
+    "shape_suffix",
+    "sized_label",
+    "size_of",
     "adapt_label",
     "SHIPPED_MODELS",
     "base_model_label",
