@@ -258,7 +258,8 @@ class _PeevalHFLM(HFLM):
 
         na = lengths_past_table(self.model, {int(doc["peeval_window"]) for _, doc in rows})
         if na:  # "not applicable": no cell for these lengths (peeval_ppl's process_results), the others scored
-            logger.warning("peeval_ppl: %s: those cells are not applicable", "; ".join(na.values()))
+            logger.warning("peeval_ppl: %s: not applicable, no cell", na[max(na)].replace(f"length {max(na)}",
+                           "length " + ", ".join(map(str, sorted(na)))))  # fmt: skip
             keep = [k for k, (_, doc) in enumerate(rows) if int(doc["peeval_window"]) not in na]
             out = [{"not_applicable": na.get(int(doc["peeval_window"]))} for _, doc in rows]
             for k, r in zip(keep, self.score_rows([rows[k] for k in keep], disable_tqdm) if keep else []):
