@@ -49,7 +49,8 @@ def leaderboard_table(store: SiteStore, b: Board, claims: list[dict], tid: str, 
         for label in b.labels:
             s = stats[name].get(label)
             if s is None:
-                row.append(_missing(name, b.chosen[label][1], train_len, "–"))
+                read_ppl = any(parse_ppl_metric(b.chosen[lab][1]) for lab in stats[name] if lab in b.chosen)
+                row.append(_missing(name, b.chosen[label][1], train_len, read_ppl, "–"))
                 continue
             vals = b.cells[name][label]
             support = [f"{s.seeds} seed{'s' if s.seeds > 1 else ''}"]
@@ -106,11 +107,12 @@ def _header(c: front.Column, train_len: int | None) -> str:
             f"{c.label[: -len(c.metric) - 1].replace('_', ' ')} {c.metric} − RoPE ↑")  # fmt: skip
 
 
-def _missing(name: str, metric: str, train_len: int | None, other: str = "not run") -> Cell:
+def _missing(name: str, metric: str, train_len: int | None, read_ppl: bool, other: str = "not run") -> Cell:
     """A cell with no run: "n/a" where the encoding cannot read the length (a learned position table has one
-    row per training position: peeval_ppl writes no cell past it, issue 43), else "not run"."""
+    row per training position: peeval_ppl writes no cell past it, issue 43), for a row whose perplexity was
+    read at some other length (``read_ppl``); else "not run"."""
     pe, pm = re.match(r"[A-Za-z0-9_]*", name)[0].lower(), parse_ppl_metric(metric)
-    if pe in TABLE_ENCODINGS and pm and train_len and pm[1] > train_len:
+    if read_ppl and pe in TABLE_ENCODINGS and pm and train_len and pm[1] > train_len:
         return Cell("n/a", None, cls="num", sub=f"no position row past {train_len}")
     return Cell(other, None, cls="num")
 
@@ -160,7 +162,8 @@ def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = 
             vc = front.compare(c, runs[name][c.label], runs[base][c.label])
             compared.append(vc)
             if vc is None:
-                row.append(_missing(name, c.metric, train_len))
+                read_ppl = any(runs[name][c2.label] for c2 in cols if c2.kind == "ppl")
+                row.append(_missing(name, c.metric, train_len, read_ppl))
                 continue
             vc.claims = cell_claims(b, claims, c.label, {r.run_id for r in runs[name][c.label]}, against=front.BASELINE)
             # colour and the word only from the interval: a win or a loss where it excludes parity

@@ -66,6 +66,11 @@ def make_store(root: Path, learned: bool = False) -> Path:
         _checkpoint(ck, "learned", {})
         _results(root / "results" / "learned", ck, {"peeval_ppl_pg19": {"ppl@64,none": 45.0, "bpb@64,none": 1.3,
                                                                         "tokens@64,none": TOKENS[64]}})  # fmt: skip
+        for seed, acc in enumerate(FLIP["rope"]):  # and a flip-flop-only learned row: it read no perplexity
+            ck = root / "checkpoints" / f"learned-flip-s{seed}"
+            _checkpoint(ck, "learned", {"max_positions": 4096}, task="flip_flop", seed=seed, loss0=2.0)
+            res = {"peeval_diag_flip_flop_test": {"acc,none": acc, "acc_stderr,none": 0.01}}
+            _results(root / "results" / f"learned-flip-s{seed}", ck, res)
     for pe, (opts, ppl, pk) in PRETRAIN.items():
         ck = root / "checkpoints" / pe
         _checkpoint(ck, pe, opts)
@@ -467,5 +472,7 @@ def test_cells_past_a_learned_table_say_not_applicable(tmp_path):
     assert "n/a" in learned[2] and "no position row past 64" in learned[2]  # ppl @256 (4x)
     assert "not run" in learned[3] and "n/a" not in learned[3]  # passkey: simply not run
     assert "0 won, 0 lost" in learned[-1]
+    # a learned row that read no perplexity at all (flip-flop runs only) is "not run", not n/a
+    assert "n/a" not in _row(html, "vs_rope", "learned(max_positions=4096)")
     board = _cells(_row(html, "leaderboard", "learned"))
     assert board[2].startswith("n/a") and "n/a" not in "".join(board[3:]), board  # ppl @256; not passkey, flip-flop
