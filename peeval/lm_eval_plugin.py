@@ -254,14 +254,14 @@ class _PeevalHFLM(HFLM):
         and (rows of the longest length) the loss by position bucket. Windows of one length are batched
         across rows; only the scored positions go through the output layer (``logits_to_keep``), except in
         the longest windows when the loss by position is asked for."""
-        from peeval.perplexity import bucket_starts, lengths_past_table
+        from peeval.perplexity import NOT_APPLICABLE, bucket_starts, lengths_past_table
 
         na = lengths_past_table(self.model, {int(doc["peeval_window"]) for _, doc in rows})
         if na:  # "not applicable": no cell for these lengths (peeval_ppl's process_results), the others scored
             logger.warning("peeval_ppl: %s: not applicable, no cell", na[max(na)].replace(f"length {max(na)}",
                            "length " + ", ".join(map(str, sorted(na)))))  # fmt: skip
             keep = [k for k, (_, doc) in enumerate(rows) if int(doc["peeval_window"]) not in na]
-            out = [{"not_applicable": na.get(int(doc["peeval_window"]))} for _, doc in rows]
+            out = [{NOT_APPLICABLE: na.get(int(doc["peeval_window"]))} for _, doc in rows]
             for k, r in zip(keep, self.score_rows([rows[k] for k in keep], disable_tqdm) if keep else []):
                 out[k] = r
             return out

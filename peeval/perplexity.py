@@ -96,6 +96,8 @@ def bucket_starts(longest: int, buckets: int) -> list[int]:
 
 #: encodings whose positions are rows of a fixed table: a window longer than the table has no row to read
 TABLE_ENCODINGS = ("learned",)
+#: the key of a scored row (lm_eval_plugin's ``score_rows``) that has no cell: its length is past the table
+NOT_APPLICABLE = "not_applicable"
 
 
 def lengths_past_table(model, lengths: set[int]) -> dict[int, str]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from leaderboard import claims_page
+from peeval.perplexity import TABLE_ENCODINGS
 from peeval.records import fmt_number, task_label
 
 VIEWS = Path(__file__).with_name("views.sql")
@@ -147,6 +148,12 @@ class SiteStore:
         """The context length the encodings were pretrained at (the most common one of the pretrain runs)."""
         r = self.view("training_length")
         return r[0]["L"] if r else None
+
+    def position_tables(self) -> dict[str, int]:
+        """The names whose encoding reads positions from a table (peeval.perplexity.TABLE_ENCODINGS), each with
+        its rows as the store records them: a length past them has no cell by design ("n/a"), not "not run"."""
+        return {r["name"]: r["rows"] for r in self.view("position_tables")
+                if r["pe"] in TABLE_ENCODINGS and r["rows"] is not None}  # fmt: skip
 
     def data_files(self, tid: str, headers: list[str], rows: list[list[Any]]) -> None:
         """``data/<tid>.csv`` and ``.json``: the rows as a download."""

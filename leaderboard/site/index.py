@@ -14,7 +14,6 @@ from leaderboard.site.budget import budget_line
 from leaderboard.site.context import Page, SiteStore, fmt, natural_key
 from leaderboard.site.stats import Board, board, cell_claims, column_tier, run_claims
 from leaderboard.site.tables import Cell, table
-from peeval.perplexity import TABLE_ENCODINGS
 from peeval.records import (
     DIAG_PREFIX,
     LOCAL_SOURCE,
@@ -41,7 +40,7 @@ def leaderboard_table(store: SiteStore, b: Board, claims: list[dict], tid: str, 
               and s[label].stderr is not None]  # fmt: skip
         if len(vs) > 1:
             best[label] = min(vs) if low else max(vs)
-    train_len = store.training_length()
+    tables = store.position_tables()
     headers = [first] + [f"{lab} {'↓' if low else '↑'}" for lab, low in zip(b.labels, b.lower)]
     rows = []
     for name in sorted(stats, key=shipped_first):
@@ -49,8 +48,7 @@ def leaderboard_table(store: SiteStore, b: Board, claims: list[dict], tid: str, 
         for label in b.labels:
             s = stats[name].get(label)
             if s is None:
-                read_ppl = any(parse_ppl_metric(b.chosen[lab][1]) for lab in stats[name] if lab in b.chosen)
-                row.append(_missing(name, b.chosen[label][1], train_len, read_ppl, "–"))
+                row.append(_missing(tables.get(name), b.chosen[label][1], "–"))
                 continue
             vals = b.cells[name][label]
             support = [f"{s.seeds} seed{'s' if s.seeds > 1 else ''}"]
@@ -107,13 +105,12 @@ def _header(c: front.Column, train_len: int | None) -> str:
             f"{c.label[: -len(c.metric) - 1].replace('_', ' ')} {c.metric} − RoPE ↑")  # fmt: skip
 
 
-def _missing(name: str, metric: str, train_len: int | None, read_ppl: bool, other: str = "not run") -> Cell:
-    """A cell with no run: "n/a" where the encoding cannot read the length (a learned position table has one
-    row per training position: peeval_ppl writes no cell past it, issue 43), for a row whose perplexity was
-    read at some other length (``read_ppl``); else "not run"."""
-    pe, pm = re.match(r"[A-Za-z0-9_]*", name)[0].lower(), parse_ppl_metric(metric)
-    if read_ppl and pe in TABLE_ENCODINGS and pm and train_len and pm[1] > train_len:
-        return Cell("n/a", None, cls="num", sub=f"no position row past {train_len}")
+def _missing(table_rows: int | None, metric: str, other: str = "not run") -> Cell:
+    """A cell with no run: "n/a" for a perplexity length past the row's position table (``table_rows``, as
+    the store records it: peeval_ppl writes no cell there, issue 43); else "not run"."""
+    pm = parse_ppl_metric(metric)
+    if table_rows and pm and pm[1] > table_rows:
+        return Cell("n/a", None, cls="num", sub=f"no position row past {table_rows}")
     return Cell(other, None, cls="num")
 
 
@@ -149,6 +146,7 @@ def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = 
     unmatched = [c.label for c in cols if not runs[base][c.label]]
     cols = [c for c in cols if runs[base][c.label]]
     train_len, longest = store.training_length(), max((c.length or 0 for c in cols), default=0)
+    tables = store.position_tables()
     headers = ["encoding", *(_header(c, train_len) for c in cols), "wins vs RoPE (interval clear of parity)"]
     # no rank: the encodings ran different columns. A fixed order instead: the baseline, the papers' encodings
     # (TAPE, CoPE, PoPE), then the rest by name, so no row moves up on a point estimate
@@ -169,8 +167,7 @@ def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = 
             vc = front.compare(c, runs[name][c.label], runs[base][c.label])
             compared.append(vc)
             if vc is None:
-                read_ppl = any(runs[name][c2.label] for c2 in cols if c2.kind == "ppl")
-                row.append(_missing(name, c.metric, train_len, read_ppl))
+                row.append(_missing(tables.get(name), c.metric))
                 continue
             vc.claims = cell_claims(b, claims, c.label, {r.run_id for r in runs[name][c.label]}, against=front.BASELINE)
             # colour and the word only from the interval: a win or a loss where it excludes parity

@@ -23,6 +23,11 @@ CREATE TEMP VIEW site_metric_rows AS
 SELECT r.name, r.run_id, r.kind, m.task, m.metric, m.value, m.stderr, m.n
 FROM metrics m JOIN runs r USING (run_id) WHERE m.filter = 'none';
 CREATE TEMP VIEW site_run_params AS SELECT kind, params FROM runs;
+-- the rows of each name's position table, for encodings that read positions from one (peeval.perplexity
+-- TABLE_ENCODINGS): pe_options max_positions, else the training length (= max_position_embeddings, LearnedPE)
+CREATE TEMP VIEW site_position_tables AS
+SELECT name, pe, min(coalesce(CAST(json_extract(pe_options, '$.max_positions') AS INTEGER), training_length)) AS rows
+FROM runs WHERE pe IS NOT NULL GROUP BY name, pe;
 CREATE TEMP VIEW site_name_sources AS SELECT DISTINCT name, source FROM runs;
 CREATE TEMP VIEW site_runs AS SELECT * FROM runs;
 

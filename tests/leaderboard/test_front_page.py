@@ -66,6 +66,10 @@ def make_store(root: Path, learned: bool = False) -> Path:
         _checkpoint(ck, "learned", {})
         _results(root / "results" / "learned", ck, {"peeval_ppl_pg19": {"ppl@64,none": 45.0, "bpb@64,none": 1.3,
                                                                         "tokens@64,none": TOKENS[64]}})  # fmt: skip
+        ck = root / "checkpoints" / "learned-128"  # a 128-row table trained at 64: cells at 64 and 128, none past
+        _checkpoint(ck, "learned", {"max_positions": 128})
+        _results(root / "results" / "learned-128", ck, {"peeval_ppl_pg19": {
+            f"{m}@{L},none": v for L in (64, 128) for m, v in (("ppl", 44.0), ("bpb", 1.3), ("tokens", TOKENS[L]))}})
         for seed, acc in enumerate(FLIP["rope"]):  # and a flip-flop-only learned row: it read no perplexity
             ck = root / "checkpoints" / f"learned-flip-s{seed}"
             _checkpoint(ck, "learned", {"max_positions": 4096}, task="flip_flop", seed=seed, loss0=2.0)
@@ -472,6 +476,9 @@ def test_cells_past_a_learned_table_say_not_applicable(tmp_path):
     assert "n/a" in learned[2] and "no position row past 64" in learned[2]  # ppl @256 (4x)
     assert "not run" in learned[3] and "n/a" not in learned[3]  # passkey: simply not run
     assert "0 won, 0 lost" in learned[-1]
+    # the table's rows as the store records them (pe_options max_positions), not the training length
+    wide = _cells(_row(html, "vs_rope", "learned(max_positions=128)"))
+    assert "×1.1" in wide[1] and "no position row past 128" in wide[2] and "n/a" not in wide[3], wide
     # a learned row that read no perplexity at all (flip-flop runs only) is "not run", not n/a
     assert "n/a" not in _row(html, "vs_rope", "learned(max_positions=4096)")
     board = _cells(_row(html, "leaderboard", "learned"))

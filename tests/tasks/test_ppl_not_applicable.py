@@ -9,7 +9,7 @@ import pytest
 from helpers.checkpoints import save_tiny_checkpoint
 from helpers.data_mirror import needs_mirror
 
-from peeval.perplexity import lengths_past_table, target_span, target_windows
+from peeval.perplexity import NOT_APPLICABLE, lengths_past_table, target_span, target_windows
 
 TEXT = " ".join(["the cat sat on the mat and the dog ran to it"] * 60) + "."
 
@@ -39,7 +39,7 @@ def test_readable_lengths_are_scored_by_hand_on_the_longest_lengths_targets(lear
 
     rows = [(TEXT, _row(L)) for L in (16, 32, 64)]
     got = learned.score_rows(rows)
-    assert got[2] == {"not_applicable": lengths_past_table(learned.model, {64})[64]}
+    assert got[2] == {NOT_APPLICABLE: lengths_past_table(learned.model, {64})[64]}
     ids = learned.tok_encode(TEXT, add_special_tokens=False)
     span = target_span(len(ids), per_doc=20, skip=10, longest=64, seed=0, doc_id=0)
     for L, r in zip((16, 32), got[:2]):

@@ -38,7 +38,7 @@ from lm_eval.api.task import ConfigurableTask
 from pydantic import BeforeValidator
 
 from peeval.data import HUB_COPIES
-from peeval.perplexity import PROTOCOLS, bucket_starts
+from peeval.perplexity import NOT_APPLICABLE, PROTOCOLS, bucket_starts
 from peeval.records import higher_is_better, position_metric, ppl_metric
 from peeval.settings import Allowed, Invalid, Lenient, choice, integer, nonempty, one_or_list, validated
 from peeval.tasks.metadata_keys import check_keys, chosen_copy
@@ -267,7 +267,7 @@ class PerplexityTask(ConfigurableTask):
         r = results[0]
         if not isinstance(r, dict):  # another lm-eval model class that scored the whole documents
             raise TypeError(NOT_A_PEEVAL_MODEL.format(task=self.config.task))
-        if "not_applicable" in r:  # a learned position table shorter than this length: no cell
+        if NOT_APPLICABLE in r:  # a learned position table shorter than this length: no cell
             return {}
         L = doc["peeval_window"]
         out = {
