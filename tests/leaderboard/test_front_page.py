@@ -68,8 +68,17 @@ def make_store(root: Path, learned: bool = False) -> Path:
                                                                         "tokens@64,none": TOKENS[64]}})  # fmt: skip
         ck = root / "checkpoints" / "learned-128"  # a 128-row table trained at 64: cells at 64 and 128, none past
         _checkpoint(ck, "learned", {"max_positions": 128})
-        _results(root / "results" / "learned-128", ck, {"peeval_ppl_pg19": {
-            f"{m}@{L},none": v for L in (64, 128) for m, v in (("ppl", 44.0), ("bpb", 1.3), ("tokens", TOKENS[L]))}})
+        _results(
+            root / "results" / "learned-128",
+            ck,
+            {
+                "peeval_ppl_pg19": {
+                    f"{m}@{L},none": v
+                    for L in (64, 128)
+                    for m, v in (("ppl", 44.0), ("bpb", 1.3), ("tokens", TOKENS[L]))
+                }
+            },
+        )
         for seed, acc in enumerate(FLIP["rope"]):  # and a flip-flop-only learned row: it read no perplexity
             ck = root / "checkpoints" / f"learned-flip-s{seed}"
             _checkpoint(ck, "learned", {"max_positions": 4096}, task="flip_flop", seed=seed, loss0=2.0)
