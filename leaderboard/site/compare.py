@@ -19,8 +19,8 @@ def compare_data(store: SiteStore) -> dict:
     """Per pair of runs their paired tasks and perplexity blocks, each run's headline metrics, and the examples
     (prompt end, target) and responses where the two differ. Tasks are named by what they read: a hub run is
     never paired with a mirror run."""
-    rows = store.view("compare_samples")
-    values = store.view("compare_metrics")
+    rows = store.view("compare_samples", order="run_id, task, doc_id")
+    values = store.view("compare_metrics", order="run_id, task, metric")
     for r in [*rows, *values]:
         r["task"] = store.labels.get((r["run_id"], r["task"]), r["task"])
     outcomes: dict[str, dict[str, dict[int, tuple[str, bool]]]] = defaultdict(lambda: defaultdict(dict))
@@ -43,7 +43,7 @@ def compare_data(store: SiteStore) -> dict:
     metrics = {rid: {t: {m: ms[m] for m in compare.headline(ms)} for t, ms in tasks.items()}
                for rid, tasks in by_run.items()}  # fmt: skip
     blocks: dict[str, dict[tuple[str, int], compare.Blocks]] = defaultdict(lambda: defaultdict(dict))
-    for r in store.view("compare_blocks"):
+    for r in store.view("compare_blocks", order="run_id, task, length, doc_id"):
         task = store.labels.get((r["run_id"], r["task"]), r["task"])  # the corpus as read: never two corpora
         scored = (r["protocol"], r["target_start"], r["target_end"], r["tokens"])
         blocks[r["run_id"]][(task, r["length"])][r["doc_id"]] = (scored, r["ll"], r["tokens"])

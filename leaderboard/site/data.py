@@ -17,7 +17,8 @@ def render(store: SiteStore) -> Page:
         claims = t in CLAIM_TABLES
         if not store.has_table(t, claims=claims):
             continue
-        rel = (store.claims_con if claims else store.con).table(t)  # the whole table: DuckDB's relation API
+        # the whole table, sorted on all its columns: the same rows ingested in another order give the same file
+        rel = (store.claims_con if claims else store.con).table(t).order("ALL")  # DuckDB's relation API
         store.data_files(t, rel.columns, [list(r) for r in rel.fetchall()])
         tables.append(t)
     return page(store, "data.html", "data downloads", "data.html", tables=tables, shown=sorted(store.table_ids))

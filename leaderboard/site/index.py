@@ -120,12 +120,6 @@ def _base_cell(c: front.Column, runs: list[front.Run]) -> Cell:
     return Cell("baseline", None, cls="num", sub=sub)
 
 
-def _run_order(v: tuple) -> str:
-    """Runs in run-id order: the seeds' sums then do not depend on the order the store returns them (another
-    run ingested beside them changed the last bit of a published ratio)."""
-    return str(v[4])
-
-
 def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = LOCAL_SOURCE,
                   tid: str = "vs_rope") -> tuple[pages.Markup, dict]:  # fmt: skip
     """The answer-first table (leaderboard.front) of one source's runs against that source's own RoPE (a
@@ -140,7 +134,7 @@ def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = 
     if not cols or base not in cells:
         return pages.Markup(pages.render("vs_rope.html", table=None)), info
     runs = {name: {c.label: [front.Run(v[0], v[1], v[2], v[5], v[4])
-                             for v in sorted(by.get(c.label, []), key=_run_order)]
+                             for v in by.get(c.label, [])]  # run-id order (stats.board)
                    for c in cols} for name, by in cells.items()}  # fmt: skip
     # a column RoPE never ran (CoPE's counting compares absolute and relative encodings) has nothing to show
     unmatched = [c.label for c in cols if not runs[base][c.label]]
@@ -202,7 +196,7 @@ def paper_verdicts(store: SiteStore) -> list[dict]:
 
 
 def render(store: SiteStore) -> Page:
-    runs = store.view("runs", order="kind, name, date")
+    runs = store.view("runs", order="kind, name, date, run_id")
     run_rows = [[Cell(r["name"], r["name"], href=f"runs/{r['run_id']}.html"), r["kind"], r["pe"],
                  r["checkpoint"], r["seed"], r["max_length"], r["training_length"], str(r["date"]),
                  r["source"], r["machine"] or "this machine",

@@ -51,7 +51,8 @@ def board(store: SiteStore, kinds: tuple[str, ...]) -> Board:
     direction the registry's or, for a metric it does not know, lm-eval's (ingest: runs.params.higher_is_better).
     Perplexity: at the training length (else the shortest measured) and the longest. Each cell's estimate is the
     one the claims show too (``peeval.records.seed_estimate``)."""
-    rows = store.view("metric_rows", "list_contains(?, kind)", [list(kinds)], order="name, task, metric")
+    # seeds in run-id order: a cell's sums then do not depend on the order the runs were ingested in
+    rows = store.view("metric_rows", "list_contains(?, kind)", [list(kinds)], order="name, task, metric, run_id")
     hidden: set[str] = set()  # members of a group with its own row (ingest: runs.params.subtasks)
     lm_eval: dict[tuple[str, str], bool] = {}  # lm-eval's direction of a metric the registry does not know
     for r in store.view("run_params", "list_contains(?, kind)", [list(kinds)]):
