@@ -23,6 +23,7 @@ from peeval.records import (
     external_name,
     shipped_name,
     sized_label,
+    task_setting_label,
     trained_base_label,
 )
 from peeval.training.profiles import TRAIN_PROFILES, get_profile
@@ -107,9 +108,24 @@ def peeval_record(prov: dict, path: Path, root: Path, defaults: Defaults = profi
         if kind is RunKind.PRETRAIN:  # another shape than its profile's is another row (issue 43's ladder)
             profile = train.get("profile")
             name = sized_label(name, train.get("settings"), defaults(profile) if isinstance(profile, str) else None)
+        else:  # another generator setting than its task's default is another row (flip-flop at 256 pairs)
+            name = task_setting_label(name, *_task_setting(train))
         return RunRecord(name=name, pe=pe, **common)
     name = external_name(prov["model"], Path(str(ckpt_raw)).name if ckpt_raw else None)
     return RunRecord(name=name, pe=pe, **common)
+
+
+def _task_setting(train: dict) -> tuple[dict, dict | None]:
+    """A diagnostic training's generator parameters (``settings.task_params``) and its task's defaults at its
+    generator size (``settings.gen_profile``); None when the task or size is not one peeval knows."""
+    from peeval.tasks.diagnostics.generators import params
+
+    settings = train.get("settings") if isinstance(train.get("settings"), dict) else {}
+    given = settings.get("task_params") if isinstance(settings.get("task_params"), dict) else {}
+    try:
+        return given, params(str(train.get("task")), str(settings.get("gen_profile") or "cpu"))
+    except ValueError:
+        return given, None
 
 
 def summary_kind(model_args: dict, train: dict | None, adapt: dict | None) -> RunKind | None:

@@ -24,6 +24,7 @@ from peeval.records import (
     published_source,
     shipped_first,
     size_of,
+    task_setting_of,
 )
 
 
@@ -127,9 +128,12 @@ def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = 
     cols = front_columns(b)
     base = baseline_of(source)
     sources = {str(r["name"]): str(r["source"]) for r in store.view("name_sources")}
-    # a ladder rung (a name with its size) is compared with its own rung's RoPE, on the sizes page (site/ladder.py)
+    # a ladder rung (a name with its size) is compared with its own rung's RoPE, on the sizes page (site/ladder.py);
+    # a diagnostic run at another generator setting ({n_instr=256}) only on the claims and diagnostics pages: the
+    # RoPE row here ran the task's default setting
     cells = {name: by for name, by in b.cells.items()
-             if sources.get(name, LOCAL_SOURCE) == source and size_of(name) is None}  # fmt: skip
+             if sources.get(name, LOCAL_SOURCE) == source and size_of(name) is None
+             and task_setting_of(name) is None}  # fmt: skip
     info: dict[str, Any] = {"baseline": base, "has_baseline": base in cells}
     if not cols or base not in cells:
         return pages.Markup(pages.render("vs_rope.html", table=None)), info

@@ -29,6 +29,8 @@ _SHAPE_EXTRAS = (("num_attention_heads", "heads"), ("num_key_value_heads", "kv h
                  ("intermediate_size", "ffn"), ("vocab_size", "vocab"))  # fmt: skip
 #: the size part of a row name (``rope [4x32]``, ``rope [4x32, 8 heads] @cpu-claims``)
 _SIZED = re.compile(r" \[(\d+)x(\d+)(?:, [^\]]*)?\](?= @|$)")
+#: the generator-setting part of a diagnostic row name (``cope {n_instr=256}``, ``... {n_vars=3} @cpu-claims``)
+_SETTING = re.compile(r" \{([^{}]*)\}(?= @|$)")
 
 
 def model_shape(settings: Mapping | None) -> dict[str, int] | None:
@@ -58,6 +60,21 @@ def shape_suffix(shape: Mapping | None, default: Mapping | None) -> str:
 def sized_label(label: str, settings: Mapping | None, default: Mapping | None) -> str:
     """A trained model's row name: its encoding label, with its size when its shape is not ``default``'s."""
     return label + shape_suffix(model_shape(settings), model_shape(default))
+
+
+def task_setting_label(label: str, task_params: Mapping | None, defaults: Mapping | None) -> str:
+    """A diagnostic model's row name: its encoding label, with `` {k=v,...}`` for each generator parameter it
+    trained with that is not its task's default (flip-flop ``{n_instr=256}``, counting ``{n_vars=3}``): two
+    settings of one task are two rows, never seeds of one. No defaults known: every parameter is named."""
+    defaults = defaults or {}
+    extra = {k: v for k, v in (task_params or {}).items() if k not in defaults or defaults[k] != v}
+    return label + (" {" + ",".join(f"{k}={extra[k]}" for k in sorted(extra)) + "}" if extra else "")
+
+
+def task_setting_of(name: str) -> str | None:
+    """The generator setting part of a diagnostic row name (``cope {n_instr=256}`` -> ``n_instr=256``), else None."""
+    m = _SETTING.search(str(name))
+    return m[1] if m else None
 
 
 def size_of(name: str) -> tuple[int, int] | None:
@@ -193,6 +210,8 @@ __all__ = [
     "model_shape",
     "shape_suffix",
     "sized_label",
+    "task_setting_label",
+    "task_setting_of",
     "size_of",
     "adapt_label",
     "SHIPPED_MODELS",

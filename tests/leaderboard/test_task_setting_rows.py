@@ -1,0 +1,59 @@
+"""A diagnostic model trained at another generator setting than its task's default (flip-flop at 256 instruction
+pairs, counting with 3 variables) is its own leaderboard row, never one more seed of the default one: the
+published cpu-claims site averaged CoPE's 1-, 3- and 5-variable counting runs as 15 seeds of one "cope" row."""
+
+import json
+import re
+from pathlib import Path
+
+import duckdb
+from test_front_page import _checkpoint, _results, make_store
+
+from leaderboard.ingest import ingest
+from leaderboard.site import build_site
+from peeval.records import task_setting_label, task_setting_of
+
+FLIP = {0: 1.0, 1: 1.0, 2: 0.9}  # the 32-pair runs (the task's default at the cpu generator size)
+FLIP_256 = {0: 0.5, 1: 0.6, 2: 0.7}  # the 256-pair runs of the same encoding
+
+
+def test_label_names_only_what_differs_from_the_defaults():
+    defaults = {"n_instr": 32, "p_i": 0.8}
+    assert task_setting_label("cope", {}, defaults) == "cope"
+    assert task_setting_label("cope", {"n_instr": 32}, defaults) == "cope"  # the default, said explicitly
+    assert task_setting_label("cope", {"n_instr": 256, "p_i": 0.8}, defaults) == "cope {n_instr=256}"
+    assert task_setting_label("t5", {"n_vars": 3, "a": 1}, None) == "t5 {a=1,n_vars=3}"  # unknown task: all named
+    assert task_setting_of("learned(max_positions=4096) {n_instr=256} @cpu-claims") == "n_instr=256"
+    assert task_setting_of("rope [4x32] @cpu") is None and task_setting_of("cope") is None
+
+
+def _flip_run(root: Path, pe: str, seed: int, acc: float, task_params: dict) -> None:
+    tag = "-256" if task_params else ""
+    ck = root / "checkpoints" / f"{pe}-flip{tag}-s{seed}"
+    _checkpoint(ck, pe, {}, task="flip_flop", seed=seed, loss0=2.0)
+    summary = json.loads((ck / "train_summary.json").read_text())
+    summary["settings"] = {"task_params": task_params, "gen_profile": "cpu"}
+    (ck / "train_summary.json").write_text(json.dumps(summary))
+    res = {"peeval_diag_flip_flop_test": {"acc,none": acc, "acc_stderr,none": 0.01}}
+    _results(root / "results" / f"{pe}-flip{tag}-s{seed}", ck, res)
+
+
+def test_two_settings_are_two_rows(tmp_path):
+    root = tmp_path / "store"
+    for seed in FLIP:
+        _flip_run(root, "cope", seed, FLIP[seed], {})
+        _flip_run(root, "cope", seed, FLIP_256[seed], {"n_instr": 256})
+    db = make_store(root)  # the front page's store (rope, tape, pope, their flip-flop runs) around them
+    ingest([root / "results", root / "checkpoints"], db, root=root)
+    con = duckdb.connect(str(db), read_only=True)
+    names = dict(con.execute("select name, count(*) from runs where pe = 'cope' group by name").fetchall())
+    con.close()
+    assert names == {"cope": 3, "cope {n_instr=256}": 3}
+    site = build_site(db, tmp_path / "site").parent
+    rows = {r["name"]: r for r in json.loads((site / "data" / "diagnostics_table.json").read_text())
+            if r["task"] == "flip_flop" and r["cell"] == "all"}  # fmt: skip
+    assert abs(rows["cope"]["acc"] - sum(FLIP.values()) / 3) < 1e-12
+    assert abs(rows["cope {n_instr=256}"]["acc"] - sum(FLIP_256.values()) / 3) < 1e-12
+    # the front page compares with the RoPE of the task's default setting: the 256-pair row is not on it
+    vs_rope = (site / "index.html").read_text().split('id="vs_rope"', 1)[1].split("</table>", 1)[0]
+    assert re.search(r"<td[^>]*>cope</td>", vs_rope) and "n_instr=256" not in vs_rope
