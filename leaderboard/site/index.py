@@ -90,10 +90,12 @@ def front_columns(b: Board) -> list[front.Column]:
     return cols
 
 
-def baseline_of(source: str) -> str:
-    """The leaderboard name of ``source``'s RoPE: ``rope`` here, ``rope @<profile>`` for a published profile."""
+def baseline_of(source: str, setting: str | None = None) -> str:
+    """The leaderboard name of ``source``'s RoPE: ``rope`` here, ``rope @<profile>`` for a published profile; at a
+    diagnostic generator ``setting`` (``n_instr=256``), the RoPE trained at it (``rope {n_instr=256}``)."""
     profile = published_profile(source)
-    return published_name(front.BASELINE, profile) if profile else front.BASELINE
+    name = front.BASELINE + (f" {{{setting}}}" if setting else "")
+    return published_name(name, profile) if profile else name
 
 
 def _header(c: front.Column, train_len: int | None) -> str:
@@ -129,11 +131,10 @@ def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = 
     base = baseline_of(source)
     sources = {str(r["name"]): str(r["source"]) for r in store.view("name_sources")}
     # a ladder rung (a name with its size) is compared with its own rung's RoPE, on the sizes page (site/ladder.py);
-    # a diagnostic run at another generator setting ({n_instr=256}) only on the claims and diagnostics pages: the
-    # RoPE row here ran the task's default setting
-    cells = {name: by for name, by in b.cells.items()
-             if sources.get(name, LOCAL_SOURCE) == source and size_of(name) is None
-             and task_setting_of(name) is None}  # fmt: skip
+    # a diagnostic run at another generator setting (cope {n_instr=256}) with the RoPE of that setting, if one ran
+    mine = {name for name in b.cells if sources.get(name, LOCAL_SOURCE) == source and size_of(name) is None}
+    base_of = {name: baseline_of(source, task_setting_of(name)) for name in mine}
+    cells = {name: b.cells[name] for name in mine if base_of[name] in mine}
     info: dict[str, Any] = {"baseline": base, "has_baseline": base in cells}
     if not cols or base not in cells:
         return pages.Markup(pages.render("vs_rope.html", table=None)), info
@@ -158,11 +159,12 @@ def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = 
     for name in sorted(runs, key=order_key):
         row: list[Any] = [Cell(name, name)]
         compared = []
+        against = base_of[name]
         for c in cols:
-            if name == base:
+            if name == against:
                 row.append(_base_cell(c, runs[name][c.label]))
                 continue
-            vc = front.compare(c, runs[name][c.label], runs[base][c.label])
+            vc = front.compare(c, runs[name][c.label], runs[against][c.label])
             compared.append(vc)
             if vc is None:
                 row.append(_missing(tables.get(name), c.metric))
@@ -172,8 +174,8 @@ def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = 
             cls = {"win": "num win", "loss": "num lose"}.get(vc.outcome, "num")
             row.append(Cell(vc.text, vc.sort, cls=cls, outcome=vc.outcome, claims=vc.claims,
                             sub=vc.sub.removesuffix(": no interval")))  # said once, as the outcome  # fmt: skip
-        if name == base:
-            row.append(Cell("–", None, cls="num", sub="the baseline"))
+        if name == against:
+            row.append(Cell("–", None, cls="num", sub="the baseline" + (" at this setting" if name != base else "")))
         else:
             wr = front.win_rate(compared)
             row.append(Cell(wr.text, wr.wins - wr.losses if wr.compared else None, cls="num", sub=wr.sub))

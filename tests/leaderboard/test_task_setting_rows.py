@@ -15,6 +15,7 @@ from peeval.records import task_setting_label, task_setting_of
 
 FLIP = {0: 1.0, 1: 1.0, 2: 0.9}  # the 32-pair runs (the task's default at the cpu generator size)
 FLIP_256 = {0: 0.5, 1: 0.6, 2: 0.7}  # the 256-pair runs of the same encoding
+ROPE_256 = {0: 0.4, 1: 0.5, 2: 0.5}  # RoPE at 256 pairs: cope {n_instr=256} - rope {n_instr=256} = 0.6 - 0.4667
 
 
 def test_label_names_only_what_differs_from_the_defaults():
@@ -28,7 +29,7 @@ def test_label_names_only_what_differs_from_the_defaults():
 
 
 def _flip_run(root: Path, pe: str, seed: int, acc: float, task_params: dict) -> None:
-    tag = "-256" if task_params else ""
+    tag = "".join(f"-{v}" for v in task_params.values())
     ck = root / "checkpoints" / f"{pe}-flip{tag}-s{seed}"
     _checkpoint(ck, pe, {}, task="flip_flop", seed=seed, loss0=2.0)
     summary = json.loads((ck / "train_summary.json").read_text())
@@ -43,17 +44,24 @@ def test_two_settings_are_two_rows(tmp_path):
     for seed in FLIP:
         _flip_run(root, "cope", seed, FLIP[seed], {})
         _flip_run(root, "cope", seed, FLIP_256[seed], {"n_instr": 256})
+        _flip_run(root, "rope", seed, ROPE_256[seed], {"n_instr": 256})
+        _flip_run(root, "cope", seed, 0.9, {"n_instr": 128})  # no RoPE ran at 128 pairs
     db = make_store(root)  # the front page's store (rope, tape, pope, their flip-flop runs) around them
     ingest([root / "results", root / "checkpoints"], db, root=root)
     con = duckdb.connect(str(db), read_only=True)
     names = dict(con.execute("select name, count(*) from runs where pe = 'cope' group by name").fetchall())
     con.close()
-    assert names == {"cope": 3, "cope {n_instr=256}": 3}
+    assert names == {"cope": 3, "cope {n_instr=256}": 3, "cope {n_instr=128}": 3}
     site = build_site(db, tmp_path / "site").parent
     rows = {r["name"]: r for r in json.loads((site / "data" / "diagnostics_table.json").read_text())
             if r["task"] == "flip_flop" and r["cell"] == "all"}  # fmt: skip
     assert abs(rows["cope"]["acc"] - sum(FLIP.values()) / 3) < 1e-12
     assert abs(rows["cope {n_instr=256}"]["acc"] - sum(FLIP_256.values()) / 3) < 1e-12
-    # the front page compares with the RoPE of the task's default setting: the 256-pair row is not on it
+    # the front page compares each setting with the RoPE of that setting, and a setting no RoPE ran not at all
     vs_rope = (site / "index.html").read_text().split('id="vs_rope"', 1)[1].split("</table>", 1)[0]
-    assert re.search(r"<td[^>]*>cope</td>", vs_rope) and "n_instr=256" not in vs_rope
+    rows = {re.match(r"<td[^>]*>([^<]*)</td>", r)[1]: r for r in re.findall(r"<tr>(.*?)</tr>", vs_rope, flags=re.S)
+            if re.match(r"<td[^>]*>", r)}  # fmt: skip
+    assert "cope" in rows and "n_instr=128" not in vs_rope
+    assert "baseline" in rows["rope {n_instr=256}"] and "at this setting" in rows["rope {n_instr=256}"]
+    diff = sum(FLIP_256.values()) / 3 - sum(ROPE_256.values()) / 3  # 0.1333
+    assert f"+{diff:.3f}" in rows["cope {n_instr=256}"], rows["cope {n_instr=256}"]
