@@ -60,7 +60,7 @@ def csv_cell(v: Any) -> Any:
 
 
 def view_sections(text: str) -> dict[str, list[tuple[str, str]]]:
-    """views.sql as {section: [(view name, CREATE statement)]}: ``-- @section <name>`` lines open a section,
+    """views.sql as {section: [(view or macro name, CREATE statement)]}: ``-- @section <name>`` lines open a section,
     other ``--`` lines are comments, a statement ends with ``;`` at the end of a line."""
     sections: dict[str, list[tuple[str, str]]] = defaultdict(list)
     section, lines = "any", []
@@ -71,10 +71,13 @@ def view_sections(text: str) -> dict[str, list[tuple[str, str]]]:
             lines.append(line)
             if line.rstrip().endswith(";"):
                 sql = "\n".join(lines).strip().removesuffix(";")
-                name = re.match(r"CREATE TEMP VIEW (site_\w+) AS\b", sql)
+                name = re.match(r"CREATE TEMP (?:VIEW (site_\w+)|MACRO (\w+)\([^)]*\)) AS\b", sql)
                 if name is None:
-                    raise ValueError(f"{VIEWS}: not a named view (CREATE TEMP VIEW site_<name> AS ...): {sql[:60]}")
-                sections[section].append((name[1], sql))
+                    raise ValueError(
+                        f"{VIEWS}: not a named view (CREATE TEMP VIEW site_<name> AS ...) "
+                        f"or macro (CREATE TEMP MACRO <name>(args) AS ...): {sql[:60]}"
+                    )
+                sections[section].append((name[1] or name[2], sql))
                 lines = []
     return sections
 
@@ -104,7 +107,8 @@ class SiteStore:
     def _create(self, con, views: list[tuple[str, str]]) -> None:
         for name, sql in views:
             con.execute(sql)
-            self.views.setdefault(name, con)
+            if name.startswith("site_"):  # a view (a macro is only used inside them)
+                self.views.setdefault(name, con)
 
     def view(self, name: str, where: str = "", params: list | None = None, order: str = "") -> list[dict]:
         """The rows of the view ``site_<name>`` (``where`` / ``order``: a filter and an order on its columns)."""

@@ -3,10 +3,14 @@
 -- build time; the store's own schema is leaderboard/schema.sql). DuckDB binds a view when it is created, so the
 -- views are in sections: `-- @section store` on the store, `-- @section labelled` on the store once the
 -- relation task_labels (run_id, task, label: peeval.records.task_label) is registered, `-- @section claims` on
--- the claims stage's database when it has a claims table, `-- @section any` on every connection.
+-- the claims stage's database when it has a claims table, `-- @section any` on every connection (with the one
+-- macro the views share, seed_mean).
 
 -- @section any
 CREATE TEMP VIEW site_tables AS SELECT table_name FROM information_schema.tables;
+-- a metric's mean over the runs of one name (peeval.records.METRICS seeds = "mean"), added up in run-id order:
+-- avg() adds in scan order, so the same runs ingested in another order could change a mean's last bit
+CREATE TEMP MACRO seed_mean(x, run_id) AS list_avg(list(x ORDER BY run_id) FILTER (WHERE x IS NOT NULL));
 
 -- @section store
 -- what each (run, task) read and the (run, task) pairs measured: the inputs of task_labels
@@ -49,19 +53,17 @@ SELECT DISTINCT training_length L FROM runs WHERE kind IN ('adapt', 'external') 
 CREATE TEMP VIEW site_ppl_protocols AS SELECT DISTINCT protocol p FROM ppl_by_length WHERE protocol IS NOT NULL;
 
 -- per-cell views combined over the runs of one name: a metric's mean over seeds, a count's sum
--- (peeval.records.METRICS: ppl, bpb, acc average; tokens, windows and n add up), and the number of runs.
--- Means are summed in run-id order (list_avg of an ordered list): avg() adds in scan order, so the same runs
--- ingested in another order could change a mean's last bit
+-- (peeval.records.METRICS: ppl, bpb, acc average, seed_mean; tokens, windows and n add up), and the number of runs
 CREATE TEMP VIEW site_family_lengths AS
 SELECT v.family, r.name, v.task, v.length,
-       list_avg(list(v.value ORDER BY v.run_id) FILTER (WHERE v.value IS NOT NULL)) AS value, sum(v.n) AS n
+       seed_mean(v.value, v.run_id) AS value, sum(v.n) AS n
 FROM family_length_cells v JOIN runs r USING (run_id) GROUP BY ALL;
 CREATE TEMP VIEW site_passkey AS
-SELECT r.name, v.length, v.depth, list_avg(list(v.acc ORDER BY v.run_id) FILTER (WHERE v.acc IS NOT NULL)) acc, sum(v.n) n
+SELECT r.name, v.length, v.depth, seed_mean(v.acc, v.run_id) acc, sum(v.n) n
 FROM passkey_cells v JOIN runs r USING (run_id) GROUP BY ALL;
 CREATE TEMP VIEW site_diagnostics AS
 SELECT r.name, v.task, v.split, v.cell, v.len_a, v.len_b,
-       list_avg(list(v.acc ORDER BY v.run_id) FILTER (WHERE v.acc IS NOT NULL)) acc, sum(v.n) n
+       seed_mean(v.acc, v.run_id) acc, sum(v.n) n
 FROM diagnostic_cells v JOIN runs r USING (run_id) GROUP BY ALL;
 
 -- training curves with what trained them; the adapted models' base (its summary) and the extended runs' names
@@ -99,8 +101,8 @@ FROM ppl_blocks WHERE ll IS NOT NULL AND tokens > 0;
 -- @section labelled
 -- perplexity per corpus as read (a mirror run and a hub run of one task never combined; peeval_ppl_: PPL_PREFIX)
 CREATE TEMP VIEW site_ppl_by_length AS
-SELECT r.name, coalesce(l.label, v.corpus) corpus, v.length, list_avg(list(v.ppl ORDER BY v.run_id) FILTER (WHERE v.ppl IS NOT NULL)) ppl,
-       list_avg(list(v.bpb ORDER BY v.run_id) FILTER (WHERE v.bpb IS NOT NULL)) bpb, sum(v.tokens) tokens,
+SELECT r.name, coalesce(l.label, v.corpus) corpus, v.length, seed_mean(v.ppl, v.run_id) ppl,
+       seed_mean(v.bpb, v.run_id) bpb, sum(v.tokens) tokens,
        sum(v.windows) windows, count(*) runs
 FROM ppl_by_length v JOIN runs r USING (run_id)
 LEFT JOIN task_labels l ON l.run_id = v.run_id AND l.task = 'peeval_ppl_' || v.corpus
@@ -114,7 +116,7 @@ FROM ppl_by_length v JOIN runs r USING (run_id) JOIN efficiency e ON e.checkpoin
 LEFT JOIN task_labels l ON l.run_id = v.run_id AND l.task = 'peeval_ppl_' || v.corpus
 WHERE r.kind = 'pretrain' AND e.task IS NULL;
 CREATE TEMP VIEW site_loss_by_position AS
-SELECT r.name, coalesce(l.label, p.corpus) corpus, p.position, list_avg(list(p.nll ORDER BY p.run_id) FILTER (WHERE p.nll IS NOT NULL)) nll
+SELECT r.name, coalesce(l.label, p.corpus) corpus, p.position, seed_mean(p.nll, p.run_id) nll
 FROM loss_by_position p JOIN runs r USING (run_id)
 LEFT JOIN task_labels l ON l.run_id = p.run_id AND l.task = 'peeval_ppl_' || p.corpus
 WHERE isfinite(p.nll) GROUP BY r.name, coalesce(l.label, p.corpus), p.position;
