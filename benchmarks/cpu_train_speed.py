@@ -25,8 +25,14 @@ from peeval.train_bench import SHAPE_KEYS, profile_settings
 from peeval.training.loop import loss_and_correct
 from peeval.training.speed import compiled_loss, make_optimizer
 
-#: the models timed: today's cpu profile, and issue 43's planned small one (width 64, 4 layers, 1,024 tokens)
-MODELS = {"cpu": {}, "small": {"hidden_size": 64, "intermediate_size": 172, "vocab_size": 1024}}
+#: the models timed: today's cpu profile, the cpu profile's model before issue 43 (bbccc2f: width 128, 4 heads,
+#: 2,048 tokens; the "same model" of issue 43 item 2), and issue 43's example small one (width 64, 1,024 tokens)
+MODELS = {
+    "cpu": {},
+    "cpu-bbccc2f": {"hidden_size": 128, "intermediate_size": 344, "vocab_size": 2048, "num_attention_heads": 4,
+                    "num_key_value_heads": 4},
+    "small": {"hidden_size": 64, "intermediate_size": 172, "vocab_size": 1024},
+}  # fmt: skip
 #: the sizing grid of docs/sizing.md (4 layers, head dimension 16, SwiGLU width ~8/3 of the model width)
 for _w, _v in ((32, 512), (32, 1024), (48, 512), (48, 1024), (64, 512), (64, 1024), (96, 512), (96, 1024)):
     MODELS[f"d{_w}v{_v}"] = {"hidden_size": _w, "intermediate_size": -(-8 * _w // 3), "vocab_size": _v,
