@@ -11,7 +11,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from leaderboard import claims_page
 from peeval.perplexity import TABLE_ENCODINGS
@@ -59,10 +59,18 @@ def csv_cell(v: Any) -> Any:
     return jsonable(v)
 
 
-def view_sections(text: str) -> dict[str, list[tuple[str, str]]]:
-    """views.sql as {section: [(view or macro name, CREATE statement)]}: ``-- @section <name>`` lines open a section,
-    other ``--`` lines are comments, a statement ends with ``;`` at the end of a line."""
-    sections: dict[str, list[tuple[str, str]]] = defaultdict(list)
+class Statement(NamedTuple):
+    """One CREATE statement of views.sql: ``kind`` "view" (a page reads it) or "macro" (used inside views)."""
+
+    kind: str
+    name: str
+    sql: str
+
+
+def view_sections(text: str) -> dict[str, list[Statement]]:
+    """views.sql as {section: [Statement]}: ``-- @section <name>`` lines open a section, other ``--`` lines are
+    comments, a statement ends with ``;`` at the end of a line."""
+    sections: dict[str, list[Statement]] = defaultdict(list)
     section, lines = "any", []
     for line in text.splitlines():
         if line.startswith("-- @section "):
@@ -77,7 +85,8 @@ def view_sections(text: str) -> dict[str, list[tuple[str, str]]]:
                         f"{VIEWS}: not a named view (CREATE TEMP VIEW site_<name> AS ...) "
                         f"or macro (CREATE TEMP MACRO <name>(args) AS ...): {sql[:60]}"
                     )
-                sections[section].append((name[1] or name[2], sql))
+                kind = "view" if name[1] else "macro"
+                sections[section].append(Statement(kind, name[1] or name[2], sql))
                 lines = []
     return sections
 
@@ -104,11 +113,11 @@ class SiteStore:
             self._create(self.claims_con, sections["claims"])
         self.claims_html = claims_page.render_claims_page(self.claims_con, self.labels)
 
-    def _create(self, con, views: list[tuple[str, str]]) -> None:
-        for name, sql in views:
-            con.execute(sql)
-            if name.startswith("site_"):  # a view (a macro is only used inside them)
-                self.views.setdefault(name, con)
+    def _create(self, con, statements: list[Statement]) -> None:
+        for st in statements:
+            con.execute(st.sql)
+            if st.kind == "view":  # a macro is only used inside the views
+                self.views.setdefault(st.name, con)
 
     def view(self, name: str, where: str = "", params: list | None = None, order: str = "") -> list[dict]:
         """The rows of the view ``site_<name>`` (``where`` / ``order``: a filter and an order on its columns)."""

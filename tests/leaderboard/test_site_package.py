@@ -8,6 +8,7 @@ import sys
 import types
 from pathlib import Path
 
+import pytest
 from test_site import make_store
 
 from leaderboard import pages as registry  # the site's pages in nav order (leaderboard.pages.PAGES)
@@ -52,14 +53,25 @@ def test_sql_only_in_named_views_and_html_only_in_templates():
         assert not re.findall(r"\b(?:join|JOIN|group by|GROUP BY)\b", text), py.name
         assert not re.findall(r"<(?:p|div|table|tr|td|th|a|span|pre|h2|ul|li)[ >]", text), py.name
     sections = view_sections(VIEWS.read_text(encoding="utf-8"))
-    names = [n for views in sections.values() for n, _ in views]
+    names = [st.name for views in sections.values() for st in views]
     assert len(names) == len(set(names)) and set(sections) == {"any", "store", "labelled", "claims"}
+
+
+def test_view_sections_tell_views_from_macros_by_their_statement():
+    """A macro is never registered as a page's view, whatever its name; anything else is refused."""
+    text = "CREATE TEMP MACRO site_twice(x) AS 2 * x;\n-- @section store\nCREATE TEMP VIEW site_a AS\nSELECT 1;\n"
+    got = view_sections(text)
+    assert [(st.kind, st.name) for st in got["any"]] == [("macro", "site_twice")]
+    view = ("view", "site_a", "CREATE TEMP VIEW site_a AS\nSELECT 1")
+    assert [(st.kind, st.name, st.sql) for st in got["store"]] == [view]
+    with pytest.raises(ValueError, match="not a named view"):
+        view_sections("CREATE TEMP VIEW a AS SELECT 1;")
 
 
 def test_views_combine_seeds_as_the_metric_registry_says():
     """The per-cell views average a metric over the runs of one name and add up a count
     (``peeval.records.METRICS``: ``seeds``; a column the registry does not know is a count)."""
-    sql = {name: s for views in view_sections(VIEWS.read_text(encoding="utf-8")).values() for name, s in views}
+    sql = {st.name: st.sql for views in view_sections(VIEWS.read_text(encoding="utf-8")).values() for st in views}
     checked = 0
     for name in ("site_ppl_by_length", "site_passkey", "site_diagnostics"):
         # a mean is seed_mean: the runs' values added up in run-id order (the same runs in any ingest order: one mean)
