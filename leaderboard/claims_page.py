@@ -29,6 +29,21 @@ PAPER_ORDER = ("PoPE", "CoPE", "TAPE")
 #: the seven states, in the page's order, and their CSS class
 VERDICT_CLASS = {"reproduced": "ok", "contradicted": "bad", "inconclusive": "unk", "not learned at this scale": "nl",
                  "no contrast at this setting": "nc", "not decidable here": "nd", "not measured": "nm"}  # fmt: skip
+#: what each answer means, as the claims page defines it above its counts
+VERDICT_MEANING = {
+    "reproduced": "peeval's difference is significant in the paper's direction.",
+    "contradicted": "significant the other way.",
+    "inconclusive": "measured, not significant (or no uncertainty, or no verdict by design).",
+    "not learned at this scale": "a diagnostic pair whose side(s) did not learn the task in distribution (accuracy "
+    "above the majority answer by claims.yaml's margin; both sides for an OOD split, the focus for an "
+    "in-distribution one): the numbers, no test.",
+    "no contrast at this setting": "both sides at the same floor or ceiling on every seed (or exactly equal with no "
+    "uncertainty): no test.",
+    "not decidable here": "measured, but not in the setting the claim is about (a claim about contexts beyond a "
+    "model's window, measured inside it: the row says at which length): no test, no verdict.",
+    "not measured": "this store has no peeval number for a side: the row names the first profile "
+    "(params/<name>.yaml) that measures it, or none.",
+}
 DECIDED = ("reproduced", "contradicted")
 #: the forest plot's interval: two-sided 95 % with the test's degrees of freedom (normal where none)
 LEVEL = 0.95
@@ -190,7 +205,7 @@ def render_claims_page(con, labels: dict[tuple[str, str], str] | None = None) ->
     if _has(con, "claim_values"):
         for v in _rows(con, "SELECT * FROM claim_values"):
             values.setdefault(str(v["claim_id"]), []).append(v)
-    counts = [(k, cls, sum(c["verdict"] == k for c in claims)) for k, cls in VERDICT_CLASS.items()]
+    counts = [(k, cls, sum(c["verdict"] == k for c in claims), VERDICT_MEANING[k]) for k, cls in VERDICT_CLASS.items()]
     papers = []
     for paper in sorted({str(c["paper"]) for c in claims}, key=lambda p: (PAPER_ORDER + (p,)).index(p)):
         mine = [c for c in claims if str(c["paper"]) == paper]

@@ -557,6 +557,12 @@ def test_claims_page_in_headless_chromium(tmp_path):
             for v in C.VERDICTS:
                 assert page.locator("td.verdict", has_text=v).count() == 1, v
             assert page.locator("h2").all_inner_texts() == ["PoPE", "CoPE", "TAPE"]
+            # every answer is defined above the tables with its count; how a test decides is folded below them
+            states = page.locator("dl.states dt").all_inner_texts()
+            assert [t.rsplit(":", 1)[0] for t in states] == list(C.VERDICTS), states
+            assert all(t.strip() for t in page.locator("dl.states dd").all_inner_texts())
+            assert page.locator("dl.states dd").count() == len(states)
+            assert not page.locator("details.how p").is_visible()
             tape = page.locator("#paper-TAPE")
             assert tape.locator("h3").all_inner_texts() == ["Inconclusive: measured, no decision",
                                                             "Not decidable here: measured, but not in the claim's "
