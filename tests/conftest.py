@@ -11,6 +11,12 @@ pytest_plugins = ["helpers.training", "helpers.data_mirror"]
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_pack_cache(tmp_path_factory):
+    """The tests' packed corpora go to a folder of their own (and subprocesses inherit it), never ~/.cache."""
+    os.environ.setdefault("PEEVAL_CACHE", str(tmp_path_factory.mktemp("peeval_cache")))
+
+
 def tiny_config(pe: str = "rope", **kw):
     """A 2-layer model small enough for exhaustive CPU tests (GQA on: 4 query, 2 KV heads)."""
     from peeval.models import PeevalConfig

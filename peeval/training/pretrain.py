@@ -19,7 +19,16 @@ import torch
 
 from .._io import atomic_write_text, dumps_json, save_dir_atomically
 from .._versions import cpu_identity
-from .data import Batches, load_corpus, load_tokenizer, pack, profile_tokenizer, tokenizer_fingerprint, unigram_ppl
+from .data import (
+    Batches,
+    load_corpus,
+    load_tokenizer,
+    pack,
+    pack_cached,
+    profile_tokenizer,
+    tokenizer_fingerprint,
+    unigram_ppl,
+)
 from .loop import check_launch, fit, seed_all
 from .profiles import get_profile
 from .speed import check_compile
@@ -123,7 +132,7 @@ def run_train(
         prof = get_profile("train", profile, overrides)
         tok = load_tokenizer(tokenizer) if tokenizer else profile_tokenizer(prof)
         train_txt, val_txt = load_corpus(prof["corpus"], prof["train_chars"], prof["val_docs"], prof["val_chars"])
-        train_blocks, val_blocks = pack(train_txt, tok, prof["seq_len"]), pack(val_txt, tok, prof["seq_len"])
+        train_blocks, val_blocks = pack_cached(train_txt, tok, prof["seq_len"]), pack(val_txt, tok, prof["seq_len"])
         batches = Batches({"input_ids": train_blocks}, {"input_ids": val_blocks})
         max_len = prof["seq_len"]
         unigram = unigram_ppl(train_blocks, val_blocks, len(tok))
