@@ -35,7 +35,9 @@ CREATE TABLE IF NOT EXISTS runs (
     results_path         VARCHAR,              -- the results.json ingested
     diag_task            VARCHAR,              -- the diagnostic task a diagnostic checkpoint was trained on
     source               VARCHAR NOT NULL DEFAULT '{LOCAL_SOURCE}',  -- 'local' (peeval eval here), 'external' (plain lm_eval) or 'published/<profile>'
-    machine              VARCHAR               -- published runs: the machine SOURCE.json names (NULL: local)
+    machine              VARCHAR,              -- published runs: the machine SOURCE.json names (NULL: local)
+    size                 VARCHAR,              -- a pretrained model's shape when not its profile's ('4x32'; its name ends '[4x32]')
+    task_setting         VARCHAR               -- a diagnostic model's generator parameters off its task's defaults ('n_instr=256')
 );
 
 -- Every aggregated lm-eval metric, per-cell ones included (ppl@L, acc@L@depth, acc@AxB, ...).

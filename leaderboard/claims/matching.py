@@ -254,7 +254,7 @@ def matching_runs(
     diag = tasks is not None and all(t.startswith(records.DIAG_PREFIX) for t in tasks)
     hits = []
     for r in store.runs.values():
-        if records.size_of(r.get("name") or "") is not None:  # a ladder rung: its own rows, the ladder chart's
+        if r.get("size") is not None:  # a ladder rung: its own rows, the ladder chart's
             continue
         if run_params and not _run_params_match(r, run_params):
             continue

@@ -22,7 +22,9 @@ from peeval.records import (
     encoding_label,
     external_name,
     shipped_name,
+    size_tag,
     sized_label,
+    task_setting,
     task_setting_label,
     trained_base_label,
 )
@@ -104,13 +106,15 @@ def peeval_record(prov: dict, path: Path, root: Path, defaults: Defaults = profi
         return RunRecord(name=shipped_name(label), pe=pe, **common)
     if kind in (RunKind.PRETRAIN, RunKind.DIAGNOSTIC):
         pe = train.get("pe") or pe
-        name = encoding_label(pe, pe_options)
+        label = encoding_label(pe, pe_options)
         if kind is RunKind.PRETRAIN:  # another shape than its profile's is another row (issue 43's ladder)
             profile = train.get("profile")
-            name = sized_label(name, train.get("settings"), defaults(profile) if isinstance(profile, str) else None)
-        else:  # another generator setting than its task's default is another row (flip-flop at 256 pairs)
-            name = task_setting_label(name, *_task_setting(train))
-        return RunRecord(name=name, pe=pe, **common)
+            shape = (train.get("settings"), defaults(profile) if isinstance(profile, str) else None)
+            return RunRecord(name=sized_label(label, *shape), pe=pe, size=size_tag(*shape), **common)
+        # another generator setting than its task's default is another row (flip-flop at 256 pairs)
+        setting = _task_setting(train)
+        return RunRecord(name=task_setting_label(label, *setting), pe=pe, task_setting=task_setting(*setting),
+                         **common)  # fmt: skip
     name = external_name(prov["model"], Path(str(ckpt_raw)).name if ckpt_raw else None)
     return RunRecord(name=name, pe=pe, **common)
 

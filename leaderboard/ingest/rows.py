@@ -34,6 +34,8 @@ class RunRow(TypedDict):
     diag_task: str | None
     source: str
     machine: NotRequired[str]  # a published run's (SOURCE.json); a local run's is the schema's default
+    size: str | None  # a pretrained model's shape off its profile's (``4x32``), else None
+    task_setting: str | None  # a diagnostic model's generator parameters off its task's defaults, else None
     _content: NotRequired[str]  # sha256 of the results, re-serialised: a copy re-indented is the same run
     _identity: NotRequired[tuple | None]  # identity.run_identity
 

@@ -33,6 +33,8 @@ class RunRecord:
     train: dict | None = None  # the checkpoint's train_summary.json
     adapt: dict | None = None  # the adapter's adapt_summary.json
     base_train: dict | None = None  # the budget of the peeval model an adapter extended (claims' scale criterion)
+    size: str | None = None  # a pretrained model's shape when not its profile's (``4x32``; its name says ``[4x32]``)
+    task_setting: str | None = None  # a diagnostic model's generator parameters off its task's defaults (n_instr=256)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,6 +186,7 @@ def run_rows(doc: dict, path: Path, root: Path, prov: dict, record: RunRecord, g
         "training_length": training_length(record.train, record.adapt, prov),
         "protocol": protocol.get("ppl"), "dtype": prov.get("dtype"),
         "results_path": rel(path, root), "diag_task": train.get("task"), "source": record.source,
+        "size": record.size, "task_setting": record.task_setting,
     }  # fmt: skip
     rows: RunRows = {"runs": [run], "metrics": [], "samples": got.samples, "ppl_blocks": got.blocks, "task_data": []}
     for task, metric, filt, value, se in got.metrics:

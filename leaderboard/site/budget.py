@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from leaderboard.site.context import SiteStore
-from peeval.records import LOCAL_SOURCE, size_of
+from peeval.records import LOCAL_SOURCE
 
 
 def _span(xs, f=lambda v: f"{v:,}") -> str:
@@ -14,7 +14,7 @@ def budget_line(store: SiteStore, train_len: int | None, longest: int | None,
                 source: str = LOCAL_SOURCE) -> tuple[str, str]:  # fmt: skip
     """One line: the training length and the budget every encoding of ``source`` got (runs and efficiency), as
     (the pretraining scale, the diagnostics' budgets and the lengths read)."""
-    pre = [r for r in store.view("pretrain_budget", "source = ?", [source]) if size_of(r["name"]) is None]  # no rung
+    pre = store.view("pretrain_budget", "source = ? AND size IS NULL", [source])  # the profile's shape, no rung
     bits = [f"Pretrained at context length {train_len:,} tokens" if train_len else "Training length unknown"]
     if pre:
         names = sorted({r["name"] for r in pre})

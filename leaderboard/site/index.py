@@ -23,8 +23,6 @@ from peeval.records import (
     published_profile,
     published_source,
     shipped_first,
-    size_of,
-    task_setting_of,
 )
 
 
@@ -129,11 +127,12 @@ def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = 
     published profile is never compared with this machine's runs), and what the page says about it."""
     cols = front_columns(b)
     base = baseline_of(source)
-    sources = {str(r["name"]): str(r["source"]) for r in store.view("name_sources")}
-    # a ladder rung (a name with its size) is compared with its own rung's RoPE, on the sizes page (site/ladder.py);
-    # a diagnostic run at another generator setting (cope {n_instr=256}) with the RoPE of that setting, if one ran
-    mine = {name for name in b.cells if sources.get(name, LOCAL_SOURCE) == source and size_of(name) is None}
-    base_of = {name: baseline_of(source, task_setting_of(name)) for name in mine}
+    rows = {str(r["name"]): r for r in store.view("name_sources")}
+    # a ladder rung (runs.size) is compared with its own rung's RoPE, on the sizes page (site/ladder.py); a
+    # diagnostic run at another generator setting (cope {n_instr=256}) with the RoPE of that setting, if one ran
+    run = {name: rows.get(name, {"source": LOCAL_SOURCE, "size": None, "task_setting": None}) for name in b.cells}
+    mine = {name for name in b.cells if run[name]["source"] == source and run[name]["size"] is None}
+    base_of = {name: baseline_of(source, run[name]["task_setting"]) for name in mine}
     cells = {name: b.cells[name] for name in mine if base_of[name] in mine}
     info: dict[str, Any] = {"baseline": base, "has_baseline": base in cells}
     if not cols or base not in cells:

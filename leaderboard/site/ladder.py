@@ -17,7 +17,7 @@ from leaderboard import front
 from leaderboard.charts import DASH_ADAPTED, DASH_OTHER, OTHER_COLORS, line_chart, series_style
 from leaderboard.site.context import Page, SiteStore
 from leaderboard.site.tables import chart_page
-from peeval.records import encoding_label, size_of
+from peeval.records import encoding_label
 
 TITLE = "model sizes: each encoding ÷ RoPE as the model grows"
 EMPTY = "No ladder runs in this store: no encoding was trained at more than one model size (params/cpu-claims.yaml)."
@@ -33,12 +33,12 @@ HEADERS = ["encoding", "source", "rung", "parameters", "corpus", "length", "rati
 
 def rungs(rows: list[dict]) -> dict[tuple[str, Any], dict]:
     """(source, size) -> {"params": RoPE's parameters, "runs": label -> (corpus, length) -> [front.Run]}: the
-    pretrained runs of ``ladder_ppl`` by rung (size: ``size_of(name)``, None for the profile's default shape)."""
+    pretrained runs of ``ladder_ppl`` by rung (size: ``runs.size``, None for the profile's default shape)."""
     out: dict[tuple[str, Any], dict] = {}
     for r in rows:
         opts = json.loads(r["pe_options"]) if isinstance(r["pe_options"], str) else (r["pe_options"] or {})
         empty = {"params": [], "runs": defaultdict(dict), "shape": set()}
-        rung = out.setdefault((r["source"], size_of(r["name"])), empty)
+        rung = out.setdefault((r["source"], r["size"]), empty)
         rung["shape"].add((r["layers"], r["width"]))
         label = encoding_label(r["pe"], opts)
         if label == front.BASELINE and r["params"] and r["run_id"] not in {p[0] for p in rung["params"]}:
@@ -89,10 +89,10 @@ def _rung_points(runs: dict, label: str, train_len: int | None) -> list[dict]:
     return out
 
 
-def _rung_text(size: tuple[int, int] | None, shapes: set) -> str:
-    """``4x32``; the profile's default shape as its summaries recorded it: ``4x48 (the profile's)``."""
+def _rung_text(size: str | None, shapes: set) -> str:
+    """``4x32`` (runs.size); the profile's default shape as its summaries recorded it: ``4x48 (the profile's)``."""
     if size is not None:
-        return f"{size[0]}x{size[1]}"
+        return size
     known = sorted(f"{a}x{b}" for a, b in shapes if a is not None and b is not None)
     return f"{'/'.join(known)} (the profile's)" if known else "the profile's shape"
 

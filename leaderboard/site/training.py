@@ -11,7 +11,7 @@ from collections import defaultdict
 from leaderboard.charts import line_chart
 from leaderboard.site.context import Page, SiteStore
 from leaderboard.site.tables import chart_page
-from peeval.records import adapt_label, adapted_name, base_model_label, encoding_label, size_of
+from peeval.records import adapt_label, adapted_name, base_model_label, encoding_label
 
 HEADERS = ["checkpoint", "shown as", "task", "steps", "tokens", "train_loss", "val_loss", "best val_loss", "elapsed_s"]
 
@@ -24,7 +24,7 @@ def curves(store: SiteStore) -> list[dict]:
     # an extension of the pipeline's own model is named by its run ("rope (256 tokens) + tape")
     labels: dict[str, str] = {r["checkpoint"]: r["name"] for r in store.view("extended_names")}
     # a ladder rung's model by its row's size (``rope [4x32]``), never averaged with the default shape's curves
-    sized = [r for r in store.view("pretrain_names") if size_of(r["name"])]
+    sized = [r for r in store.view("pretrain_names") if r["size"]]
     labels |= {r["checkpoint"]: r["name"].rsplit(" @", 1)[0] for r in sized}
     for r in rows:
         ck = r["checkpoint"]

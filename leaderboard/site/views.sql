@@ -32,12 +32,12 @@ CREATE TEMP VIEW site_run_params AS SELECT kind, params FROM runs;
 CREATE TEMP VIEW site_position_tables AS
 SELECT name, pe, min(coalesce(CAST(json_extract(pe_options, '$.max_positions') AS INTEGER), training_length)) AS rows
 FROM runs WHERE pe IS NOT NULL GROUP BY name, pe;
-CREATE TEMP VIEW site_name_sources AS SELECT DISTINCT name, source FROM runs;
+CREATE TEMP VIEW site_name_sources AS SELECT DISTINCT name, source, size, task_setting FROM runs;
 CREATE TEMP VIEW site_runs AS SELECT * FROM runs;
 
 -- the budget line: the pretraining scale and the diagnostics' budgets, per source
 CREATE TEMP VIEW site_pretrain_budget AS
-SELECT r.source, e.params, e.steps, e.tokens, r.name, r.seed
+SELECT r.source, e.params, e.steps, e.tokens, r.name, r.seed, r.size
 FROM runs r JOIN efficiency e USING (checkpoint) WHERE r.kind = 'pretrain' AND e.task IS NULL;
 CREATE TEMP VIEW site_diagnostic_budget AS
 SELECT r.source, e.task, min(e.steps) s, min(e.tokens) t, count(DISTINCT r.seed) k,
@@ -73,7 +73,7 @@ CREATE TEMP VIEW site_adapted_bases AS
 SELECT checkpoint, summary FROM efficiency WHERE method IS NOT NULL AND summary IS NOT NULL;
 CREATE TEMP VIEW site_extended_names AS
 SELECT DISTINCT checkpoint, name FROM runs WHERE json_extract(params, '$.base_train') IS NOT NULL;
-CREATE TEMP VIEW site_pretrain_names AS SELECT DISTINCT checkpoint, name FROM runs WHERE kind = 'pretrain';
+CREATE TEMP VIEW site_pretrain_names AS SELECT DISTINCT checkpoint, name, size FROM runs WHERE kind = 'pretrain';
 CREATE TEMP VIEW site_efficiency AS
 SELECT checkpoint, pe, pe_options, method, task, params, total_params, flops_per_token, tokens_per_s, train_time_s,
        steps, tokens, final_val_loss, final_val_ppl
@@ -109,7 +109,7 @@ LEFT JOIN task_labels l ON l.run_id = v.run_id AND l.task = 'peeval_ppl_' || v.c
 GROUP BY ALL;
 -- the sizes page (site/ladder.py): every pretrained run's perplexity per corpus and length, with its parameters
 CREATE TEMP VIEW site_ladder_ppl AS
-SELECT r.source, r.name, r.pe, r.pe_options, r.run_id, e.params, coalesce(l.label, v.corpus) corpus, v.length, v.ppl,
+SELECT r.source, r.name, r.size, r.pe, r.pe_options, r.run_id, e.params, coalesce(l.label, v.corpus) corpus, v.length, v.ppl,
        v.tokens, CAST(json_extract(e.summary, '$.settings.num_hidden_layers') AS INTEGER) layers,
        CAST(json_extract(e.summary, '$.settings.hidden_size') AS INTEGER) width
 FROM ppl_by_length v JOIN runs r USING (run_id) JOIN efficiency e ON e.checkpoint = r.checkpoint

@@ -29,8 +29,6 @@ _SHAPE_EXTRAS = (("num_attention_heads", "heads"), ("num_key_value_heads", "kv h
                  ("intermediate_size", "ffn"), ("vocab_size", "vocab"))  # fmt: skip
 #: the size part of a row name (``rope [4x32]``, ``rope [4x32, 8 heads] @cpu-claims``)
 _SIZED = re.compile(r" \[(\d+)x(\d+)(?:, [^\]]*)?\](?= @|$)")
-#: the generator-setting part of a diagnostic row name (``cope {n_instr=256}``, ``... {n_vars=3} @cpu-claims``)
-_SETTING = re.compile(r" \{([^{}]*)\}(?= @|$)")
 
 
 def model_shape(settings: Mapping | None) -> dict[str, int] | None:
@@ -57,28 +55,39 @@ def shape_suffix(shape: Mapping | None, default: Mapping | None) -> str:
     return f" [{shape['num_hidden_layers']}x{width}{''.join(', ' + e for e in extra)}]"
 
 
+def size_tag(settings: Mapping | None, default: Mapping | None) -> str | None:
+    """A trained model's size when its shape is not ``default``'s (``4x32``, ``4x32, 8 heads``), else None: the
+    store's ``runs.size``, and the part in brackets of its row name."""
+    suffix = shape_suffix(model_shape(settings), model_shape(default))
+    return suffix[2:-1] if suffix else None
+
+
 def sized_label(label: str, settings: Mapping | None, default: Mapping | None) -> str:
     """A trained model's row name: its encoding label, with its size when its shape is not ``default``'s."""
-    return label + shape_suffix(model_shape(settings), model_shape(default))
+    size = size_tag(settings, default)
+    return label + (f" [{size}]" if size else "")
+
+
+def task_setting(task_params: Mapping | None, defaults: Mapping | None) -> str | None:
+    """The generator parameters a diagnostic model trained with that are not its task's defaults, as ``k=v,...``
+    (keys sorted; flip-flop ``n_instr=256``), else None: the store's ``runs.task_setting``. No defaults known:
+    every parameter is named."""
+    defaults = defaults or {}
+    extra = {k: v for k, v in (task_params or {}).items() if k not in defaults or defaults[k] != v}
+    return ",".join(f"{k}={extra[k]}" for k in sorted(extra)) if extra else None
 
 
 def task_setting_label(label: str, task_params: Mapping | None, defaults: Mapping | None) -> str:
     """A diagnostic model's row name: its encoding label, with `` {k=v,...}`` for each generator parameter it
     trained with that is not its task's default (flip-flop ``{n_instr=256}``, counting ``{n_vars=3}``): two
-    settings of one task are two rows, never seeds of one. No defaults known: every parameter is named."""
-    defaults = defaults or {}
-    extra = {k: v for k, v in (task_params or {}).items() if k not in defaults or defaults[k] != v}
-    return label + (" {" + ",".join(f"{k}={extra[k]}" for k in sorted(extra)) + "}" if extra else "")
-
-
-def task_setting_of(name: str) -> str | None:
-    """The generator setting part of a diagnostic row name (``cope {n_instr=256}`` -> ``n_instr=256``), else None."""
-    m = _SETTING.search(str(name))
-    return m[1] if m else None
+    settings of one task are two rows, never seeds of one."""
+    setting = task_setting(task_params, defaults)
+    return label + (" {" + setting + "}" if setting else "")
 
 
 def size_of(name: str) -> tuple[int, int] | None:
-    """(layers, width) of a row name that carries a size (``rope [4x32]``); None for a default-shape row."""
+    """(layers, width) of a row name that carries a size (``rope [4x32]``); None for a default-shape row. For what
+    only has a name (a chart's series); a run's size is its ``runs.size``."""
     m = _SIZED.search(str(name))
     return (int(m[1]), int(m[2])) if m else None
 
@@ -209,9 +218,10 @@ __all__ = [
     "SHAPE_KEYS",
     "model_shape",
     "shape_suffix",
+    "size_tag",
     "sized_label",
+    "task_setting",
     "task_setting_label",
-    "task_setting_of",
     "size_of",
     "adapt_label",
     "SHIPPED_MODELS",

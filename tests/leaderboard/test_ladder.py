@@ -60,6 +60,10 @@ def test_two_shapes_of_one_encoding_are_two_rows_and_seeds_of_one_shape_one_row(
          {256: 20.0})  # fmt: skip
     ingest([tmp_path / "results"], tmp_path / "s.duckdb", root=tmp_path)
     assert _names(tmp_path / "s.duckdb") == [("rope", 2), ("rope [4x32, 4 heads, 4 kv heads]", 1), ("rope [4x32]", 2)]
+    # the size is a column of its own (runs.size): what readers use, never parsed back out of the name
+    sizes = query(tmp_path / "s.duckdb", "SELECT DISTINCT name, size FROM runs ORDER BY name")
+    wide = "4x32, 4 heads, 4 kv heads"
+    assert sizes == [("rope", None), (f"rope [{wide}]", wide), ("rope [4x32]", "4x32")]
 
 
 def test_names_at_the_default_shape_or_without_settings_are_unchanged(tmp_path):
@@ -89,6 +93,7 @@ def test_a_published_folder_is_named_by_the_shapes_it_was_published_with(tmp_pat
     recorded = published_rows(_published(tmp_path / "b", {"cpu": OLD}), tmp_path / "b")
     assert sorted(r["name"] for r in recorded["runs"]) == [
         "rope @cpu", "rope [4x48, 3 heads, 3 kv heads, ffn 128, vocab 512] @cpu"]  # fmt: skip
+    assert sorted((r["size"] or "") for r in recorded["runs"]) == ["", "4x48, 3 heads, 3 kv heads, ffn 128, vocab 512"]
 
 
 def test_a_bad_default_shapes_names_the_file(tmp_path):
@@ -102,7 +107,7 @@ def test_the_claims_judge_the_default_shape_only():
     runs = {"a": {"run_id": "a", "name": "rope", "pe": "rope", "pe_options": {}, "kind": "pretrain", "seed": 0,
                   "checkpoint": "ck/a", "date": "2026-11-27"},
             "b": {"run_id": "b", "name": "rope [4x32]", "pe": "rope", "pe_options": {}, "kind": "pretrain",
-                  "seed": 0, "checkpoint": "ck/b", "date": "2026-11-28"}}  # fmt: skip
+                  "seed": 0, "checkpoint": "ck/b", "date": "2026-11-28", "size": "4x32"}}  # fmt: skip
     values = {("a", "t"): {"ppl@256": (10.0, None, 1)}, ("b", "t"): {"ppl@256": (20.0, None, 1)}}
     store = Store(runs=runs, values=values)
     assert matching_runs(store, Variant("rope", "rope"), {}, tasks=["t"]) == [["a"]]  # b is newer, same seed

@@ -11,7 +11,7 @@ from test_front_page import _checkpoint, _results, make_store
 
 from leaderboard.ingest import ingest
 from leaderboard.site import build_site
-from peeval.records import task_setting_label, task_setting_of
+from peeval.records import task_setting, task_setting_label
 
 FLIP = {0: 1.0, 1: 1.0, 2: 0.9}  # the 32-pair runs (the task's default at the cpu generator size)
 FLIP_256 = {0: 0.5, 1: 0.6, 2: 0.7}  # the 256-pair runs of the same encoding
@@ -24,8 +24,8 @@ def test_label_names_only_what_differs_from_the_defaults():
     assert task_setting_label("cope", {"n_instr": 32}, defaults) == "cope"  # the default, said explicitly
     assert task_setting_label("cope", {"n_instr": 256, "p_i": 0.8}, defaults) == "cope {n_instr=256}"
     assert task_setting_label("t5", {"n_vars": 3, "a": 1}, None) == "t5 {a=1,n_vars=3}"  # unknown task: all named
-    assert task_setting_of("learned(max_positions=4096) {n_instr=256} @cpu-claims") == "n_instr=256"
-    assert task_setting_of("rope [4x32] @cpu") is None and task_setting_of("cope") is None
+    assert task_setting({"n_instr": 256, "p_i": 0.8}, defaults) == "n_instr=256"
+    assert task_setting({"n_instr": 32}, defaults) is None and task_setting(None, defaults) is None
 
 
 def _flip_run(root: Path, pe: str, seed: int, acc: float, task_params: dict) -> None:
@@ -50,8 +50,13 @@ def test_two_settings_are_two_rows(tmp_path):
     ingest([root / "results", root / "checkpoints"], db, root=root)
     con = duckdb.connect(str(db), read_only=True)
     names = dict(con.execute("select name, count(*) from runs where pe = 'cope' group by name").fetchall())
+    # the store says the setting in a column of its own: readers never parse it back out of the name
+    settings = set(con.execute("select name, task_setting from runs where kind = 'diagnostic'").fetchall())
     con.close()
     assert names == {"cope": 3, "cope {n_instr=256}": 3, "cope {n_instr=128}": 3}
+    assert {s for s in settings if s[0].startswith(("cope", "rope"))} == {
+        ("cope", None), ("cope {n_instr=256}", "n_instr=256"), ("cope {n_instr=128}", "n_instr=128"),
+        ("rope", None), ("rope {n_instr=256}", "n_instr=256")}  # fmt: skip
     site = build_site(db, tmp_path / "site").parent
     rows = {r["name"]: r for r in json.loads((site / "data" / "diagnostics_table.json").read_text())
             if r["task"] == "flip_flop" and r["cell"] == "all"}  # fmt: skip
