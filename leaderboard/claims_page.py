@@ -23,6 +23,7 @@ from html import escape
 from typing import Any
 
 from leaderboard import pages
+from leaderboard.charts import legend_text
 from peeval.records import fmt_number, t_quantile
 
 PAPER_ORDER = ("PoPE", "CoPE", "TAPE")
@@ -165,9 +166,9 @@ def forest_svg(claims: list[dict], title: str) -> str:
         if i % 2:
             out.append(f'<rect x="0" y="{y - row_h / 2:.1f}" width="{width}" height="{row_h}" class="band"/>')
         label = f"{c['compared']} · {c['task']}"
-        label = label if len(label) <= 52 else label[:51] + "…"
-        out.append(f'<text x="4" y="{y + 4:.1f}" class="rowlabel"><title>{escape(str(c["claim_id"]))}</title>'
-                   f"{escape(label)}</text>")  # fmt: skip
+        hover = f"{label} ({c['claim_id']})"  # the whole label where the row shows it cut
+        out.append(f'<text x="4" y="{y + 4:.1f}" class="rowlabel"><title>{escape(hover)}</title>'
+                   f"{escape(legend_text(label, 52))}</text>")  # fmt: skip
         out.append(f'<line x1="{x0}" x2="{x0}" y1="{y - row_h / 2:.1f}" y2="{y + row_h / 2:.1f}" class="zero"/>')
         if hw is not None:
             a, b = x0 + (d - hw) * scale, x0 + (d + hw) * scale

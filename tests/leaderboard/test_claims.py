@@ -786,3 +786,17 @@ def test_stage_script_on_a_full_disk_keeps_the_old_verdicts(tmp_path, capsys, mo
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "No space left" in err[0] and "claims.duckdb" in err[0], err
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == files
+
+
+def test_a_long_forest_label_keeps_both_ends_and_hovers_whole():
+    """The forest plot's row label is cut in its middle (the compared pair and the task's end both stay), and its
+    hover text holds the whole label with the claim id."""
+    from leaderboard.claims_page import forest_svg
+
+    task = "peeval_ppl_pg19 · Gutenberg books (PG-19 substitute) @ 4096 tokens"
+    claim = {"claim_id": "c:a-vs-b", "compared": "pope vs rope", "task": task, "peeval_value": -1.0,
+             "paper_value": -2.0, "stderr": 0.5, "df": 4, "verdict": "inconclusive"}  # fmt: skip
+    svg = forest_svg([claim], "t")
+    shown = svg.split('class="rowlabel">', 1)[1].split("</text>", 1)[0].split("</title>", 1)[1]
+    assert len(shown) <= 52 and shown.startswith("pope vs rope") and shown.endswith("4096 tokens") and "…" in shown
+    assert f"<title>pope vs rope · {task} (c:a-vs-b)</title>" in svg
