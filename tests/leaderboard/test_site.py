@@ -161,7 +161,8 @@ def test_claims_page_puts_decided_verdicts_first():
             [cid, verdict],
         )
     html = render_claims_page(con)
-    assert html.index(">c-third<") < html.index(">b-second<") < html.index(">a-first<")
+    # the table rows (tr id=<claim id>): decided first, reproduced before contradicted, then inconclusive
+    assert html.index('id="c-third"') < html.index('id="b-second"') < html.index('id="a-first"')
 
 
 def test_out_with_the_users_files_is_refused_and_kept(tmp_path, capsys):
