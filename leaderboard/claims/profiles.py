@@ -9,7 +9,9 @@ parameter file does (a task peeval lacks, an ablation no profile trains). What c
 - a diagnostic task (``peeval_diag_<task>_<split>``): a ``diagnostics.runs`` entry with the variant's encoding,
   its options, that task, and the claim's ``run_params`` (in the entry or the diagnostics' ``train.set`` /
   ``task_set``; an absent ``n_vars`` counts as 1);
-- an adapt method: in ``adapt.methods``, and every task of the claim in a suite of ``eval.adapt``;
+- an adapt method: in ``adapt.methods``, and every task of the claim in a suite of ``eval.adapt``; for a claim
+  on an extension of the pipeline's own model (``run_params: {base: …}``): in ``extend.methods``, and every task
+  in a suite of ``extend.eval`` (stage ``eval_extend``);
 - a pretrained encoding: an ``encodings`` entry with that encoding and options, and every task in a suite of
   ``eval.pretrain`` (``train_val``: the training curve, always; ``peeval_shift_stability``: the entry named in
   ``shift.encodings``).
@@ -76,6 +78,11 @@ def _suite_tasks(p: dict, which: str) -> set[str]:
     return {t for s in ev.get(which) or [] for t in ((suites.get(s) or {}).get("tasks") or [])}
 
 
+def _extend_tasks(p: dict) -> set[str]:
+    suites = (p.get("eval") or {}).get("suites") or {}
+    return {t for s in (p.get("extend") or {}).get("eval") or [] for t in ((suites.get(s) or {}).get("tasks") or [])}
+
+
 def _has_tasks(tasks: set[str], leaves: list[str]) -> bool:
     return all(t in tasks or MIRROR_TASKS.get(t) in tasks for t in leaves)
 
@@ -110,6 +117,9 @@ def runs_variant(p: dict, claim: Claim, variant: Variant) -> bool:
     diag = [records.split_diag_task(t) for t in leaves]
     if all(d is not None for d in diag):
         return all(_diag_runs(p, claim, variant, d[0]) for d in diag)
+    if variant.method and "base" in claim.run_params:  # an extension of the pipeline's model (stage extend)
+        ext = p.get("extend") or {}
+        return variant.method in (ext.get("methods") or []) and _has_tasks(_extend_tasks(p), leaves)
     if variant.method:
         return variant.method in ((p.get("adapt") or {}).get("methods") or []) and _has_tasks(
             _suite_tasks(p, "adapt"), leaves

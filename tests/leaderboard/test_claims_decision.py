@@ -223,6 +223,19 @@ def test_measured_in_reads_composed_parameter_files(tmp_path):
     PR.parameter_files.cache_clear()
 
 
+def test_measured_in_of_an_extension_claim_reads_extend_not_adapt():
+    """TAPE table 2 scaled down extends the pipeline's rope model (``run_params: {base: …}``): the cpu profile
+    adapts SmolLM2 with tape and lora but extends nothing, so the pair is measured first by cpu-claims (it said
+    'cpu', a profile whose store had no number for it); theta is extended by cpu-claims, adapted by no profile."""
+    claims = {c.id: c for c in C.load_claims()}
+    scaled = claims["tape-t2-scaled-pg19"]
+    PR.parameter_files.cache_clear()
+    assert PR.measured_in(scaled, ("tape", "lora")) == "cpu-claims"
+    assert PR.measured_in(scaled, ("tape", "theta")) == "cpu-claims"
+    gguf = claims["tape-t2-ctx-ext-pg19"]  # the SmolLM2 rows read the adapt stage: cpu adapts tape and lora
+    assert "base" not in gguf.run_params and PR.measured_in(gguf, ("tape", "lora")) == "cpu"
+
+
 def test_schema_has_the_decision_columns():
     cols = dict(zip(C.verdicts.CLAIM_COLUMNS, C.verdicts.CLAIM_COLUMNS, strict=True))
     assert {"test", "df", "p_value", "p_adjusted", "measured_in"} <= set(cols)
