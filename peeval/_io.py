@@ -148,10 +148,19 @@ def files_aside(folder: str | os.PathLike, patterns: tuple[str, ...]):
         shutil.rmtree(aside, ignore_errors=True)
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)  # read it: os.umask only reads by setting
+    os.umask(mask)
+    return mask
+
+
 def replace_dir(tmp: str | os.PathLike, target: str | os.PathLike) -> None:
     """Swap the finished folder ``tmp`` in for ``target`` (which may not exist yet): the old folder
-    is renamed aside first, so ``target`` is never a half-built or half-deleted tree."""
+    is renamed aside first, so ``target`` is never a half-built or half-deleted tree. ``target`` gets the
+    mode a plain ``mkdir`` would give it: ``tempfile.mkdtemp`` makes ``tmp`` private (0700), and a published
+    profile, an export or a downloaded dataset is meant to be read by others as any folder is."""
     tmp, target = Path(tmp), Path(target)
+    os.chmod(tmp, 0o777 & ~_umask())
     if target.exists():
         old = target.with_name(f".{target.name}-old")
         shutil.rmtree(old, ignore_errors=True)

@@ -2,6 +2,7 @@
 
 import ast
 import os
+import stat
 import subprocess
 import sys
 import tempfile
@@ -59,6 +60,22 @@ def test_replace_dir_swaps_a_whole_tree(tmp_path):
     fresh.mkdir()
     _io.replace_dir(fresh, tmp_path / "new_target")  # a target that does not exist yet
     assert (tmp_path / "new_target").is_dir() and not fresh.exists()
+
+
+def test_replace_dir_gives_the_folder_a_plain_mkdirs_mode(tmp_path):
+    """A published profile (leaderboard.publish), an export and a dataset download are built in a mkdtemp
+    folder (mode 0700): the folder swapped in is readable by others as a mkdir'ed one is (0755 under umask
+    022, 0750 under 027), not private."""
+    for mask, want in ((0o022, 0o755), (0o027, 0o750)):
+        old = os.umask(mask)
+        try:
+            new = Path(tempfile.mkdtemp(dir=tmp_path))
+            (new / "f.json").write_text("{}")
+            target = tmp_path / f"out-{mask:o}"
+            _io.replace_dir(new, target)
+        finally:
+            os.umask(old)
+        assert stat.S_IMODE(target.stat().st_mode) == want
 
 
 def _os_replace_calls(path: Path) -> int:
