@@ -72,15 +72,10 @@ def _options_match(claim: Claim, variant: Variant, entry: dict) -> bool:
     return all(have.get(k) == want.get(k) for k in keys)
 
 
-def _suite_tasks(p: dict, which: str) -> set[str]:
-    ev = p.get("eval") or {}
-    suites = ev.get("suites") or {}
-    return {t for s in ev.get(which) or [] for t in ((suites.get(s) or {}).get("tasks") or [])}
-
-
-def _extend_tasks(p: dict) -> set[str]:
+def _suite_tasks(p: dict, names: list[str] | None) -> set[str]:
+    """The tasks of the ``eval.suites`` named in ``names`` (e.g. ``eval.adapt``, ``extend.eval``)."""
     suites = (p.get("eval") or {}).get("suites") or {}
-    return {t for s in (p.get("extend") or {}).get("eval") or [] for t in ((suites.get(s) or {}).get("tasks") or [])}
+    return {t for s in names or [] for t in ((suites.get(s) or {}).get("tasks") or [])}
 
 
 def _has_tasks(tasks: set[str], leaves: list[str]) -> bool:
@@ -117,13 +112,14 @@ def runs_variant(p: dict, claim: Claim, variant: Variant) -> bool:
     diag = [records.split_diag_task(t) for t in leaves]
     if all(d is not None for d in diag):
         return all(_diag_runs(p, claim, variant, d[0]) for d in diag)
-    if variant.method and "base" in claim.run_params:  # an extension of the pipeline's model (stage extend)
-        ext = p.get("extend") or {}
-        return variant.method in (ext.get("methods") or []) and _has_tasks(_extend_tasks(p), leaves)
+    ev = p.get("eval") or {}
     if variant.method:
-        return variant.method in ((p.get("adapt") or {}).get("methods") or []) and _has_tasks(
-            _suite_tasks(p, "adapt"), leaves
-        )
+        if "base" in claim.run_params:  # an extension of the pipeline's own model (stages extend, eval_extend)
+            ext = p.get("extend") or {}
+            methods, suites = ext.get("methods"), ext.get("eval")
+        else:  # an adaptation of the packaged base (stages adapt, eval_adapt)
+            methods, suites = (p.get("adapt") or {}).get("methods"), ev.get("adapt")
+        return variant.method in (methods or []) and _has_tasks(_suite_tasks(p, suites), leaves)
     encodings = {k: e for k, e in (p.get("encodings") or {}).items() if isinstance(e, dict)}
     mine = [k for k, e in encodings.items() if _options_match(claim, variant, e)]
     if not mine:
@@ -132,7 +128,7 @@ def runs_variant(p: dict, claim: Claim, variant: Variant) -> bool:
         return True
     if leaves == [records.SHIFT_TASK]:
         return any(k in ((p.get("shift") or {}).get("encodings") or []) for k in mine)
-    return _has_tasks(_suite_tasks(p, "pretrain"), leaves)
+    return _has_tasks(_suite_tasks(p, ev.get("pretrain")), leaves)
 
 
 def measured_in(claim: Claim, names: tuple[str, ...], folder: str = str(PARAMS_DIR)) -> str:
