@@ -235,7 +235,10 @@ CREATE TABLE IF NOT EXISTS claims (
     measured_in  VARCHAR,   -- 'not measured' rows: the first profile (params/<name>.yaml) that measures the
                             -- pair, or 'none'; NULL otherwise
     setting_diff VARCHAR,
-    run_ids      JSON
+    run_ids      JSON,
+    family       VARCHAR,   -- the pre-registered Holm family ('<paper> @ <profile>', claims.yaml families) the
+                            -- pair belongs to; NULL: not declared testable for this profile (no verdict)
+    family_m     INTEGER    -- m of that family: every declared pair, a pair without a test counted as p = 1
 );
 
 -- One row per (claim, variant): the paper's number and peeval's, in the paper's unit.
@@ -250,4 +253,18 @@ CREATE TABLE IF NOT EXISTS claim_values (
     n            BIGINT,
     seeds        INTEGER,
     run_ids      VARCHAR
+);
+
+-- The A/A calibration of the claims' tests (leaderboard/claims/calibration.py): each test run on two halves of
+-- one variant's runs (seeds of one encoding and setting), where there is nothing to find. A test whose
+-- rejection rate's exact 95 % interval lies above 0.05 decides nothing.
+CREATE TABLE IF NOT EXISTS claims_calibration (
+    test        VARCHAR,    -- 'runs-t' (the claims' test over runs) or a retired one-run-per-side test
+    compared    VARCHAR,    -- which groups of runs were compared
+    groups      INTEGER,    -- A/A comparisons made
+    rejections  INTEGER,    -- of them with p < 0.05
+    rate        DOUBLE,
+    lo          DOUBLE,     -- Clopper-Pearson 95 % interval of the rate
+    hi          DOUBLE,
+    decides     BOOLEAN     -- the test may decide a pair on this store
 );

@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pipelines/claims.py: {e}", file=sys.stderr)
         return 2
     try:
-        rows, values = evaluate_claims(load_claims(args.claims), read_store(con, args.source))
+        rows, values, calibration = evaluate_claims(load_claims(args.claims), read_store(con, args.source))
     except ClaimsError as e:
         print(f"pipelines/claims.py: {e}", file=sys.stderr)
         return 2
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         tcon = duckdb.connect(str(tmp))
         try:
-            write_claims(tcon, rows, values)
+            write_claims(tcon, rows, values, calibration)
         finally:
             tcon.close()
         replace_database(tmp, out)  # readers see the old verdicts or the new ones

@@ -15,10 +15,12 @@ freedom, and one multiple-comparison correction over every pair a store decides.
 
 from __future__ import annotations
 
+import math
+
 from peeval.records.stats import betainc, t_quantile, t_sf, welch_df
 
-__all__ = ["ALPHA", "MIN_TOKENS_PER_PARAM", "benjamini_hochberg", "betainc", "holm", "outside_p", "t_quantile",
-           "t_sf", "tost_p", "two_sided_p", "welch_df"]  # fmt: skip
+__all__ = ["ALPHA", "MIN_RUNS", "MIN_TOKENS_PER_PARAM", "benjamini_hochberg", "betainc", "clopper_pearson", "holm",
+           "outside_p", "student_t", "t_quantile", "t_sf", "tost_p", "two_sided_p", "welch_df"]  # fmt: skip
 
 #: the family-wise level of the claims' decisions (Holm-adjusted p < ALPHA decides)
 ALPHA = 0.05
@@ -26,6 +28,34 @@ ALPHA = 0.05
 #: (all parameters, as Hoffmann et al. 2022 count them; ~20 is their compute-optimal ratio). Fixed before any
 #: comparison was looked at (issue 29); fewer: numbers, but "not decidable here" (at this scale)
 MIN_TOKENS_PER_PARAM = 20
+#: a pair is tested only when each side has at least this many independently trained runs (seeds) at its setting
+#: (issue 55): the training run is the unit of replication; documents and examples only give each run's estimate
+MIN_RUNS = 3
+
+
+def student_t(focus: list[float], other: list[float]) -> tuple[float, float, float]:
+    """Student's two-sample t on per-run values (one number per training run): (mean difference focus − other,
+    its standard error from the pooled run-to-run variance, df = n_f + n_o − 2). The one test of the claims,
+    fixed by the design (the runs per side), never switched by the data: no df change when a variance is 0."""
+    nf, no = len(focus), len(other)
+    if nf < 1 or no < 1 or nf + no < 3:
+        raise ValueError(f"student_t needs >= 3 runs in all and one per side, not {nf} + {no}")
+    mf, mo = sum(focus) / nf, sum(other) / no
+    ss = sum((x - mf) ** 2 for x in focus) + sum((x - mo) ** 2 for x in other)
+    df = nf + no - 2
+    return mf - mo, math.sqrt(ss / df * (1.0 / nf + 1.0 / no)), float(df)
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The exact (Clopper–Pearson) binomial interval of k successes in n trials (n = 0: (0, 1))."""
+    if n <= 0:
+        return 0.0, 1.0
+    from scipy.stats import beta
+
+    a = (1.0 - level) / 2.0
+    lo = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(1.0 - a, k + 1, n - k))
+    return lo, hi
 
 
 def two_sided_p(diff: float, se: float, df: float | None) -> float:

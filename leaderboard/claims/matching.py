@@ -53,6 +53,10 @@ class Store:
     con: Any = field(default=None, repr=False)
     #: (run_id, task) -> the (source, location) of each dataset it read (task_data; none: not recorded)
     data: dict[tuple[str, str], frozenset] = field(default_factory=dict)
+    #: checkpoint -> [(step, validation loss)] in step order (training_curves): whether a run had converged
+    curves: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    #: the runs.source judged (``local``: this pipeline's; ``published/<profile>``)
+    source: str = records.LOCAL_SOURCE
 
     def data_of(self, run_id: str, tasks: list[str]) -> frozenset:
         """What a run read for ``tasks`` (those it ran): runs of the same task on different data are
@@ -150,22 +154,26 @@ def read_store(con, source: str = records.LOCAL_SOURCE) -> Store:
             if name:
                 put(run_id, records.diag_task(task, split), records.diag_cell_metric(name), acc, None, n)
     if "training_curves" in tables and runs:
-        by_ckpt = {}
+        by_ckpt, curves = {}, {}
         q = "SELECT checkpoint, step, val_loss FROM training_curves WHERE val_loss IS NOT NULL ORDER BY step"
-        for ckpt, _step, loss in con.execute(q).fetchall():
+        for ckpt, step, loss in con.execute(q).fetchall():
             by_ckpt[str(ckpt)] = loss  # the last evaluated step wins
+            curves.setdefault(str(ckpt), []).append((int(step), float(loss)))
         for run_id, r in runs.items():
             loss = by_ckpt.get(str(r.get("checkpoint")))
             if loss is not None:
                 put(run_id, "train_val", "ppl", math.exp(min(float(loss), 700.0)), None, None)
     data: dict[tuple[str, str], frozenset] = {}
     if "task_data" in tables:
-        for run_id, task, source, location in con.execute(
+        for run_id, task, data_source, location in con.execute(
             "SELECT run_id, task, source, location FROM task_data"
         ).fetchall():
             key = (str(run_id), str(task))
-            data[key] = data.get(key, frozenset()) | {(str(source), str(location))}
-    return Store(runs, values, con=con if "samples" in tables else None, data=data)
+            data[key] = data.get(key, frozenset()) | {(str(data_source), str(location))}
+    store = Store(runs, values, con=con if "samples" in tables else None, data=data, source=source)
+    if "training_curves" in tables and runs:
+        store.curves = curves
+    return store
 
 
 def ablation_keys(claims: list[Claim]) -> dict[str, set[str]]:

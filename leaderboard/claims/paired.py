@@ -323,6 +323,8 @@ class Difference:
     notes: list[str]
     #: degrees of freedom of the t behind ``se`` (None: normal, many examples, or exact)
     df: float | None = None
+    #: why the pair has no test at all ('' when it has one): fewer than ``decision.MIN_RUNS`` runs per side
+    undecidable: str = ""
 
 
 def differences(

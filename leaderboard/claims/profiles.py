@@ -140,3 +140,54 @@ def measured_in(claim: Claim, names: tuple[str, ...], folder: str = str(PARAMS_D
         if all(runs_variant(p, claim, claim.variants[n]) for n in names):
             return prof
     return "none"
+
+
+def active_profile(params: str | Path = PARAMS_DIR.parent / "params.yaml", folder: str = str(PARAMS_DIR)) -> str | None:
+    """The profile whose composed parameter file params.yaml is (pipelines/use_profile.py writes it), or None when
+    params.yaml was edited by hand or is missing: then no pre-registered family applies."""
+    import yaml
+
+    try:
+        mine = yaml.safe_load(Path(params).read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    for name, p in parameter_files(folder).items():
+        if p == mine:
+            return name
+    return None
+
+
+def design_runs(p: dict, claim: Claim, variant: Variant) -> int:
+    """How many independently trained runs (seeds) the parameter file ``p`` gives ``variant`` by design (0: none):
+    a diagnostic claim's ``diagnostics.seeds``; a pretrained encoding's entries (one per seed; the shift stage's
+    for TAPE table 8); an adapter or extension method 1 (one run per method, whatever its seed)."""
+    if not runs_variant(p, claim, variant):
+        return 0
+    if all(records.split_diag_task(t) is not None for t in claim.leaves):
+        return len((p.get("diagnostics") or {}).get("seeds") or [0])
+    if variant.method:
+        return 1
+    encodings = {k: e for k, e in (p.get("encodings") or {}).items() if isinstance(e, dict)}
+    mine = [k for k, e in encodings.items() if _options_match(claim, variant, e)]
+    if claim.leaves == [records.SHIFT_TASK]:
+        mine = [k for k in mine if k in ((p.get("shift") or {}).get("encodings") or [])]
+    return len(mine)
+
+
+def registered_family(claims: list[Claim], name: str, folder: str = str(PARAMS_DIR)) -> list[str]:
+    """The pairs the rule of claims.yaml ``families`` declares testable for profile ``name``, from its parameter file
+    alone (no store, no result): both sides run with >= decision.MIN_RUNS seeds by design, at a training profile
+    not in the claim's ``unlearned_at``. claims.yaml writes the lists out; a test checks they follow this rule."""
+    from .decision import MIN_RUNS
+
+    p = parameter_files(folder).get(name)
+    if p is None:
+        return []
+    out = []
+    for c in claims:
+        if str(p.get("profile")) in c.unlearned_at:
+            continue
+        for o in c.others:
+            if all(design_runs(p, c, c.variants[v]) >= MIN_RUNS for v in (c.focus, o)):
+                out.append(f"{c.id}:{c.focus}-vs-{o}")
+    return out

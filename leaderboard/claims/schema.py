@@ -82,6 +82,17 @@ class Claim:
     #: a diagnostic side "learned" its task when its in-distribution accuracy beats the majority answer by this
     #: (claims.yaml's top-level ``learned_margin``, one for every claim; ``learned``)
     learned_margin: float = 0.1
+    #: a diagnostic run still improving at its end by more than this (validation loss, nats per scored token,
+    #: between its last two validations) is "not learned at this scale" (claims.yaml ``converge_tolerance``)
+    converge_tolerance: float = 0.05
+    #: an extension (``method`` variants of the pipeline's own model) whose perplexity at its new training length is
+    #: not below the unextended base's by this (log ppl, nats) is "not learned" (claims.yaml ``extension_margin``)
+    extension_margin: float = 0.05
+    #: an equal claim's equivalence counts only when this pair (``claim-id:focus-vs-other``, the same measurement
+    #: in the same store) is decided different: a positive control (issue 55); None: no TOST verdict
+    positive_control: str | None = None
+    #: the pre-registered Holm families: profile -> the pair ids declared testable there (claims.yaml ``families``)
+    families: dict = field(default_factory=dict)
 
     def task_label(self) -> str:
         return _task_label(self.task)
@@ -279,11 +290,24 @@ def validate(data: Any, source: str = "claims") -> list[Claim]:
     seen: set[str] = set()
     required = ("id", "paper", "ref", "title", "task", "metric", "unit", "higher_is_better", "focus", "variants")
     required += ("setting", "cpu", "cpu_note")
-    allowed = set(required) | {"claim", "tolerance", "note", "run_params", "unlearned_at", "beyond_window"}
+    allowed = set(required) | {"claim", "tolerance", "note", "run_params", "unlearned_at", "beyond_window",
+                               "positive_control"}  # fmt: skip
     pending: list[tuple[str, str]] = []  # (where, task) that only lm-eval's index can confirm
     margin = data.get("learned_margin", 0.1)
     if not (_num(margin) and 0 <= margin < 1):
         raise ClaimsError(f"{source}: field 'learned_margin' must be a number in [0, 1), not {margin!r}")
+    knobs = {}
+    for key, default in (("converge_tolerance", 0.05), ("extension_margin", 0.05)):
+        v = data.get(key, default)
+        if not (_num(v) and 0 < v < 10):
+            raise ClaimsError(f"{source}: field {key!r} must be a number in (0, 10), not {v!r}")
+        knobs[key] = float(v)
+    fams = data.get("families", {})
+    if not isinstance(fams, dict) or not all(
+        isinstance(k, str) and isinstance(v, list) and all(isinstance(x, str) for x in v) for k, v in fams.items()
+    ):
+        raise ClaimsError(f"{source}: field 'families' must map a profile name to a list of pair ids")
+    holm_families = {k: frozenset(v) for k, v in fams.items()}
     for i, e in enumerate(data["claims"]):
         cid = e.get("id") if isinstance(e, dict) else None
         where = f"{source}: claim {cid!r}" if cid else f"{source}: claim #{i + 1}"
@@ -350,9 +374,22 @@ def validate(data: Any, source: str = "claims") -> list[Claim]:
                 unlearned_at=list(unlearned),
                 beyond_window=beyond,
                 learned_margin=float(margin),
+                positive_control=e.get("positive_control"),
+                families=holm_families,
+                **knobs,
             )
         )
     _check_lm_eval_tasks(pending)
+    pairs = {f"{c.id}:{c.focus}-vs-{o}" for c in out for o in c.others}
+    for prof, ids in holm_families.items():
+        if unknown := sorted(ids - pairs):
+            raise ClaimsError(
+                f"{source}: families.{prof}: no such pair {unknown[0]!r} (a pair is 'claim-id:focus-vs-other')"
+            )
+    for c in out:
+        if c.positive_control is not None and c.positive_control not in pairs:
+            raise ClaimsError(f"{source}: claim {c.id!r}: field 'positive_control' {c.positive_control!r} is no pair "
+                              "of this file ('claim-id:focus-vs-other')")  # fmt: skip
     return out
 
 

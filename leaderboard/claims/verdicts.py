@@ -39,7 +39,8 @@ from peeval import records
 
 from . import decision as D
 from . import paired as P
-from .learned import no_contrast, not_learned
+from . import replication as R
+from .learned import extension_not_learned, no_contrast, not_converged, not_learned, scrolls_not_learned
 from .matching import Evidence, Store, find_runs, measured_length, read_store
 from .profiles import measured_in
 from .schema import DEFAULT_PATH, Claim, load_claims, option_defaults
@@ -56,7 +57,7 @@ VERDICTS = ("reproduced", "contradicted", "inconclusive", NOT_LEARNED, NO_CONTRA
 ALPHA = D.ALPHA
 #: the tables this package writes, and their columns (DDL: leaderboard/schema.sql, the store's one schema)
 TABLES = CLAIM_TABLES
-CLAIM_COLUMNS, VALUE_COLUMNS = (schema_columns()[0][t] for t in TABLES)
+CLAIM_COLUMNS, VALUE_COLUMNS, CALIBRATION_COLUMNS = (schema_columns()[0][t] for t in TABLES)
 
 
 def _advantage(diff: float, higher_is_better: bool) -> float:
@@ -181,7 +182,8 @@ def _undertrained(c: Claim, store: Store, run_ids: list[str]) -> str:
         elif shift:
             ratios[r] = 0.0  # no training budget recorded: no telling that the model was trained at all
         base = (store.runs.get(r, {}).get("params") or {}).get("base_train") or {}
-        if base.get("tokens") and base.get("params"):  # an extension of a peeval-pretrained model: its base's budget
+        if base.get("tokens") is not None and base.get("params"):  # an extension of a peeval-pretrained model: its
+            # base's budget (0 tokens is an untrained base, not an unknown one: issue 55)
             ratios[r] = float(base["tokens"]) / float(base["params"])
     low = {r: x for r, x in ratios.items() if x < D.MIN_TOKENS_PER_PARAM}
     if not low:
@@ -194,25 +196,89 @@ def _undertrained(c: Claim, store: Store, run_ids: list[str]) -> str:
     )
 
 
-def evaluate_claims(claims: list[Claim], store: Store, alpha: float = ALPHA) -> tuple[list[dict], list[dict]]:
+def store_profile(store: Store) -> str | None:
+    """The profile whose pre-registered family judges ``store``: ``published/<profile>``'s name, or for this
+    pipeline's own runs the parameter file (params/<name>.yaml) that params.yaml was made from (None: neither)."""
+    if store.source.startswith("published/"):
+        return store.source.split("/", 1)[1]
+    from .profiles import active_profile
+
+    return active_profile()
+
+
+def evaluate_claims(
+    claims: list[Claim], store: Store, alpha: float = ALPHA, profile: str | None = None, calibrate: bool = True
+) -> tuple[list[dict], list[dict]]:
     """Rows for the ``claims`` table (one per focus-vs-other pair) and ``claim_values``: each claim once
-    along parse (``load_claims``) -> find runs -> estimate -> test; then Holm's correction over every pair
-    with a p-value, and the verdicts decided on the adjusted p."""
+    along parse (``load_claims``) -> find runs -> estimate -> test over runs; then Holm's correction within each
+    paper's pre-registered family for ``profile`` (claims.yaml ``families``; default :func:`store_profile`): m is
+    the number of pairs declared there, and a declared pair without a test counts as p = 1. A pair outside the
+    family gets numbers, no verdict. A test whose A/A false-positive rate on this store is above ``alpha`` beyond
+    its interval (``calibration``) decides nothing."""
+    from . import calibration
+
+    profile = store_profile(store) if profile is None else profile
+    declared = claims[0].families.get(profile, frozenset()) if claims and profile else frozenset()
+    evidence = find_runs(claims, store)
+    table = calibration.aa_table(evidence, store, alpha) if calibrate else []
+    broken = {r["test"]: r for r in table if not r["decides"]}
     rows, values, decide = [], [], []
-    for ev in find_runs(claims, store):
+    for ev in evidence:
         ests = estimate_pairs(ev, store)
-        diffs = P.differences(ev, ests, store)
+        diffs = R.differences(ev, ests, store)
         for name in ev.claim.others:
             row, how = _row(ev, name, ests[name], diffs[name], store)
+            pid = row["claim_id"]
+            row["family"] = f"{ev.claim.paper} @ {profile}" if pid in declared else None
+            if how is not None and row["test"] in broken:
+                b = broken[row["test"]]
+                row["verdict"], how = UNDECIDABLE, None
+                row["setting_diff"] += (f" | not decidable here: the test {row['test']}'s A/A false-positive rate on "
+                                        f"this store is {b['rate']:.3f} (95 % interval {b['lo']:.3f}-{b['hi']:.3f}), "
+                                        f"above alpha = {alpha:g}")  # fmt: skip
+            if how is not None and pid not in declared:
+                row["verdict"], how = UNDECIDABLE, None
+                row["setting_diff"] += (f" | not decidable here: not in the pre-registered family of profile "
+                                        f"{profile or 'none'} (claims.yaml families)")  # fmt: skip
             rows.append(row)
             decide.append(how)
         values += _values(ev.claim, ests)
-    family = [i for i, how in enumerate(decide) if how is not None]
-    adjusted = D.holm([rows[i]["p_value"] for i in family])
-    for i, p_adj in zip(family, adjusted, strict=True):
-        rows[i]["p_adjusted"] = p_adj
-        rows[i]["verdict"] = verdict(*decide[i], p=p_adj, alpha=alpha)
-    return rows, values
+    for paper in sorted({r["paper"] for r in rows}):
+        fam = [i for i, r in enumerate(rows) if r["paper"] == paper and r["claim_id"] in declared]
+        ps = [rows[i]["p_value"] if decide[i] is not None else 1.0 for i in fam]
+        for i, p_adj in zip(fam, D.holm(ps), strict=True):
+            rows[i]["family_m"] = len(fam)
+            if decide[i] is not None:
+                rows[i]["p_adjusted"] = p_adj
+                rows[i]["verdict"] = verdict(*decide[i], p=p_adj, alpha=alpha)
+    _positive_controls(claims, rows)
+    for r in rows:
+        r.setdefault("family_m", None)
+    return rows, values, table
+
+
+def _positive_controls(claims: list[Claim], rows: list[dict]) -> None:
+    """An equivalence verdict (an equal claim 'reproduced' within its tolerance) stands only when its claim's
+    ``positive_control`` pair, the same measurement in the same store, was decided different; else "no contrast
+    at this setting": an instrument that separates nothing also finds everything equivalent."""
+    by_id = {r["claim_id"]: r for r in rows}
+    for c in claims:
+        if c.claim != "equal":
+            continue
+        for name in c.others:
+            r = by_id.get(f"{c.id}:{c.focus}-vs-{name}")
+            if r is None or r["verdict"] != "reproduced":
+                continue
+            ctrl = by_id.get(c.positive_control or "")
+            if ctrl is not None and ctrl["verdict"] in ("reproduced", "contradicted"):
+                r["setting_diff"] += f" | positive control {c.positive_control}: {ctrl['verdict']}"
+                continue
+            why = (
+                "none declared" if c.positive_control is None else f"{c.positive_control} is {ctrl and ctrl['verdict']}"
+            )
+            r["verdict"] = NO_CONTRAST
+            r["setting_diff"] += (f" | no contrast at this setting: equivalence counts only when the same measurement "
+                                  f"separates a pair that must differ (positive control: {why})")  # fmt: skip
 
 
 def _row(
@@ -235,8 +301,13 @@ def _row(
         v = NOT_LEARNED  # numbers, no verdict, not in Holm's family
         notes.append(f"not learned at this scale: the sweep's baseline does not learn this task at the {unlearned} "
                      "budget")  # fmt: skip
-    elif why := not_learned(ev, name, store):
-        v = NOT_LEARNED  # numbers, no verdict, not in Holm's family: a side that learned nothing carries no contrast
+    elif why := (
+        not_learned(ev, name, store)
+        or not_converged(ev, name, store)
+        or extension_not_learned(ev, name, store)
+        or scrolls_not_learned(ev, name, store)
+    ):
+        v = NOT_LEARNED  # numbers, no verdict, no test: a side that learned nothing carries no contrast
         notes.append(why)
     elif window and not window[0]:
         v = UNDECIDABLE  # numbers, no verdict, not in Holm's family: they measure something else than the claim
@@ -246,6 +317,8 @@ def _row(
     elif why := no_contrast(ev, name, store, d.diff, d.se):
         v = NO_CONTRAST  # the same floor / ceiling on every seed: no test, not in Holm's family
         notes.append(why)
+    elif d.undecidable:
+        v = UNDECIDABLE  # fewer than decision.MIN_RUNS runs per side: numbers, no test
     elif p is not None:
         how = (d.diff, d.se, c.higher_is_better, sign, kind, c.tolerance, d.df)
     elif d.diff is not None:
@@ -265,7 +338,8 @@ def _row(
     used = sorted(set((fe.run_ids if fe else []) + (oe.run_ids if oe else [])))
     metric = ev.metrics[name] or c.metric
     row = (f"{c.id}:{c.focus}-vs-{name}", c.paper, c.ref, c.task_label(), metric, f"{c.focus} vs {name}",
-           paper_diff, d.diff, d.se, n, seeds, v, d.test, d.df, p, None, where, setting, json.dumps(used))  # fmt: skip
+           paper_diff, d.diff, d.se, n, seeds, v, d.test, d.df, p, None, where, setting, json.dumps(used), None,
+           None)  # fmt: skip
     return dict(zip(CLAIM_COLUMNS, row, strict=True)), how
 
 
@@ -281,38 +355,36 @@ def _values(c: Claim, ests: dict[str, tuple[Estimate | None, Estimate | None]]) 
     return out
 
 
-def write_claims(con, rows: list[dict], values: list[dict]) -> None:
-    """Replace the ``claims`` and ``claim_values`` tables in one transaction."""
+def write_claims(con, rows: list[dict], values: list[dict], calibration: list[dict] = ()) -> None:
+    """Replace the ``claims``, ``claim_values`` and ``claims_calibration`` tables in one transaction."""
     con.execute("BEGIN TRANSACTION")
     try:
         for table in TABLES:  # dropped, not emptied: an older file's tables take schema.sql's columns
             con.execute(f"DROP TABLE IF EXISTS {table}")
             con.execute(table_ddl(table))
-        if rows:
-            cols = CLAIM_COLUMNS
-            con.executemany(
-                f"INSERT INTO claims ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                [[r[k] for k in cols] for r in rows],
-            )
-        if values:
-            cols = VALUE_COLUMNS
-            con.executemany(
-                f"INSERT INTO claim_values ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                [[r[k] for k in cols] for r in values],
-            )
+        for table, cols, data in (("claims", CLAIM_COLUMNS, rows), ("claim_values", VALUE_COLUMNS, values),
+                                  ("claims_calibration", CALIBRATION_COLUMNS, calibration)):  # fmt: skip
+            if data:
+                con.executemany(
+                    f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                    [[r.get(k) for k in cols] for r in data],
+                )
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")
         raise
 
 
-def compute_claims(con, claims_path: str | Path = DEFAULT_PATH, alpha: float = ALPHA, out=None) -> list[dict]:
-    """Validate the claims file, read the store ``con``, write ``claims`` and ``claim_values`` into
-    ``out`` (default: ``con``; the claims stage passes its own leaderboard/claims.duckdb, since the
-    store is the ingest stage's output); returns the claim rows. Nothing is written on an error."""
+def compute_claims(
+    con, claims_path: str | Path = DEFAULT_PATH, alpha: float = ALPHA, out=None, profile: str | None = None
+) -> list[dict]:
+    """Validate the claims file, read the store ``con``, write the claims tables into ``out`` (default: ``con``;
+    the claims stage passes its own leaderboard/claims.duckdb, since the store is the ingest stage's output);
+    returns the claim rows. Nothing is written on an error. ``profile``: whose pre-registered family decides
+    (default :func:`store_profile`)."""
     claims = load_claims(claims_path)
-    rows, values = evaluate_claims(claims, read_store(con), alpha)
-    write_claims(con if out is None else out, rows, values)
+    rows, values, table = evaluate_claims(claims, read_store(con), alpha, profile)
+    write_claims(con if out is None else out, rows, values, table)
     return rows
 
 

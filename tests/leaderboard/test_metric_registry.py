@@ -141,7 +141,7 @@ def test_the_leaderboard_and_the_claims_show_one_stderr(tmp_path):
                     "(?, ?, 'diagnostic', ?, ?, '{}', '{}', 0, TIMESTAMP '2026-11-22 20:00:00')",
                     [rid, pe, f"ck/{rid}", pe])  # fmt: skip
         con.execute("INSERT INTO metrics VALUES (?, ?, 'acc', 'none', ?, 0.0, 46)", [rid, task, acc])
-    rows, values = C.evaluate_claims(C.validate({"claims": [CLAIM]}), C.read_store(con))
+    rows, values, _ = C.evaluate_claims(C.validate({"claims": [CLAIM]}), C.read_store(con))
     con.close()
     pope = next(v for v in values if v["variant"] == "a")
     assert pope["stderr"] == pytest.approx(2.77128, rel=1e-5)
