@@ -20,7 +20,7 @@ Imports no torch: peeval's names and option defaults come from ``peeval.declarat
 
 from __future__ import annotations
 
-from . import decision, paired, profiles
+from . import calibration, decision, learned, paired, profiles, replication
 from .matching import Evidence, Store, find_runs, matching_runs, measured_length, read_store, resolve_metric
 from .schema import (
     ACC_UNITS,
@@ -69,12 +69,14 @@ __all__ = [
     "Variant",
     "_leaf_tasks",
     "binomial_stderr",
+    "calibration",
     "combine_seeds",
     "compute_claims",
     "decision",
     "estimate_pairs",
     "evaluate_claims",
     "find_runs",
+    "learned",
     "lm_eval_task_names",
     "load_claims",
     "matching_runs",
@@ -83,6 +85,7 @@ __all__ = [
     "paired",
     "profiles",
     "read_store",
+    "replication",
     "resolve_metric",
     "summary",
     "table_ddl",

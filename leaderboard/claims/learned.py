@@ -187,14 +187,18 @@ def extension_not_learned(ev: Evidence, name: str, store: Store) -> str:
             f"base's by claims.yaml extension_margin = {c.extension_margin:g} nats: " + "; ".join(bits))  # fmt: skip
 
 
-#: a SCROLLS answer that is empty, or one whose words are mostly one repeated phrase, is no answer
-DEGENERATE_DISTINCT = 0.3
+#: a SCROLLS answer that is empty, or one whose word pairs are mostly one repeated phrase, is no answer
+DEGENERATE_DISTINCT = 0.5
 
 
 def degenerate(text: str | None) -> bool:
-    """Empty, or >= 6 words of which fewer than :data:`DEGENERATE_DISTINCT` are distinct ("and then, and then")."""
-    words = str(text or "").replace(",", " ").replace(".", " ").split()
-    return not words or (len(words) >= 6 and len(set(w.lower() for w in words)) / len(words) < DEGENERATE_DISTINCT)
+    """Empty, or >= 4 words whose distinct consecutive word pairs are fewer than :data:`DEGENERATE_DISTINCT` of all
+    ("and then, and then, and then": 2 of 5); natural text repeats few word pairs (> 0.9 even over pages)."""
+    words = [w.lower() for w in str(text or "").replace(",", " ").replace(".", " ").split()]
+    if not words:
+        return True
+    pairs = list(zip(words, words[1:], strict=False))
+    return len(words) >= 4 and len(set(pairs)) / len(pairs) < DEGENERATE_DISTINCT
 
 
 def scrolls_not_learned(ev: Evidence, name: str, store: Store) -> str:

@@ -30,5 +30,9 @@ def write_claims_file(tmp_path, entries: list[dict], base: dict | None = None):
         d.update(e)
         out.append(d)
     p = tmp_path / "claims.yaml"
-    p.write_text(yaml.safe_dump({"version": 1, "claims": out}))
+    # every pair declared testable for every profile (issue 55's pre-registered families): these tests are about
+    # the rest of the rule; tests/leaderboard/test_claims_rules.py tests the families themselves
+    pairs = [f"{d['id']}:{d['focus']}-vs-{o}" for d in out for o in d["variants"] if o != d["focus"]]
+    profiles = ("cpu", "cpu-claims", "gpu", "paper", "smoke")
+    p.write_text(yaml.safe_dump({"version": 1, "claims": out, "families": dict.fromkeys(profiles, pairs)}))
     return p

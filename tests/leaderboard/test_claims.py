@@ -319,7 +319,7 @@ def test_end_to_end_verdicts_from_a_store(tmp_path):
     )
     rows = {r["claim_id"]: r for r in C.compute_claims(con, path)}
     ii_row = rows["ii:a-vs-b"]
-    assert ii_row["verdict"] == "reproduced"
+    assert ii_row["verdict"] == "reproduced", ii_row["setting_diff"]
     assert ii_row["seeds"] == 3 and ii_row["n"] == 3000
     assert ii_row["peeval_value"] == pytest.approx(100 * (0.95 - 0.11))
     se_a = 0.02 / math.sqrt(3) * 100  # std of .93,.95,.97 is .02
@@ -330,21 +330,21 @@ def test_end_to_end_verdicts_from_a_store(tmp_path):
         [f"pope{s}" for s in range(3)] + [f"rope{s}" for s in range(3)]
     )
 
-    ff_row = rows["ff:cope-vs-rope"]
-    assert ff_row["verdict"] == "contradicted"
+    ff_row = rows["ff:cope-vs-rope"]  # one run per side: documents are no replications of a training run
+    assert ff_row["verdict"] == "not decidable here" and "1 vs 1 runs per side" in ff_row["setting_diff"]
     assert ff_row["peeval_value"] == pytest.approx(50.0 - 10.0)  # error % cope - rope
-    assert ff_row["stderr"] == pytest.approx(math.hypot(2.0, 2.0))
+    assert ff_row["stderr"] is None and ff_row["p_value"] is None
     assert ff_row["seeds"] == 1
 
     ppl_row = rows["ppl:a-vs-b"]
     assert ppl_row["metric"] == "ppl@1024"  # the longest length both runs have
     assert ppl_row["peeval_value"] == pytest.approx(-50.0)
-    assert ppl_row["verdict"] == "inconclusive" and "no uncertainty" in ppl_row["setting_diff"]
+    assert ppl_row["verdict"] == "not decidable here" and "1 vs 1 runs per side" in ppl_row["setting_diff"]
 
     eq_row = rows["eq:t-vs-n"]
     assert eq_row["metric"] == "attn_diff@shift_ids@4"
     assert json.loads(eq_row["run_ids"]) == ["tapeA", "tapeB"]
-    assert eq_row["verdict"] == "reproduced"
+    assert eq_row["verdict"] == "not decidable here"  # one run per side
 
     # the table holds exactly these rows, and a second run replaces rather than appends
     C.compute_claims(con, path)
@@ -387,12 +387,12 @@ def test_adapt_runs_and_run_params(tmp_path):
         ],
     )
     rows = {r["claim_id"]: r for r in C.compute_claims(con, path)}
-    assert rows["pk:tape-vs-lora"]["verdict"] == "reproduced"
+    assert rows["pk:tape-vs-lora"]["verdict"] == "not decidable here"  # one adapter run per method
     assert json.loads(rows["pk:tape-vs-lora"]["run_ids"]) == ["ad1", "ad2"]
     cnt = rows["cnt:cope-vs-rel"]
     assert json.loads(cnt["run_ids"]) == ["c3", "t3"]
     assert cnt["peeval_value"] == pytest.approx(1.0 - 20.0)
-    assert cnt["verdict"] == "reproduced"  # binomial stderrs from n=1000 are ~0.4 and ~1.3 points
+    assert cnt["verdict"] == "not decidable here"  # one run per side, however many examples
 
 
 def test_task_mean_over_runs_of_one_checkpoint(tmp_path):
@@ -414,7 +414,7 @@ def test_task_mean_over_runs_of_one_checkpoint(tmp_path):
     (row,) = C.compute_claims(con, path)
     assert row["seeds"] == 1
     assert row["peeval_value"] == pytest.approx(100 * ((0.60 + 0.40) / 2 - (0.58 + 0.30) / 2))
-    assert row["stderr"] == pytest.approx(100 * math.sqrt(2 * (0.01**2 + 0.01**2)) / 2)
+    assert row["stderr"] is None and row["verdict"] == "not decidable here"  # one checkpoint per side
     assert sorted(json.loads(row["run_ids"])) == ["p1", "p2", "r1", "r2"]
 
 
@@ -778,7 +778,7 @@ def test_stage_script_on_a_full_disk_keeps_the_old_verdicts(tmp_path, capsys, mo
     capsys.readouterr()
     files = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
 
-    def full_disk(con, rows, values):
+    def full_disk(con, rows, values, calibration=()):
         raise duckdb.IOException("IO Error: No space left on device")
 
     monkeypatch.setattr(C, "write_claims", full_disk)

@@ -131,42 +131,50 @@ def _claims(tmp_path, entries):
 FF, SC, II = ("peeval_diag_flip_flop_test", "peeval_diag_selective_copy_test", "peeval_diag_indirect_indexing_test")
 
 
-def test_holm_across_every_pair_of_the_store(tmp_path):
-    """Two one-seed pairs (lm-eval stderr: normal) with raw p 0.030 and 0.040: each alone is reproduced; together
-    Holm gives both 0.060 (2 x 0.030, then max(0.060, 0.040)) and neither is decided."""
+def test_holm_within_the_paper_family_of_runs(tmp_path):
+    """Two pairs, 3 runs a side, with raw p from scipy's pooled two-sample t (computed here, not by peeval): each
+    alone is decided; together, Holm over the paper's family (m = 2) adjusts both, and the smaller p doubled."""
+    from scipy import stats
+
     con = _db()
-    for task, gap in ((FF, 0.0307), (SC, 0.0290)):
-        _run(con, f"cope-{task}", "cope", 0)
-        _run(con, f"rope-{task}", "rope", 0)
-        _metric(con, f"cope-{task}", task, 0.8 + gap, 0.01)  # both learned (above the majority answer + 0.1)
-        _metric(con, f"rope-{task}", task, 0.8, 0.01)
+    runs = {FF: ([0.90, 0.93, 0.88], [0.85, 0.86, 0.84]), SC: ([0.90, 0.91, 0.93], [0.86, 0.88, 0.85])}
+    for task, (a, b) in runs.items():
+        for s in range(3):
+            _run(con, f"cope-{task}-{s}", "cope", s)
+            _run(con, f"rope-{task}-{s}", "rope", s)
+            _metric(con, f"cope-{task}-{s}", task, a[s], 0.01)
+            _metric(con, f"rope-{task}-{s}", task, b[s], 0.01)
     variants = {"a": {"pe": "cope", "paper": 90.0}, "b": {"pe": "rope", "paper": 10.0}}
     both = _claims(tmp_path, [{"id": k, "task": t, "variants": variants} for k, t in (("ff", FF), ("sc", SC))])
     rows = {r["claim_id"]: r for r in C.compute_claims(con, both)}
-    p_ff, p_sc = math.erfc(3.07 / math.sqrt(2) / math.sqrt(2)), math.erfc(2.90 / math.sqrt(2) / math.sqrt(2))
-    assert (round(p_ff, 3), round(p_sc, 3)) == (0.030, 0.040)  # z = 3.07 / 1.414 = 2.171 and 2.051
-    assert rows["ff:a-vs-b"]["p_value"] == pytest.approx(p_ff, rel=1e-6)
-    assert rows["sc:a-vs-b"]["p_value"] == pytest.approx(p_sc, rel=1e-6)
-    for r in rows.values():
-        assert r["p_adjusted"] == pytest.approx(2 * p_ff, rel=1e-6) and r["verdict"] == "inconclusive"
-        assert r["test"] == "lm-eval stderr" and r["df"] is None  # one seed over 500 examples: normal
+    p = {k: stats.ttest_ind(*runs[t], equal_var=True).pvalue for k, t in (("ff", FF), ("sc", SC))}
+    for k in ("ff", "sc"):
+        r = rows[f"{k}:a-vs-b"]
+        assert r["p_value"] == pytest.approx(p[k], rel=1e-9) and r["test"] == "runs-t" and r["df"] == 4
+        assert r["family_m"] == 2 and r["family"] == "PoPE @ cpu"
+    lo, hi = sorted(p.values())
+    assert sorted(r["p_adjusted"] for r in rows.values()) == pytest.approx([2 * lo, max(2 * lo, hi)], rel=1e-9)
     (alone,) = C.compute_claims(con, _claims(tmp_path, [{"id": "ff", "task": FF, "variants": variants}]))
-    assert alone["verdict"] == "reproduced" and alone["p_adjusted"] == pytest.approx(p_ff, rel=1e-6)
+    assert alone["p_adjusted"] == pytest.approx(p["ff"], rel=1e-9) and alone["family_m"] == 1
 
 
-def test_seed_level_test_uses_welch_degrees_of_freedom(tmp_path):
-    """3 seeds a side: pope 0.93/0.95/0.97 (sd 2 points), rope 0.10/0.12/0.11 (sd 1): se² 4/3 and 1/3 -> Welch
-    nu = 50/17; t = 84 / sqrt(5/3) = 65.07: p = 2·P(T(50/17) > 65.07), decided."""
+def test_runs_level_test_is_students_t(tmp_path):
+    """3 runs a side: pope 0.93/0.95/0.97, rope 0.10/0.12/0.11: Student's pooled t on 4 df, whatever the runs'
+    own stderrs over examples; the p-value from scipy's ttest_ind on the per-run accuracies in points."""
+    from scipy import stats
+
     con = _db()
-    for s, (a, b) in enumerate([(0.93, 0.10), (0.95, 0.12), (0.97, 0.11)]):
+    pope, rope = [0.93, 0.95, 0.97], [0.10, 0.12, 0.11]
+    for s, (a, b) in enumerate(zip(pope, rope, strict=True)):
         _run(con, f"pope{s}", "pope", s)
         _run(con, f"rope{s}", "rope", s)
         _metric(con, f"pope{s}", II, a, 0.01)
         _metric(con, f"rope{s}", II, b, 0.01)
     (row,) = C.compute_claims(con, _claims(tmp_path, [{}]))
-    assert row["test"] == "seeds" and row["df"] == pytest.approx(50 / 17)
-    t = 84 / math.sqrt(5 / 3)
-    assert row["p_value"] == pytest.approx(2 * D.t_sf(t, 50 / 17), rel=1e-9) and row["p_value"] < 1e-3
+    ref = stats.ttest_ind([100 * x for x in pope], [100 * x for x in rope], equal_var=True)
+    assert row["test"] == "runs-t" and row["df"] == 4
+    assert row["p_value"] == pytest.approx(ref.pvalue, rel=1e-9) and row["p_value"] < 1e-3
+    assert row["stderr"] == pytest.approx(84 / ref.statistic, rel=1e-9)
     assert row["verdict"] == "reproduced" and row["p_adjusted"] == row["p_value"]
 
 

@@ -133,7 +133,7 @@ def test_stage_writes_its_own_database_and_the_site_reads_it(tmp_path, capsys):
 
     db = _store(tmp_path / "peeval.duckdb")
     good = tmp_path / "claims.yaml"
-    good.write_text(yaml.safe_dump({"claims": [CLAIM]}))
+    good.write_text(yaml.safe_dump({"claims": [CLAIM], "families": {"cpu": ["ii:a-vs-b"]}}))  # params.yaml: cpu
     store_before = _sha(db)
     summary = tmp_path / "claims_summary.json"
     assert _stage().main(["--db", str(db), "--claims", str(good), "--summary", str(summary)]) == 0

@@ -1,7 +1,9 @@
-"""Paired verdicts (leaderboard/claims/paired.py): McNemar and the paired standard error checked by
-hand and against scipy / a numpy bootstrap, a store where the unpaired rule cannot decide and the
-paired one does, every fallback to the unpaired rule, and the contract that makes pairing possible
-(the diagnostics' test examples do not depend on the encoding or the seed)."""
+"""The paired tests of leaderboard/claims/paired.py: McNemar and the paired standard error checked by hand and
+against scipy / a numpy bootstrap, every reason a pair cannot be paired, and the contract that makes pairing
+possible (the diagnostics' test examples do not depend on the encoding or the seed). Since issue 55 these tests
+decide no verdict (the A/A table alone uses them): the training run is the unit of replication, a pair is tested by
+Student's t over runs (``runs-t``) with >= ``decision.MIN_RUNS`` runs per side, and the store tests below check that
+the claims rows follow that rule where the paired tests used to decide."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import duckdb
 import numpy as np
 import pytest
 import yaml
-from helpers.claims import CLAIM
+from helpers.claims import write_claims_file
+from scipy import stats as sps
 
 from leaderboard import claims as C
 from leaderboard.claims import paired as P
@@ -172,14 +175,24 @@ def _run(con, run_id: str, pe: str, seed: int, outcomes: list[int], task: str = 
 
 
 def _claims(tmp_path, **change) -> Path:
-    p = tmp_path / "claims.yaml"
-    p.write_text(yaml.safe_dump({"version": 1, "claims": [{**CLAIM, **change}]}))
-    return p
+    return write_claims_file(tmp_path, [change])  # the claim's pairs declared in every profile's family
 
 
 def _row(con, path) -> dict:
-    (row,) = C.compute_claims(con, path)
+    (row,) = C.compute_claims(con, path, profile="cpu")
     return row
+
+
+def _compare(con, task=II, metric="acc", focus=("pope0",), other=("rope0",), kind="better"):
+    """paired.compare on the store of ``con``, one unit per run id."""
+    return P.compare(C.read_store(con), task, metric, [[r] for r in focus], [[r] for r in other], kind)
+
+
+def _runs_t(focus: list[float], other: list[float]) -> tuple[float, float, float]:
+    """The reference over runs: (difference of means, its se, p) from scipy's Student's two-sample t."""
+    t = sps.ttest_ind(focus, other, equal_var=True)
+    diff = float(np.mean(focus) - np.mean(other))
+    return diff, diff / float(t.statistic), float(t.pvalue)
 
 
 def _correlated_pair(con, with_samples: bool = True) -> None:
@@ -192,36 +205,36 @@ def _correlated_pair(con, with_samples: bool = True) -> None:
         con.execute("DELETE FROM samples")
 
 
-def test_unpaired_rule_is_inconclusive_where_mcnemar_decides(tmp_path):
-    path = _claims(tmp_path)
-    # without samples: two independent means, 80% vs 70%, se of each sqrt(p(1-p)/99):
-    # diff 10 points < 2 * hypot(4.02, 4.61) = 12.2 points -> inconclusive
+def test_mcnemar_pairs_the_examples_but_one_run_per_side_decides_nothing(tmp_path):
+    # without samples: nothing to pair
     con = _db()
     _correlated_pair(con, with_samples=False)
-    row = _row(con, path)
-    se_unpaired = 100 * math.hypot(math.sqrt(0.8 * 0.2 / 99), math.sqrt(0.7 * 0.3 / 99))
-    assert row["peeval_value"] == pytest.approx(10.0)
-    assert row["stderr"] == pytest.approx(se_unpaired)
-    assert (row["verdict"], row["test"]) == ("inconclusive", "lm-eval stderr")
-    assert "unpaired: run pope0 has no per-example samples" in row["setting_diff"]
-    # with samples: the same examples, 10 discordant, all for pope: McNemar p = 2/2^10 -> reproduced
+    pair, why = _compare(con)
+    assert pair is None and why == "run pope0 has no per-example samples"
+    # with samples: the same examples, 10 discordant, all for pope: McNemar p = 2/2^10
     con = _db()
     _correlated_pair(con)
-    row = _row(con, path)
-    assert row["peeval_value"] == pytest.approx(10.0)  # the same difference
-    assert (row["verdict"], row["test"]) == ("reproduced", "mcnemar")
+    pair, why = _compare(con)
+    assert why == "" and pair.test == "mcnemar" and (pair.b, pair.c, pair.n, pair.pairs) == (10, 0, 100, 1)
+    assert pair.diff == pytest.approx(0.1)
+    assert pair.p == pytest.approx(sps.binomtest(10, 10, 0.5).pvalue, rel=1e-12)
     # se of the paired difference: d = 1 on 10 of 100 examples: sqrt(var(d)/n), var = (10*.9^2 + 90*.1^2)/99
-    assert row["stderr"] == pytest.approx(100 * math.sqrt((10 * 0.81 + 90 * 0.01) / 99 / 100))
-    assert row["stderr"] < se_unpaired / 2
-    assert "paired on 100 shared examples x 1 seed pair(s) (seed s with seed s); discordant 10/0" in row["setting_diff"]
-    assert "McNemar exact p=0.00195" in row["setting_diff"]
-    got = duckdb_claims(con)
-    assert got == [("ii:a-vs-b", "reproduced", "mcnemar")]
+    assert pair.se == pytest.approx(math.sqrt((10 * 0.81 + 90 * 0.01) / 99 / 100))
+    se_unpaired = math.hypot(math.sqrt(0.8 * 0.2 / 99), math.sqrt(0.7 * 0.3 / 99))  # two independent means
+    assert pair.se < se_unpaired / 2
+    assert "paired on 100 shared examples x 1 seed pair(s) (seed s with seed s); discordant 10/0" in pair.describe()
+    assert "McNemar exact p=0.00195" in pair.describe()
+    # issue 55: examples are no replications of a training run: one run per side is no test at all
+    row = _row(con, _claims(tmp_path))
+    assert row["peeval_value"] == pytest.approx(10.0)  # the numbers stay
+    assert (row["verdict"], row["test"], row["p_adjusted"]) == ("not decidable here", None, None)
+    assert "not decidable here: 1 vs 1 runs per side" in row["setting_diff"], row["setting_diff"]
+    assert duckdb_claims(con) == [("ii:a-vs-b", "not decidable here", None)]
 
 
-def test_scrolls_exact_match_a_score_x100_is_paired_by_mcnemar(tmp_path):
-    """SCROLLS' em is a task mean x 100 (metrics.mean_x100) of per-document 0/1 matches: paired like acc,
-    its samples checked against the x100 mean, the se in points (score_pct is already x100)."""
+def test_scrolls_exact_match_a_score_x100_is_paired_by_mcnemar():
+    """SCROLLS' em is a task mean x 100 (metrics.mean_x100) of per-document 0/1 matches: paired like acc, its
+    samples checked against the x100 mean."""
     con = _db()
     task = "peeval_scrolls_contract_nli"
     for run_id, pe, ok in (("tape0", "tape", [1] * 8 + [0] * 12), ("rope0", "rope", [1] * 2 + [0] * 18)):
@@ -230,13 +243,16 @@ def test_scrolls_exact_match_a_score_x100_is_paired_by_mcnemar(tmp_path):
             "UPDATE metrics SET metric = 'em', value = 100 * value, stderr = 100 * stderr WHERE run_id = ?", [run_id]
         )
         con.execute("UPDATE runs SET kind = 'pretrain' WHERE run_id = ?", [run_id])  # SCROLLS reads language models
-    variants = {"a": {"pe": "tape", "paper": None}, "b": {"pe": "rope", "paper": None}}
-    row = _row(con, _claims(tmp_path, task=task, metric="em", unit="score_pct", variants=variants))
-    assert row["peeval_value"] == pytest.approx(40.0 - 10.0)
-    assert row["test"] == "mcnemar" and row["p_value"] == pytest.approx(2 / 2**6)  # 6 discordant, all for tape
-    # d = 1 on 6 of 20 documents: var = (6 * .7^2 + 14 * .3^2) / 19, se = 100 * sqrt(var / 20)
-    assert row["stderr"] == pytest.approx(100 * math.sqrt((6 * 0.49 + 14 * 0.09) / 19 / 20))
+    pair, why = _compare(con, task, "em", ("tape0",), ("rope0",))
+    assert why == "" and pair.test == "mcnemar" and (pair.b, pair.c) == (6, 0)
+    assert pair.diff == pytest.approx(0.4 - 0.1)  # shares of documents; x100 is the claims' unit scale
+    assert pair.p == pytest.approx(sps.binomtest(6, 6, 0.5).pvalue, rel=1e-12)  # 6 discordant, all for tape
+    # d = 1 on 6 of 20 documents: var = (6 * .7^2 + 14 * .3^2) / 19, se = sqrt(var / 20)
+    assert pair.se == pytest.approx(math.sqrt((6 * 0.49 + 14 * 0.09) / 19 / 20))
     assert records.outcome_scale(task, "em") == 100.0 and records.outcome_scale(II, "acc") == 1.0
+    con.execute("UPDATE metrics SET value = value / 100 WHERE run_id = 'tape0'")  # an em not x100: not its samples
+    pair, why = _compare(con, task, "em", ("tape0",), ("rope0",))
+    assert pair is None and "run tape0: its samples give 40, not its em 0.4" in why, why
 
 
 def duckdb_claims(con) -> list[tuple]:
@@ -244,36 +260,42 @@ def duckdb_claims(con) -> list[tuple]:
 
 
 def test_error_unit_and_a_contradicting_pair(tmp_path):
-    """err_pct (lower is better): the focus's lower accuracy is a higher error -> contradicted."""
+    """err_pct (lower is better), three runs per side: the focus's lower accuracy is a higher error -> contradicted,
+    decided by Student's t over the runs' errors."""
     con = _db()
-    _run(con, "pope0", "pope", 0, [1] * 70 + [0] * 30)
-    _run(con, "rope0", "rope", 0, [1] * 80 + [0] * 20)
+    pope, rope = (70, 72, 67), (80, 81, 78)  # right of 100, per seed
+    for s, (a, b) in enumerate(zip(pope, rope, strict=True)):
+        _run(con, f"pope{s}", "pope", s, [1] * a + [0] * (100 - a))
+        _run(con, f"rope{s}", "rope", s, [1] * b + [0] * (100 - b))
     variants = {"a": {"pe": "pope", "paper": 5.0}, "b": {"pe": "rope", "paper": 20.0}}  # the paper: pope's error lower
     row = _row(con, _claims(tmp_path, unit="err_pct", higher_is_better=False, variants=variants))
-    assert row["peeval_value"] == pytest.approx(30.0 - 20.0)  # error % pope - rope
-    assert (row["verdict"], row["test"]) == ("contradicted", "mcnemar")
-    assert row["stderr"] == pytest.approx(100 * math.sqrt((10 * 0.81 + 90 * 0.01) / 99 / 100))  # |scale| 100
+    diff, se, p = _runs_t([100.0 - a for a in pope], [100.0 - b for b in rope])  # error % per run
+    assert diff == pytest.approx(10.0)
+    assert row["peeval_value"] == pytest.approx(diff) and row["stderr"] == pytest.approx(se)
+    assert (row["verdict"], row["test"], row["df"]) == ("contradicted", "runs-t", 4)
+    assert row["p_value"] == pytest.approx(p, rel=1e-9) and row["p_adjusted"] == pytest.approx(p, rel=1e-9)  # m = 1
 
 
-def test_seeds_paired_where_the_independent_means_cannot_decide(tmp_path):
-    """Three seeds each whose accuracies move together (seed s of both at the same level): the
-    unpaired rule sees two wide seed spreads, the paired one a steady 10-point gap."""
+def test_seeds_paired_over_examples_but_decided_over_runs(tmp_path):
+    """Three seeds each whose accuracies move together (seed s of both at the same level): paired over seeds x
+    examples the gap is a steady 10 points; but the runs are the replications, and over runs the seeds' spread
+    (50 to 90 %) swamps it."""
     con = _db()
     for s, right in enumerate((25, 35, 45)):  # of 50 examples; rope misses 5 of pope's (always docs 0-4)
         _run(con, f"pope{s}", "pope", s, [1] * right + [0] * (50 - right))
         _run(con, f"rope{s}", "rope", s, [0] * 5 + [1] * (right - 5) + [0] * (50 - right))
-    path = _claims(tmp_path)
-    row = _row(con, path)
-    assert row["peeval_value"] == pytest.approx(10.0)
+    runs = [f"{pe}{s}" for pe in ("pope", "rope") for s in range(3)]
+    pair, why = _compare(con, focus=runs[:3], other=runs[3:])
+    assert why == "" and pair.test == "paired-se" and pair.pairs == 3 and pair.n == 50
+    assert pair.diff == pytest.approx(0.1)
     # per seed pair d_s = 0.1 (no spread); per example: 1 on docs 0-4, 0 on 45 -> var (5*.9^2 + 45*.1^2)/49
-    assert row["stderr"] == pytest.approx(100 * math.sqrt((5 * 0.81 + 45 * 0.01) / 49 / 50))
-    assert (row["verdict"], row["test"]) == ("reproduced", "paired-se")
-    assert "x 3 seed pair(s) (seed s with seed s)" in row["setting_diff"]
-    # the same numbers unpaired: the seed spread (se 11.5 points each) swamps the 10-point gap
-    con.execute("DELETE FROM samples WHERE run_id = 'rope2'")
-    row = _row(con, path)
-    assert (row["verdict"], row["test"]) == ("inconclusive", "seeds")
-    assert row["stderr"] == pytest.approx(math.hypot(20 / math.sqrt(3), 20 / math.sqrt(3)))
+    assert pair.se == pytest.approx(math.sqrt((5 * 0.81 + 45 * 0.01) / 49 / 50))
+    assert "x 3 seed pair(s) (seed s with seed s)" in pair.describe()
+    row = _row(con, _claims(tmp_path))
+    diff, se, p = _runs_t([100 * r / 50 for r in (25, 35, 45)], [100 * (r - 5) / 50 for r in (25, 35, 45)])
+    assert row["peeval_value"] == pytest.approx(diff) and diff == pytest.approx(10.0)
+    assert row["stderr"] == pytest.approx(se) and row["p_value"] == pytest.approx(p, rel=1e-9)
+    assert (row["verdict"], row["test"], row["df"]) == ("inconclusive", "runs-t", 4)
 
 
 @pytest.mark.parametrize(
@@ -291,28 +313,30 @@ def test_seeds_paired_where_the_independent_means_cannot_decide(tmp_path):
         ("DELETE FROM samples WHERE run_id = 'pope0'", "run pope0 has no per-example samples"),
     ],
 )  # fmt: skip
-def test_no_shared_examples_falls_back_to_the_unpaired_rule(tmp_path, spoil, why):
+def test_no_shared_examples_is_not_paired_and_says_why(spoil, why):
     con = _db()
     _correlated_pair(con)
+    assert _compare(con)[0] is not None
     con.execute(spoil)
-    row = _row(con, _claims(tmp_path))
-    assert (row["verdict"], row["test"]) == ("inconclusive", "lm-eval stderr")
-    assert f"unpaired: {why}" in row["setting_diff"], row["setting_diff"]
+    pair, got = _compare(con)
+    assert pair is None and why in got, got
 
 
-def test_other_fallbacks(tmp_path):
+def test_other_reasons_not_to_pair():
     con = _db()
     _correlated_pair(con)
     _run(con, "pope1", "pope", 1, [1] * 75 + [0] * 25)  # pope has 2 seeds, rope 1
-    row = _row(con, _claims(tmp_path))
-    assert row["test"] == "seeds / lm-eval stderr" and "unpaired: seed counts differ (2 vs 1)" in row["setting_diff"]
+    pair, why = _compare(con, focus=("pope0", "pope1"))
+    assert pair is None and why == "seed counts differ (2 vs 1)"
     # several seeds with fewer than MIN_EXAMPLES shared examples: no normal approximation
     con2 = _db()
     for s in range(2):
         _run(con2, f"pope{s}", "pope", s, [1] * (8 - s) + [0] * (1 + s))
         _run(con2, f"rope{s}", "rope", s, [1] * (7 - s) + [0] * (2 + s))
-    row = _row(con2, _claims(tmp_path))
-    assert row["test"] == "seeds" and "unpaired: 9 shared examples (< 10" in row["setting_diff"], row["setting_diff"]
+    pair, why = _compare(con2, focus=("pope0", "pope1"), other=("rope0", "rope1"))
+    assert pair is None and why.startswith("9 shared examples (< 10"), why
+    # one seed each: McNemar is exact for any number of examples
+    assert _compare(con2)[0].test == "mcnemar"
     # a cell metric or a task mean has no per-example outcome in the samples table
     pair, why = P.compare(C.read_store(con2), II, "acc@1x1", [["pope0"]], [["rope0"]])
     assert pair is None and "no per-example outcome for 'acc@1x1'" in why
@@ -330,19 +354,19 @@ def test_published_and_other_runs_samples_are_not_read():
     assert store.outcomes("pope0", II)[3] == (3, hashlib.md5(b"example 3\x1f3").hexdigest(), True)
 
 
-def test_equal_claims_use_the_paired_se(tmp_path):
+def test_equal_claims_use_the_paired_se():
     con = _db()
     _run(con, "pope0", "pope", 0, [1] * 50 + [0] * 50)
     _run(con, "rope0", "rope", 0, [1] * 50 + [0] * 50)
-    row = _row(con, _claims(tmp_path, claim="equal", tolerance=5.0))
-    # identical outcomes: difference 0 with se 0; before issue 44 "comparable within 5 points" (reproduced), a
-    # verdict that two identical models pass by construction: now no contrast, no test
-    assert (row["verdict"], row["test"], row["stderr"]) == ("no contrast at this setting", "paired-se", 0.0)
-    assert row["p_adjusted"] is None
-    _run(con, "pope1", "pope", 1, [1] * 52 + [0] * 48)  # a second seed that differs: a contrast, tested
+    # an equal claim is not McNemar's (a test of a difference), even with one seed: the paired se
+    pair, why = _compare(con, kind="equal")
+    assert why == "" and (pair.test, pair.diff, pair.se) == ("paired-se", 0.0, 0.0)
+    assert pair.p == 1.0  # identical outcomes: no discordant example, no evidence of any difference
+    _run(con, "pope1", "pope", 1, [1] * 52 + [0] * 48)  # a second seed that differs: a spread
     _run(con, "rope1", "rope", 1, [1] * 49 + [0] * 51)
-    row = _row(con, _claims(tmp_path, claim="equal", tolerance=5.0))
-    assert row["test"] == "paired-se" and row["stderr"] > 0 and row["verdict"] != "no contrast at this setting"
+    pair, why = _compare(con, focus=("pope0", "pope1"), other=("rope0", "rope1"), kind="equal")
+    assert pair.test == "paired-se" and pair.pairs == 2 and pair.se > 0 and pair.p is None
+    assert pair.diff == pytest.approx((0.02 - (-0.01)) / 2)  # seed 0: 0, seed 1: .52 - .49
 
 
 # --------------------------------------------------------------------------- why pairing applies
@@ -381,10 +405,14 @@ def test_perplexity_stays_unpaired_and_says_why(tmp_path):
             [rid, pe, f"ck/{rid}", pe],
         )
         con.execute("INSERT INTO metrics VALUES (?, 'peeval_ppl_pg19', 'ppl@1024', 'none', ?, NULL, 2)", [rid, ppl])
+    pair, why = _compare(con, "peeval_ppl_pg19", "ppl@1024", ("popeP",), ("ropeP",))
+    assert pair is None and why == "no per-example outcome for 'ppl@1024' of a task"
+    docs, why = P.compare_ppl(C.read_store(con), "peeval_ppl_pg19", "ppl@1024", [["popeP"]], [["ropeP"]])
+    assert docs is None and "run popeP has no per-document perplexity sums" in why, why
     change = dict(task="peeval_ppl_pg19", metric="ppl@{max}", unit="ppl", higher_is_better=False)
     row = _row(con, _claims(tmp_path, **change))
-    assert (row["verdict"], row["test"]) == ("inconclusive", None)
-    assert "unpaired: no per-example outcome for 'ppl@1024' of a task" in row["setting_diff"]
+    assert (row["verdict"], row["test"]) == ("not decidable here", None)
+    assert "1 vs 1 runs per side" in row["setting_diff"], row["setting_diff"]
 
 
 # --------------------------------------------------------------------------- a task the budget does not learn
@@ -399,12 +427,16 @@ def _with_profile(con, profile: str) -> None:
 @pytest.mark.parametrize("profile,want", [("cpu", "not learned at this scale"), ("paper", "reproduced")])
 def test_unlearned_at_keeps_the_numbers_but_gives_no_verdict(tmp_path, profile, want):
     """claims.yaml `unlearned_at: [cpu]`: the sweep's baseline did not learn the task at the cpu budget,
-    so cpu runs that differ decisively (McNemar p = 0.002) still get no verdict; paper runs do."""
+    so cpu runs that differ decisively (three runs per side, 10 points apart) still get no verdict; paper runs do."""
     con = _db()
-    _correlated_pair(con)
+    pope, rope = (80, 82, 78), (70, 71, 69)  # right of 100, per seed
+    for s, (a, b) in enumerate(zip(pope, rope, strict=True)):
+        _run(con, f"pope{s}", "pope", s, [1] * a + [0] * (100 - a))
+        _run(con, f"rope{s}", "rope", s, [1] * b + [0] * (100 - b))
     _with_profile(con, profile)
     row = _row(con, _claims(tmp_path, unlearned_at=["cpu"]))
     assert row["verdict"] == want and row["peeval_value"] == pytest.approx(10.0)
+    assert _runs_t(list(pope), list(rope))[2] < 0.01  # decisive over runs
     assert ("does not learn this task at the cpu budget" in row["setting_diff"]) == (profile == "cpu")
 
 
@@ -415,8 +447,8 @@ def test_unlearned_at_must_name_profiles(tmp_path):
 
 def test_flip_flop_claims_read_every_read_and_stay_unpaired(tmp_path):
     """CoPE table 2 replicates Liu et al.'s error over every read (``read_acc``); a sample's 0/1 ``correct``
-    is the final read alone, so pairing on it would test another quantity: the pair is compared unpaired
-    (across seeds), and the row says why."""
+    is the final read alone, so pairing on it would test another quantity: no paired test, and the claim is
+    decided over the runs' ``read_acc``."""
     claims = yaml.safe_load((ROOT / "leaderboard" / "claims.yaml").read_text())["claims"]
     flip_flop = [c for c in claims if str(c["task"]).startswith("peeval_diag_flip_flop")]
     assert flip_flop and all(c["metric"] == "read_acc" for c in flip_flop)
@@ -432,8 +464,11 @@ def test_flip_flop_claims_read_every_read_and_stay_unpaired(tmp_path):
     path = _claims(tmp_path, task=ff, metric="read_acc", unit="err_pct", higher_is_better=False, variants=variants)
     row = _row(con, path)
     assert row["peeval_value"] == pytest.approx(2.0 - 11.0)  # error % over every read, cope - rope
-    assert row["test"] == "seeds" and row["stderr"] == pytest.approx(math.hypot(1 / math.sqrt(3), 1 / math.sqrt(3)))
-    assert "unpaired: no per-example outcome for 'read_acc' of a task" in row["setting_diff"], row["setting_diff"]
+    diff, se, p = _runs_t([1.0, 2.0, 3.0], [10.0, 11.0, 12.0])
+    assert row["test"] == "runs-t" and row["stderr"] == pytest.approx(se) and diff == pytest.approx(-9.0)
+    assert row["p_value"] == pytest.approx(p, rel=1e-9) and row["verdict"] == "reproduced"  # cope's error lower
+    pair, why = _compare(con, ff, "read_acc", ("cope0",), ("rope0",))
+    assert pair is None and why == "no per-example outcome for 'read_acc' of a task"
     assert not records.is_outcome("read_acc") and records.is_outcome("acc")
 
 
@@ -503,12 +538,11 @@ def _rouge_run(con, run_id: str, pe: str, triples: list[tuple[float, float, floa
         )
 
 
-def _rouge_claim(tmp_path) -> Path:
-    variants = {"a": {"pe": "tape", "paper": None}, "b": {"pe": "rope", "paper": None}}
-    return _claims(tmp_path, task=QMSUM, metric="rouge_gm", unit="score_pct", variants=variants)
+def _compare_rouge(con):
+    return P.compare_rouge(C.read_store(con), QMSUM, "rouge_gm", [["tape0"]], [["rope0"]])
 
 
-def test_rouge_gm_is_paired_by_a_bootstrap_over_documents(tmp_path):
+def test_rouge_gm_is_paired_by_a_bootstrap_over_documents():
     """With rouge1 = rouge2 = rougeL on every document, Rgm is 100 x the mean: the difference is 100 x the mean
     per-document difference and the bootstrap's se the population sd of it / sqrt(n) (to its Monte Carlo error)."""
     rng = np.random.default_rng(7)
@@ -517,15 +551,15 @@ def test_rouge_gm_is_paired_by_a_bootstrap_over_documents(tmp_path):
     con = _db()
     _rouge_run(con, "tape0", "tape", [(v, v, v) for v in x])
     _rouge_run(con, "rope0", "rope", [(v, v, v) for v in y])
-    row = _row(con, _rouge_claim(tmp_path))
+    got, why = _compare_rouge(con)
+    diff, se, df, n = got
     d = 100 * (x - y)
-    assert row["peeval_value"] == pytest.approx(d.mean(), rel=1e-9)
-    assert row["test"] == "paired-bootstrap" and row["df"] == 29
-    assert row["stderr"] == pytest.approx(d.std(ddof=0) / math.sqrt(30), rel=0.03)
+    assert why == "" and diff == pytest.approx(d.mean(), rel=1e-9)
+    assert (df, n) == (29, 30)
+    assert se == pytest.approx(d.std(ddof=0) / math.sqrt(30), rel=0.03)
     unpaired = 100 * math.hypot(x.std(ddof=1), y.std(ddof=1)) / math.sqrt(30)
-    assert row["stderr"] < unpaired / 2  # the documents' difficulty counted once
-    assert "paired bootstrap over 30 documents (10000 resamples, seed 0)" in row["setting_diff"]
-    assert row["verdict"] == "reproduced"  # tape ahead by ~3 points at ~0.4 se: p far below 0.05
+    assert se < unpaired / 2  # the documents' difficulty counted once
+    assert _compare_rouge(con) == (got, "")  # a fixed seed: deterministic
 
 
 def test_rouge_gm_of_the_claims_equals_the_tasks_aggregation():
@@ -546,12 +580,12 @@ def test_rouge_gm_of_the_claims_equals_the_tasks_aggregation():
         (None, "9 shared documents (< 10"),
     ],
 )
-def test_rouge_gm_falls_back_to_unpaired_and_says_why(tmp_path, spoil, why):
+def test_rouge_gm_is_not_paired_and_says_why(spoil, why):
     con = _db()
     n = 12 if spoil else 9
     _rouge_run(con, "tape0", "tape", [(0.2 + i / 100, 0.05, 0.18) for i in range(n)])
     _rouge_run(con, "rope0", "rope", [(0.15 + i / 100, 0.04, 0.14) for i in range(n)])
     if spoil:
         con.execute(spoil)
-    row = _row(con, _rouge_claim(tmp_path))
-    assert row["test"] is None and why in row["setting_diff"], row["setting_diff"]
+    got, reason = _compare_rouge(con)
+    assert got is None and why in reason, reason

@@ -10,7 +10,10 @@ import json
 from pathlib import Path
 
 import duckdb
+import numpy as np
+import pytest
 import yaml
+from scipy import stats as sps
 
 from leaderboard import claims as C
 from leaderboard.claims import decision as D
@@ -24,11 +27,15 @@ def _entry(claim_id: str) -> dict:
     return copy.deepcopy(next(e for e in raw["claims"] if e["id"] == claim_id))
 
 
+#: perplexity at 4096 per seed (pope, rope): three runs per side, the unit of replication (issue 55)
+PPL = [(200.0, 350.0), (205.0, 360.0), (198.0, 355.0)]
+
+
 def _store(tokens: int, params: int) -> duckdb.DuckDBPyConnection:
     """pope far below rope at 4096 (trained at 256), 3 seeds each; every model saw ``tokens`` for ``params``."""
     con = duckdb.connect()
     con.execute(schema_sql())
-    for s, (pope, rope) in enumerate([(200.0, 350.0), (205.0, 360.0), (198.0, 355.0)]):
+    for s, (pope, rope) in enumerate(PPL):
         for pe, ppl in (("pope", pope), ("rope", rope)):
             rid, ck = f"{pe}{s}", f"ck/{pe}{s}"
             con.execute("INSERT INTO runs (run_id, name, kind, checkpoint, pe, pe_options, params, seed, date, "
@@ -43,10 +50,15 @@ def _store(tokens: int, params: int) -> duckdb.DuckDBPyConnection:
     return con
 
 
+PAIR = "pope-f2-pg19-extrapolation:pope-vs-rope"
+
+
 def _row(con, tmp_path) -> dict:
+    """The pair's row, declared in profile cpu's pre-registered family (issue 55)."""
     path = tmp_path / "claims.yaml"
-    path.write_text(yaml.safe_dump({"version": 1, "claims": [_entry("pope-f2-pg19-extrapolation")]}))
-    return next(r for r in C.compute_claims(con, path) if r["claim_id"] == "pope-f2-pg19-extrapolation:pope-vs-rope")
+    claims = {"version": 1, "claims": [_entry("pope-f2-pg19-extrapolation")], "families": {"cpu": [PAIR]}}
+    path.write_text(yaml.safe_dump(claims))
+    return next(r for r in C.compute_claims(con, path, profile="cpu") if r["claim_id"] == PAIR)
 
 
 def test_undertrained_language_models_decide_no_perplexity_claim(tmp_path):
@@ -59,5 +71,7 @@ def test_undertrained_language_models_decide_no_perplexity_claim(tmp_path):
 
 def test_language_models_at_the_criterion_are_decided(tmp_path):
     row = _row(_store(tokens=21_100_000, params=1_053_824), tmp_path)  # 20.0 tokens per parameter
-    assert row["verdict"] == "reproduced" and row["p_adjusted"] is not None
+    assert (row["verdict"], row["test"]) == ("reproduced", "runs-t")
     assert "at this scale" not in row["setting_diff"]
+    pope, rope = ([np.log(v[i]) for v in PPL] for i in (0, 1))  # Student's t over runs on log perplexity
+    assert row["p_adjusted"] == pytest.approx(sps.ttest_ind(pope, rope, equal_var=True).pvalue, rel=1e-9)  # m = 1
