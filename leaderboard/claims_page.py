@@ -32,16 +32,17 @@ VERDICT_CLASS = {"reproduced": "ok", "contradicted": "bad", "inconclusive": "unk
                  "no contrast at this setting": "nc", "not decidable here": "nd", "not measured": "nm"}  # fmt: skip
 #: what each answer means, as the claims page defines it above its counts
 VERDICT_MEANING = {
-    "reproduced": "peeval's difference is significant in the paper's direction.",
+    "reproduced": "peeval's difference over >= 3 training runs a side is significant in the paper's direction.",
     "contradicted": "significant the other way.",
-    "inconclusive": "measured, not significant (or no uncertainty, or no verdict by design).",
-    "not learned at this scale": "a diagnostic pair whose side(s) did not learn the task in distribution (accuracy "
-    "above the majority answer by claims.yaml's margin; both sides for an OOD split, the focus for an "
-    "in-distribution one): the numbers, no test.",
+    "inconclusive": "tested over runs, not significant after Holm's correction within the paper's family.",
+    "not learned at this scale": "a side did not learn the task: a run below the majority answer + claims.yaml's "
+    "margin in distribution (every run counts), a run still improving when training stopped, an extension no better "
+    "than its base at the new length, or SCROLLS answers empty or repeated: the numbers, no test.",
     "no contrast at this setting": "both sides at the same floor or ceiling on every seed (or exactly equal with no "
     "uncertainty): no test.",
-    "not decidable here": "measured, but not in the setting the claim is about (a claim about contexts beyond a "
-    "model's window, measured inside it: the row says at which length): no test, no verdict.",
+    "not decidable here": "measured, but not decidable in this store: fewer than 3 independently trained runs a "
+    "side, a setting other than the claim's (inside a window the claim goes beyond, below the training budget), a pair "
+    "not in the profile's pre-registered family, or a test that failed its A/A check: the row says which.",
     "not measured": "this store has no peeval number for a side: the row names the first profile "
     "(params/<name>.yaml) that measures it, or none.",
 }
@@ -217,10 +218,21 @@ def render_claims_page(con, labels: dict[tuple[str, str], str] | None = None) ->
         measured.sort(key=lambda c: list(VERDICT_CLASS).index(c["verdict"]))
         answer = [(k, VERDICT_CLASS[k], len(state[k])) for k in VERDICT_CLASS if state[k]]
         forest = forest_svg(measured, f"{paper}: peeval's differences beside the paper's")
-        papers.append({"name": paper, "answer": answer, "decided": decided,
+        fam = sorted({(str(c["family"]), int(c["family_m"])) for c in mine if c.get("family") and c.get("family_m")})
+        papers.append({"name": paper, "answer": answer, "decided": decided, "family": fam,
                        "inconclusive": state["inconclusive"] + other, "undecidable": state["not decidable here"],
                        "unlearned": state["not learned at this scale"], "flat": state["no contrast at this setting"],
                        "not_measured": state["not measured"],
                        "forest": pages.Markup(forest)})  # fmt: skip
+    aa = _rows(con, "SELECT * FROM claims_calibration") if _has(con, "claims_calibration") else []
+    for r in aa:
+        r["rate_text"] = "—" if r["rate"] is None else f"{r['rate']:.3f}"
+        r["interval"] = f"{r['lo']:.3f}–{r['hi']:.3f}"
     return pages.render("claims.html", title="claims: the papers' headline results, measured by peeval", prefix="",
-                        links=pages.nav(True), counts=counts, papers=papers)  # fmt: skip
+                        links=pages.nav(True), counts=counts, papers=papers, aa=aa, scale=SCALE)  # fmt: skip
+
+
+#: what a verdict at this scale can and cannot mean (the claims page and the front page say it in one sentence)
+SCALE = ("A verdict here says whether tiny models (about 0.1-0.4M parameters, 3-5 training runs an encoding) trained "
+         "on CPU show the paper's difference beyond their seed-to-seed spread; it cannot say whether the paper's "
+         "result holds at the paper's size.")  # fmt: skip
