@@ -13,7 +13,7 @@ STAMP := $(VENV)/.peeval-installed
 JOBS ?= 2
 STAGES ?=
 
-.PHONY: test test-slow lint format bench venv leaderboard site upgrade-check lock
+.PHONY: test test-slow lint format bench venv leaderboard site upgrade-check lock mutation
 
 venv: $(STAMP)
 
@@ -32,6 +32,10 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -m slow
+
+# issue 60: mutants of the claims decision code against the claims tests (minutes; not in CI)
+mutation: $(STAMP)
+	$(PY) tests/mutation_check.py $(MUTATION_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check peeval tests benchmarks pipelines leaderboard
