@@ -33,6 +33,7 @@ from leaderboard.ingest import (
 )
 from leaderboard.store import PUBLISHED, SOURCE_FILE
 from peeval._io import named, replace_dir
+from peeval._outputs import OutputRefused, check_output_dir
 from peeval.records import model_shape
 from peeval.training.profiles import TRAIN_PROFILES, get_profile
 
@@ -63,6 +64,11 @@ def publish(
     target = out / profile
     if target.exists() and not replace:
         raise PublishError(f"{target} exists: pass --replace to publish over it")
+    try:  # --replace replaces a published profile (its SOURCE.json), never a user's folder or the results read
+        check_output_dir(target, "--out/--profile", _is_published, "a published profile (no SOURCE.json)",
+                         inputs=[results, *([checkpoints] if checkpoints.is_dir() else [])])  # fmt: skip
+    except OutputRefused as e:
+        raise PublishError(str(e)) from None
     result_dirs, ck_dirs = discover([results, *([checkpoints] if checkpoints.is_dir() else [])])
     if not result_dirs:
         raise PublishError(f"--results {results}: no results.json under it")
@@ -125,6 +131,22 @@ def publish(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def _is_published(folder: Path) -> bool:
+    """A folder this command published: its SOURCE.json names a profile and a machine, and lists every other
+    file in it (``files``); a file added since (a user's) makes it not ours to delete."""
+    try:
+        doc = json.loads((folder / SOURCE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(doc, dict) or not isinstance(doc.get("profile"), str) or not isinstance(doc.get("machine"), str):
+        return False
+    listed = doc.get("files")
+    if not isinstance(listed, dict):  # published before SOURCE.json listed its files
+        return True
+    present = {f.relative_to(folder).as_posix() for f in folder.rglob("*") if not f.is_dir()}
+    return present - {SOURCE_FILE} <= set(listed)
 
 
 def _cpu_line(cpu) -> str:

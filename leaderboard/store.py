@@ -156,6 +156,47 @@ def open_store(db: str | Path, what: str = "--db", allow_empty: bool = False):
     return con
 
 
+#: the table of the claims stage's database that names the store its verdicts were computed from
+CLAIMS_STORE_TABLE = "claims_store"
+
+
+def store_fingerprint(con) -> str:
+    """What a store holds, in one sha256: its runs' ids (each the sha256 of its results), sorted. The claims stage
+    records it beside its verdicts; the site shows them only beside the store they were computed from."""
+    import hashlib
+
+    ids = [r[0] for r in con.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall()]
+    return hashlib.sha256("\n".join(ids).encode()).hexdigest()
+
+
+def check_claims_store(con, claims_con, claims_db: str | Path) -> None:
+    """StoreError unless the claims database ``claims_con`` was computed from the store ``con``: its recorded
+    fingerprint (:func:`store_fingerprint`) is the store's; a file written before the fingerprint existed must
+    at least name no run the store lacks (an older store's verdicts showed runs that did not exist)."""
+    tables = {r[0] for r in claims_con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'")
+              .fetchall()}  # fmt: skip
+    why = None
+    if CLAIMS_STORE_TABLE in tables:
+        row = claims_con.execute(f"SELECT fingerprint FROM {CLAIMS_STORE_TABLE}").fetchone()
+        if row is None or row[0] != store_fingerprint(con):
+            why = "computed from another store (its runs differ)"
+    elif "claims" in tables:
+        import json
+
+        named = set()
+        for (ids,) in claims_con.execute("SELECT run_ids FROM claims WHERE run_ids IS NOT NULL").fetchall():
+            try:
+                named |= {str(i) for i in json.loads(ids) or []}
+            except (TypeError, ValueError):
+                continue
+        have = {r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()}
+        if missing := sorted(named - have):
+            why = f"its verdicts rest on {len(missing)} run(s) this store does not hold (e.g. {missing[0]})"
+    if why:
+        raise StoreError(f"--claims-db {claims_db}: {why}; run the claims stage on this store again "
+                         "(python pipelines/claims.py --db <store>)")  # fmt: skip
+
+
 def insert_rows(con, table: str, rows: list[dict]) -> None:
     if not rows:
         return

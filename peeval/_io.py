@@ -162,10 +162,14 @@ def replace_dir(tmp: str | os.PathLike, target: str | os.PathLike) -> None:
     tmp, target = Path(tmp), Path(target)
     os.chmod(tmp, 0o777 & ~_umask())
     if target.exists():
-        old = target.with_name(f".{target.name}-old")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(target, old)
-        os.replace(tmp, target)
+        # a fresh name of its own: a folder beside it that happens to be called .<name>-old is not ours to delete
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}-old-", dir=target.parent))
+        os.replace(target, old)  # over the empty folder just made
+        try:
+            os.replace(tmp, target)
+        except BaseException:
+            os.replace(old, target)
+            raise
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(tmp, target)

@@ -184,6 +184,13 @@ def main(argv=None) -> None:
     p.add_argument("--train", action="store_true", help="time forward + backward instead of forward")
     p.add_argument("--json", help="also write the rows to this JSON file")
     a = p.parse_args(argv)
+    if a.json:
+        from ._outputs import OutputRefused, check_output_file
+
+        try:
+            check_output_file(a.json, "--json", "json")
+        except OutputRefused as e:
+            p.error(str(e))
     pes = a.pe if a.pe is not None else default_entries(a.device)
     if a.lengths is None and not a.train:
         plan = [(mode, [n], train) for mode, n, train in DEFAULT_RUNS]

@@ -28,6 +28,7 @@ import tempfile
 from pathlib import Path
 
 from ._io import dumps_json, replace_dir
+from ._outputs import OutputRefused, check_output_dir, overlap
 
 PACKAGE = Path(__file__).resolve().parent
 FORMATS = ("llama", "remote-code")
@@ -199,6 +200,18 @@ def _save_tokenizer(ckpt: Path, out: Path) -> bool:
     return True
 
 
+#: the model card's line that marks a folder as written by ``peeval export`` (what --overwrite may replace)
+EXPORT_MARK = "exported by `peeval export`"
+
+
+def is_export(folder: Path) -> bool:
+    """A folder ``peeval export`` wrote: its README.md is the model card this module writes."""
+    try:
+        return EXPORT_MARK in (folder / "README.md").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def model_card(ckpt: Path, cfg: dict, fmt: str, summary: dict | None, tokenizer: bool) -> str:
     pe = cfg.get("pe")
     load = (
@@ -213,7 +226,7 @@ def model_card(ckpt: Path, cfg: dict, fmt: str, summary: dict | None, tokenizer:
         f"A {cfg.get('num_hidden_layers')}-layer decoder (hidden {cfg.get('hidden_size')}, "
         f"{cfg.get('num_attention_heads')} heads) with the positional encoding `{pe}`"
         + (f" (options {json.dumps(cfg.get('pe_options'))})" if cfg.get("pe_options") else "")
-        + f", exported by `peeval export` from `{ckpt.name}`.",
+        + f", {EXPORT_MARK} from `{ckpt.name}`.",
         "",
         "```python",
         "from transformers import AutoModelForCausalLM" + (", AutoTokenizer" if tokenizer else ""),
@@ -255,13 +268,17 @@ def export(
     ckpt, out = Path(ckpt), Path(out)
     if push_to_hub is not None and not REPO_ID.match(push_to_hub):
         raise ExportError(f"--push-to-hub {push_to_hub!r}: a hub repository id is owner/name")
+    cfg = _read_config(ckpt)  # not a checkpoint: said first
     if out.exists() and not out.is_dir():
         raise ExportError(f"{out} exists and is not a folder")
+    if overlap(out, [ckpt], folder=True) is not None:  # CKPT/inner: a second copy of the weights inside them
+        raise ExportError(f"{out} is or holds the checkpoint {ckpt}, or lies inside it: export to another folder")
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise ExportError(f"{out} exists and is not empty (--overwrite replaces it)")
-    if out.resolve() == ckpt.resolve() or out.resolve() in ckpt.resolve().parents:
-        raise ExportError(f"{out} is or holds the checkpoint {ckpt}: export to another folder")
-    cfg = _read_config(ckpt)
+    try:  # --overwrite replaces an export (its model card), never a checkpoint or a user's folder
+        check_output_dir(out, "OUT", is_export, "an export of peeval (no README.md of `peeval export`)")
+    except OutputRefused as e:
+        raise ExportError(str(e)) from None
     fmt = choose_format(cfg, as_llama, as_peeval)
     summary = None
     if (ckpt / SUMMARY).is_file():

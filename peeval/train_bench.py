@@ -24,11 +24,12 @@ installed.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import statistics
 import time
 from pathlib import Path
+
+from ._io import atomic_write_text, dumps_json
 
 #: bf16 dense peak FLOP/s of the GPUs named here (NVIDIA's data sheets: H100 SXM 989 TFLOP/s; H200 the same chip)
 PEAK_FLOPS = {"H100": 989e12, "H200": 989e12}
@@ -211,6 +212,12 @@ def check_args(a: argparse.Namespace) -> None:
         if dev.type not in ("cpu", "cuda") or (dev.type == "cuda" and not torch.cuda.is_available()):
             raise ValueError(f"--device {a.device!r}: allowed cpu{', cuda or cuda:N' * torch.cuda.is_available()}")
     profile_settings(a.profile)  # an unknown profile: its own one line
+    from ._outputs import check_output_file
+
+    if a.json:  # never over weights, a store or a user's file: only a report of its own kind
+        check_output_file(a.json, "--json", "json", inputs=[a.md] if a.md else [])
+    if a.md:
+        check_output_file(a.md, "--md", "markdown", inputs=[a.json] if a.json else [])
 
 
 def run(a: argparse.Namespace) -> list[dict]:
@@ -249,8 +256,8 @@ def run(a: argparse.Namespace) -> list[dict]:
                 f"{','.join(row['backends'])}" if "step_s" in row else row["error"])  # fmt: skip
         print(f"  {entry}: {done}", flush=True)
         if a.json:
-            Path(a.json).write_text(json.dumps({"header": header, "rows": rows}, indent=1))
+            atomic_write_text(a.json, dumps_json({"header": header, "rows": rows}, indent=1))
         if a.md:
-            Path(a.md).write_text(format_table(rows, header) + "\n")
+            atomic_write_text(a.md, format_table(rows, header) + "\n")
     print(format_table(rows, header), flush=True)
     return rows

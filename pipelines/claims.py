@@ -51,12 +51,20 @@ def main(argv: list[str] | None = None) -> int:
         write_claims,
     )
     from peeval._io import atomic_write_text, remove_database, replace_database
+    from peeval._outputs import OutputRefused, check_output_file
 
     out = Path(args.out) if args.out else Path(args.db).with_name("claims.duckdb")
     if out.resolve() == Path(args.db).resolve():
         print(f"pipelines/claims.py: --out {out}: must not be the store --db (ingest's output)", file=sys.stderr)
         return 2
-    from leaderboard.store import StoreError, open_store
+    try:  # a store, the claims file or the verdicts are never overwritten by another output
+        check_output_file(out, "--out", "duckdb", inputs=(args.db, args.claims))
+        if args.summary:
+            check_output_file(args.summary, "--summary", "json", inputs=(args.db, args.claims, out))
+    except OutputRefused as e:
+        print(f"pipelines/claims.py: {e}", file=sys.stderr)
+        return 2
+    from leaderboard.store import CLAIMS_STORE_TABLE, StoreError, open_store, store_fingerprint
 
     if not Path(args.db).is_file():
         print(f"pipelines/claims.py: --db {args.db}: no such database (run the ingest stage first)", file=sys.stderr)
@@ -66,6 +74,13 @@ def main(argv: list[str] | None = None) -> int:
     except StoreError as e:
         print(f"pipelines/claims.py: {e}", file=sys.stderr)
         return 2
+    sources = [r[0] for r in con.execute("SELECT DISTINCT source FROM runs ORDER BY source").fetchall()]
+    if args.source != "local" and args.source not in sources:  # a typo judged nothing: "99 not measured"
+        con.close()
+        print(f"pipelines/claims.py: --source {args.source!r}: the store holds no run of it; it holds "
+              f"{', '.join(sources) or 'no runs'}", file=sys.stderr)  # fmt: skip
+        return 2
+    fingerprint = store_fingerprint(con)  # the claims belong to this store (the site checks it)
     try:
         rows, values, calibration = evaluate_claims(load_claims(args.claims), read_store(con, args.source))
     except ClaimsError as e:
@@ -80,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         tcon = duckdb.connect(str(tmp))
         try:
             write_claims(tcon, rows, values, calibration)
+            tcon.execute(f"CREATE TABLE {CLAIMS_STORE_TABLE} AS SELECT ? AS fingerprint, ? AS source",
+                         [fingerprint, args.source])  # fmt: skip
         finally:
             tcon.close()
         replace_database(tmp, out)  # readers see the old verdicts or the new ones

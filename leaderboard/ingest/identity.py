@@ -6,6 +6,9 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
+
+from peeval.records import PPL_PREFIX
 
 from .values import SHA256, IngestError
 
@@ -54,6 +57,31 @@ def run_identity(params: dict, tasks: list[str]) -> tuple | None:
     return sha, json.dumps(args, sort_keys=True, default=str), tuple(tasks)
 
 
+#: what makes a training run the one it is (its seed, configuration and data), whatever the bytes of its weights
+TRAINING_KEYS = ("pe", "pe_options", "task", "profile", "seed", "settings", "params", "steps", "tokens",
+                 "training_length", "final_val_loss")  # fmt: skip
+
+
+def training_identity(train: dict | None, params: dict, tasks: list[str]) -> tuple | None:
+    """One training run evaluated on the same tasks with the same model arguments, whatever its weights' bytes: a
+    checkpoint copied with other safetensors metadata (another sha256) is still one seed. None without a
+    training summary that records its seed."""
+    if not isinstance(train, dict) or train.get("seed") is None:
+        return None
+    run = json.dumps({k: train.get(k) for k in TRAINING_KEYS}, sort_keys=True, default=str)
+    args = {k: v for k, v in (params.get("model_args") or {}).items() if k != "pretrained"}
+    return run, json.dumps(args, sort_keys=True, default=str), tuple(tasks)
+
+
+def eval_protocol(ppl: Any, limit: Any, tasks: list[str]) -> str | None:
+    """How a run measured its perplexity (the protocol: targets, skip, seed; and ``--limit``), for a run that
+    measured any (a ``peeval_ppl_`` task); None otherwise. Seeds of one row are averaged cell by cell, so they
+    must share it: the same positions of other text are other numbers."""
+    if not any(str(t).startswith(PPL_PREFIX) for t in tasks):
+        return None
+    return json.dumps({"protocol": ppl, "limit": limit}, sort_keys=True, default=str)
+
+
 def _where(run: dict) -> str:
     return str(run["results_path"])
 
@@ -68,14 +96,29 @@ def check_duplicates(runs: list[dict]) -> None:
         keys = [(r["source"], "content", r.get("_content"))]
         if r.get("_identity") is not None:
             keys.append((r["source"], "identity", r["_identity"]))
+        if r.get("_training") is not None:
+            keys.append((r["source"], "training", r["_training"]))
         for key in keys:
             if key[2] is None:
                 continue
             if key in seen:
-                what = "results" if key[1] == "content" else "checkpoint (sha256), model and tasks"
+                what = {
+                    "content": "results",
+                    "identity": "checkpoint (sha256), model and tasks",
+                    "training": "training run (its seed, settings and data), model and tasks",
+                }[key[1]]
                 raise IngestError(f"{_where(r)}: the same {what} as {_where(seen[key])}: one run copied twice "
                                   "would count as two seeds: remove one")  # fmt: skip
             seen[key] = r
+    protocols: dict[tuple, dict] = {}
+    for r in runs:
+        if r.get("_protocol") is None:
+            continue
+        other = protocols.setdefault((r["source"], r.get("name")), r)
+        if other["_protocol"] != r["_protocol"]:
+            raise IngestError(f"{_where(r)}: its perplexity protocol {r['_protocol']} differs from that of "
+                              f"{_where(other)} ({other['_protocol']}), another seed of {r['name']!r}: a cell "
+                              "averages runs of one protocol only; evaluate both alike")  # fmt: skip
     sources: dict[str, dict] = {}
     for r in runs:
         other = sources.setdefault(r.get("name"), r)

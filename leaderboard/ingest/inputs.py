@@ -51,10 +51,27 @@ def _named(p: Path) -> Path:
     return p if kind is InputType.EXTERNAL else p.parent
 
 
+def _holds_inputs(d: Path) -> bool:
+    return any(input_type(f) is not None for f in [*d.iterdir(), *d.rglob("*")] if f.is_file())
+
+
+def check_no_linked_runs(p: Path) -> None:
+    """IngestError naming a symbolic link to a folder under ``p`` that holds runs: the search does not follow
+    links (a run could be read twice, or from outside the folder given), and skipping it said nothing."""
+    for link in sorted(f for f in p.rglob("*") if f.is_symlink() and f.is_dir()):
+        if _holds_inputs(link):
+            raise IngestError(f"{link}: a symbolic link to a folder of runs ({link.resolve()}); ingest does not "
+                              "follow links inside the folders it searches: name the target itself, or copy it "
+                              "here")  # fmt: skip
+
+
 def discover(paths: list[Path]) -> tuple[list[Path], list[Path]]:
-    """(results directories and lm-eval results files, checkpoint directories) under ``paths``."""
+    """(results directories and lm-eval results files, checkpoint directories) under ``paths``; a linked folder
+    of runs under them is refused (:func:`check_no_linked_runs`)."""
     results, checkpoints = set(), set()
     for p in map(_named, paths):
+        if p.is_dir():
+            check_no_linked_runs(p)
         for f in [p / "results.json", *p.rglob("results.json")] if p.is_dir() else []:
             if f.is_file():
                 results.add(f.parent)

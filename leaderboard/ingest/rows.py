@@ -38,6 +38,8 @@ class RunRow(TypedDict):
     task_setting: str | None  # a diagnostic model's generator parameters off its task's defaults, else None
     _content: NotRequired[str]  # sha256 of the results, re-serialised: a copy re-indented is the same run
     _identity: NotRequired[tuple | None]  # identity.run_identity
+    _training: NotRequired[tuple | None]  # identity.training_identity
+    _protocol: NotRequired[str | None]  # identity.eval_protocol
 
 
 class MetricRow(TypedDict):

@@ -59,11 +59,12 @@ def obj(d: dict, key: str, where: str) -> dict:
 
 
 def number(value: Any, where: str) -> float | None:
-    """A metric value: number, bool, None or lm-eval's 'N/A' (range checks: :func:`check_metric`)."""
+    """A metric value: a number, None or lm-eval's 'N/A' (range checks: :func:`check_metric`). A boolean is
+    refused: JSON's true/false is no measurement, and stored as 1.0/0.0 it was shown as a perplexity."""
     if value is None or value == "N/A":
         return None
     if isinstance(value, bool):
-        return float(value)
+        raise ValueError(f"{where}: expected a number, got {str(value).lower()} (a boolean is not a measurement)")
     if isinstance(value, (int, float)):
         return float(value)
     if isinstance(value, str) and value.lower() in ("inf", "infinity", "-inf", "nan"):

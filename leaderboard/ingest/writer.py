@@ -20,7 +20,7 @@ from leaderboard.store import (
 from peeval._io import remove_database
 from peeval.records import LOCAL_SOURCE
 
-from .identity import check_duplicates, run_identity
+from .identity import check_duplicates, eval_protocol, run_identity, training_identity
 from .values import IngestError
 
 
@@ -39,16 +39,22 @@ def check_against_store(con, runs: list[dict], replaced: list[str]) -> None:
     if not runs:
         return
     stored = con.execute("SELECT r.run_id, r.name, r.source, r.params, r.results_path, "
-                         "(SELECT list(DISTINCT m.task ORDER BY m.task) FROM metrics m WHERE m.run_id = r.run_id) "
-                         "FROM runs r WHERE NOT list_contains(?, r.run_id)", [replaced]).fetchall()  # fmt: skip
+                         "(SELECT list(DISTINCT m.task ORDER BY m.task) FROM metrics m WHERE m.run_id = r.run_id), "
+                         "(SELECT any_value(e.summary) FROM efficiency e WHERE e.checkpoint = r.checkpoint "
+                         "AND e.method IS NULL), r.protocol FROM runs r WHERE NOT list_contains(?, r.run_id)",
+                         [replaced]).fetchall()  # fmt: skip
     old = []
-    for run_id, name, source, params, path, tasks in stored:
+    for run_id, name, source, params, path, tasks, train, protocol in stored:
+        tasks = list(tasks or [])
         try:
-            ident = run_identity(json.loads(params) if params else {}, list(tasks or []))
+            p = json.loads(params) if params else {}
+            ident = run_identity(p, tasks)
+            training = training_identity(json.loads(train) if train else None, p, tasks)
         except (ValueError, AttributeError):
-            ident = None
+            p, ident, training = {}, None, None
         old.append({"run_id": run_id, "name": name, "source": source, "results_path": f"{path} (in the store)",
-                    "_identity": ident})  # fmt: skip
+                    "_identity": ident, "_training": training,
+                    "_protocol": eval_protocol(protocol, p.get("limit"), tasks)})  # fmt: skip
     check_duplicates([*old, *runs])
 
 
@@ -59,9 +65,11 @@ def _replaced(con, rows: dict[str, list[dict]], whole: dict[str, str]) -> list[s
     run_ids = sorted({r["run_id"] for r in rows["runs"]})
     if not run_ids and not whole:
         return []
-    paths = sorted({r["results_path"] for r in rows["runs"]})
-    old = [r[0] for r in con.execute("SELECT run_id FROM runs WHERE list_contains(?, results_path)",
-                                     [paths]).fetchall()]  # fmt: skip
+    # an older run of the same results path *and source*: a local run whose path (under --root) equals a published
+    # run's never deletes that run (it is another source's row, refused or kept beside it by check_duplicates)
+    keys = sorted({f"{r.get('source') or LOCAL_SOURCE}\x00{r['results_path']}" for r in rows["runs"]})
+    old = [r[0] for r in con.execute("SELECT run_id FROM runs WHERE list_contains(?, source || chr(0) || "
+                                     "results_path)", [keys]).fetchall()]  # fmt: skip
     for source, machine in whole.items():
         q = "SELECT run_id FROM runs WHERE source = ? OR (source = ? AND machine = ?)"
         old += [r[0] for r in con.execute(q, [source, LOCAL_SOURCE, machine]).fetchall()]

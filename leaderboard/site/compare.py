@@ -53,10 +53,18 @@ def compare_data(store: SiteStore) -> dict:
             "ppl_pairs": {k: [dataclasses.asdict(p) for p in v] for k, v in ppl_pairs.items()}}  # fmt: skip
 
 
+def script_json(data) -> str:
+    """``data`` as JSON safe inside ``<script type="application/json">``: every ``<``, ``>`` and ``&`` written as
+    a \\u escape (JSON.parse reads them back), so no ``</script>`` or ``<!--`` in a task name or a sample's text
+    ends the element or swallows the rest of the page."""
+    text = json.dumps(data, default=jsonable, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def render(store: SiteStore) -> Page:
     runs = store.view("compare_runs", order="kind, name, seed, run_id")
     data = compare_data(store)
-    text = json.dumps(data, default=jsonable, separators=(",", ":")).replace("</", "<\\/")
+    text = script_json(data)
     paired_keys = list(data["pairs"]) or list(data["ppl_pairs"])
     first, second = (paired_keys[0].split("|") if paired_keys else [r["run_id"] for r in runs[:2]] + [None, None])[:2]
     labels = [{"run_id": r["run_id"], "label": f"{r['name']} · {r['kind']} · seed {fmt(r['seed'])} · {r['run_id']}"}

@@ -10,7 +10,11 @@
 CREATE TEMP VIEW site_tables AS SELECT table_name FROM information_schema.tables;
 -- a metric's mean over the runs of one name (peeval.records.METRICS seeds = "mean"), added up in run-id order:
 -- avg() adds in scan order, so the same runs ingested in another order could change a mean's last bit
-CREATE TEMP MACRO seed_mean(x, run_id) AS list_avg(list(x ORDER BY run_id) FILTER (WHERE x IS NOT NULL));
+-- list_avg sums first: two finite values near the largest double overflow to inf ("inf (2 seeds)"); then the mean
+-- is the sum of each value over the count (a +inf among them is kept: a model that explodes)
+CREATE TEMP MACRO stable_avg(l) AS CASE WHEN isfinite(list_avg(l)) OR list_bool_or(list_transform(l, e -> NOT isfinite(e)))
+    THEN list_avg(l) ELSE list_sum(list_transform(l, e -> e / len(l))) END;
+CREATE TEMP MACRO seed_mean(x, run_id) AS stable_avg(list(x ORDER BY run_id) FILTER (WHERE x IS NOT NULL));
 
 -- @section store
 -- what each (run, task) read and the (run, task) pairs measured: the inputs of task_labels

@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from .._io import atomic_write_text, dumps_json, save_dir_atomically
+from .._outputs import check_output_dir
 from .._versions import cpu_identity
 from .data import (
     Batches,
@@ -32,7 +33,16 @@ from .data import (
 from .loop import check_launch, fit, seed_all
 from .profiles import get_profile
 from .speed import check_compile
-from .state import STATE_FILE, check_out_dir, check_seed, cleaned_on_failure, drop_state, jsonable, overwriting
+from .state import (
+    STATE_FILE,
+    check_out_dir,
+    check_seed,
+    cleaned_on_failure,
+    drop_state,
+    is_run_dir,
+    jsonable,
+    overwriting,
+)
 
 #: the files that mark a finished ``peeval train`` checkpoint
 FINISHED_FILES = ("model.safetensors", "train_summary.json")
@@ -120,6 +130,9 @@ def run_train(
     out = Path(out_dir)
     state_path = Path(resume_dir if resume_dir is not None else out) / STATE_FILE
     check_out_dir(out, FINISHED_FILES, state_path, overwrite, "--overwrite")
+    # never over another tokenizer or model, never into the --tokenizer it reads
+    check_output_dir(out, "--out", lambda d: is_run_dir(d, state_path), "a training run's folder",
+                     inputs=[tokenizer] if tokenizer else [])  # fmt: skip
     if task is not None and tokenizer:
         raise ValueError(f"--tokenizer {tokenizer}: allowed only for text pretraining (--task {task} has its own)")
     if task is not None:

@@ -159,6 +159,27 @@ def check_out_dir(out: Path, finished_files: tuple[str, ...], state_path: Path, 
         )
 
 
+#: what a run writes into ``--out`` besides its summaries: a folder holding one of these but no run of peeval (a
+#: tokenizer folder, another model) is someone else's, never written over
+RUN_FILES = ("config.json", "generation_config.json", "*.safetensors", "tokenizer*", "vocab*", "merges.txt",
+             "special_tokens_map.json", "added_tokens.json")  # fmt: skip
+
+
+def is_run_dir(out: Path, state_path: Path) -> bool:
+    """``out`` is a training run's folder (or holds nothing a run writes): a resume state, a summary or curve, or
+    a config of model_type peeval; the output policy's test (``peeval._outputs``) for ``train --out``."""
+    out = Path(out)
+    if Path(state_path).exists() or any((out / f).exists() for f in ("train_summary.json", "train_curve.csv",
+                                                                        "adapt_summary.json")):  # fmt: skip
+        return True
+    try:
+        if json.loads((out / "config.json").read_text(encoding="utf-8")).get("model_type") == "peeval":
+            return True
+    except (OSError, ValueError, AttributeError):
+        pass
+    return not any(any(out.glob(g)) for g in RUN_FILES)
+
+
 @contextmanager
 def cleaned_on_failure(out: Path, state_path: Path, curve: str = "train_curve.csv"):
     """A run that fails leaves no empty ``--out`` it created (Ctrl-C, SIGTERM, a bad setting found

@@ -121,8 +121,13 @@ def test_export_refusals(tmp_path, capsys):
     for holder in (ckpt, str(tmp_path)):  # --overwrite never replaces the checkpoint or a folder holding it
         assert main(["export", ckpt, holder, "--overwrite"]) == 2
         assert "holds the checkpoint" in capsys.readouterr().err and (tmp_path / "ckpt" / "config.json").is_file()
-    assert main(["export", ckpt, str(out), "--overwrite"]) == 0
-    assert not (out / "keep.txt").exists() and (out / "modeling_peeval.py").is_file()
+    # --overwrite replaces an export (its model card says so), never a folder of the user's (issue 56)
+    assert main(["export", ckpt, str(out), "--overwrite"]) == 2
+    assert "not an export of peeval" in capsys.readouterr().err and (out / "keep.txt").read_text() == "x"
+    (out / "keep.txt").unlink()
+    assert main(["export", ckpt, str(out)]) == 0  # empty: written
+    assert main(["export", ckpt, str(out), "--overwrite"]) == 0  # its own kind: replaced
+    assert (out / "modeling_peeval.py").is_file()
     assert not [p for p in tmp_path.iterdir() if "-export-" in p.name]  # no temporary folder left
 
 

@@ -1,0 +1,34 @@
+"""Issue 56, injection: JSON embedded in a page's <script> is escaped for `</script>` and `<!--` (a task named
+`x<!--<script>` swallowed the rest of compare.html)."""
+
+import json
+import re
+
+from leaderboard.site import compare as page
+
+HOSTILE = {
+    "pairs": {},
+    "metrics": {"r1": {"x<!--<script>": {"acc": [1.0, None]}}},
+    "examples": {"k": ["</script><b>bold</b> & more", "<!-- not a comment -->"]},
+    "responses": {},
+    "ppl_pairs": {},
+}
+
+
+class _Store:
+    """The little of a SiteStore that compare.render reads besides compare_data."""
+
+    files: dict = {}
+    claims_html = ""
+
+    def view(self, *a, **k):
+        return []
+
+
+def test_hostile_names_stay_inside_the_compare_pages_json(monkeypatch):
+    monkeypatch.setattr(page, "compare_data", lambda store: HOSTILE)
+    html = page.render(_Store()).html
+    found = re.findall(r'<script type="application/json" id="compare-data">(.*?)</script>', html, re.S)
+    assert len(found) == 1 and json.loads(found[0]) == HOSTILE  # read back whole, every string as it was
+    assert "<" not in found[0] and ">" not in found[0]  # nothing a browser's HTML parser reads inside it
+    assert html.count("<script") == html.count("</script>")

@@ -1,0 +1,178 @@
+"""Issue 56, silent wrong numbers in the store: metrics are numbers (no booleans), one training run is one seed
+however its bytes were copied, a seed mean never overflows, one cell averages runs of one protocol only."""
+
+import hashlib
+import json
+import shutil
+
+import duckdb
+import pytest
+from helpers.duck import query as _q
+from test_sources import _smoke_tape
+
+from leaderboard.ingest import IngestError, ingest
+from leaderboard.site.context import VIEWS, view_sections
+
+
+def _copy_checkpoint(tmp_path, results, ck, name: str, weights: bytes):
+    """``ck`` copied to ``name`` with other weight bytes (the same tensors, another ``__metadata__``) and evaluated
+    into results/<name>: its results record the copy's sha256."""
+    ck2 = ck.with_name(name)
+    shutil.copytree(ck, ck2)
+    (ck2 / "model.safetensors").write_bytes(weights)
+    doc = json.loads((results / "results.json").read_text())
+    doc["peeval"]["checkpoint"] = doc["peeval"]["model_args"]["pretrained"] = f"checkpoints/pretrain/{name}"
+    doc["peeval"]["checkpoint_sha256"] = hashlib.sha256(weights).hexdigest()
+    d = results.with_name(name)
+    d.mkdir()
+    (d / "results.json").write_text(json.dumps(doc))
+    return d, ck2
+
+
+def test_a_boolean_metric_is_refused(tmp_path, monkeypatch, capsys):
+    """results.json `"ppl@64,none": true` was stored as 1.0 (and false as 0.0) and shown on the board."""
+    monkeypatch.chdir(tmp_path)
+    results, ck = _smoke_tape(tmp_path)
+    doc = json.loads((results / "results.json").read_text())
+    key = next(k for k in doc["results"]["peeval_ppl_pg19"] if k.startswith("bpb@"))
+    doc["results"]["peeval_ppl_pg19"][key] = False
+    (results / "results.json").write_text(json.dumps(doc))
+    with pytest.raises(IngestError, match=r"expected a number, got false"):
+        ingest([results, ck], tmp_path / "s.duckdb")
+    assert not (tmp_path / "s.duckdb").exists()
+
+
+def test_a_copied_checkpoint_with_other_metadata_is_one_seed(tmp_path, monkeypatch):
+    """A copy of a checkpoint differing only in its safetensors `__metadata__` was counted as a second seed
+    ("rope 301.4 (2 seeds)"): the copy's sha256 differs, its training run (seed, settings, data) does not."""
+    monkeypatch.chdir(tmp_path)
+    results, ck = _smoke_tape(tmp_path)
+    d2, ck2 = _copy_checkpoint(tmp_path, results, ck, "tape-copy", b"smoke weights with other metadata")
+    with pytest.raises(IngestError, match="the same training run"):
+        ingest([results, ck, d2, ck2], tmp_path / "a.duckdb")
+    db = tmp_path / "b.duckdb"
+    ingest([results, ck], db)
+    with pytest.raises(IngestError, match="in the store"):  # a later ingest of the copy, too
+        ingest([d2, ck2], db)
+    assert _q(db, "SELECT count(*) FROM runs") == [(1,)]
+    # a second seed proper (another seed in its summary) is one more seed of the row
+    summary = json.loads((ck2 / "train_summary.json").read_text())
+    (ck2 / "train_summary.json").write_text(json.dumps({**summary, "seed": 1}))
+    ingest([d2, ck2], db)
+    assert _q(db, "SELECT count(*), count(DISTINCT name) FROM runs") == [(2, 1)]
+
+
+def _seed_mean(values: list) -> float:
+    con = duckdb.connect()
+    for st in view_sections(VIEWS.read_text(encoding="utf-8"))["any"]:
+        con.execute(st.sql)
+    con.execute("CREATE TABLE t (run_id VARCHAR, x DOUBLE)")
+    con.executemany("INSERT INTO t VALUES (?, ?)", [(str(i), v) for i, v in enumerate(values)])
+    return con.execute("SELECT seed_mean(x, run_id) FROM t").fetchone()[0]
+
+
+@pytest.mark.parametrize(
+    ("values", "want"),
+    [
+        ([1.7e308, 1.7e308], 1.7e308),  # two seeds of a huge perplexity: "inf (2 seeds)" before
+        ([1.0, 2.0, 4.0], 7.0 / 3.0),
+        ([3.0, float("inf")], float("inf")),  # a model that explodes keeps its +inf
+        ([None, 5.0], 5.0),
+    ],
+)
+def test_the_seed_mean_never_overflows(values, want):
+    assert _seed_mean(values) == pytest.approx(want, rel=1e-15)
+
+
+def test_seeds_of_two_protocols_are_never_one_cell(tmp_path, monkeypatch):
+    """Two seeds evaluated under different protocols (targets, documents, skip) were averaged into one cell,
+    "2 seeds": the second is refused, naming both protocols."""
+    monkeypatch.chdir(tmp_path)
+    results, ck = _smoke_tape(tmp_path)
+    d2, ck2 = _copy_checkpoint(tmp_path, results, ck, "tape-seed1", b"seed 1 weights")
+    summary = json.loads((ck2 / "train_summary.json").read_text())
+    (ck2 / "train_summary.json").write_text(json.dumps({**summary, "seed": 1}))
+    doc = json.loads((d2 / "results.json").read_text())
+    doc["peeval"]["protocol"]["ppl"] = "fixed targets: 8192 tokens, skip 0, seed 0"
+    (d2 / "results.json").write_text(json.dumps(doc))
+    with pytest.raises(IngestError, match="protocol"):
+        ingest([results, ck, d2, ck2], tmp_path / "a.duckdb")
+    db = tmp_path / "b.duckdb"
+    ingest([results, ck], db)
+    with pytest.raises(IngestError, match="protocol"):
+        ingest([d2, ck2], db)
+    assert _q(db, "SELECT count(*) FROM runs") == [(1,)]
+
+
+def _claims_stage():
+    import importlib.util
+
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("claims_stage", f"{REPO}/pipelines/claims.py")
+    stage = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stage)
+    return stage
+
+
+def _published_store(tmp_path, name: str, ppl: float):
+    """A store holding one published run (profile cpu) of perplexity ``ppl``."""
+    from test_published import _local_run
+
+    from leaderboard.publish import publish
+
+    repo = tmp_path / f"repo-{name}"
+    repo.mkdir()
+    _local_run(repo, ppl)
+    import os
+
+    cwd = os.getcwd()
+    os.chdir(repo)
+    try:
+        folder = publish("cpu", "m", out=repo / "published")
+        db = tmp_path / name / "peeval.duckdb"
+        db.parent.mkdir(exist_ok=True)
+        ingest([folder], db)
+    finally:
+        os.chdir(cwd)
+    return db
+
+
+def test_claims_of_an_unknown_source_are_refused_naming_the_sources(tmp_path, capsys):
+    """`pipelines/claims.py --source published/nosuch` (a typo): exit 0, "99 not measured"."""
+    db = _published_store(tmp_path, "a", 30.0)
+    assert _claims_stage().main(["--db", str(db), "--source", "published/nosuch"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'published/nosuch'" in err[0] and "published/cpu" in err[0], err
+    assert not db.with_name("claims.duckdb").exists()
+
+
+def test_the_site_never_shows_the_claims_of_another_store(tmp_path, capsys):
+    """`leaderboard.site --db NEW` beside an older store's claims.duckdb: verdicts shown for runs that do not
+    exist. The claims database records the store it was computed from; the site refuses another's."""
+    from leaderboard.site.build import main as site_main
+
+    db = _published_store(tmp_path, "a", 30.0)
+    assert _claims_stage().main(["--db", str(db), "--source", "published/cpu"]) == 0
+    assert site_main(["--db", str(db), "--out", str(tmp_path / "site-a")]) == 0  # its own store: built
+    new = _published_store(tmp_path, "b", 40.0)  # another store, the older claims.duckdb put beside it
+    shutil.copyfile(db.with_name("claims.duckdb"), new.with_name("claims.duckdb"))
+    capsys.readouterr()
+    assert site_main(["--db", str(new), "--out", str(tmp_path / "site-b")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "another store" in err[0] and not (tmp_path / "site-b").exists(), err
+
+
+def test_a_linked_run_folder_is_reported_not_skipped(tmp_path, monkeypatch):
+    """A symlinked run folder in a results folder was skipped without a word."""
+    monkeypatch.chdir(tmp_path)
+    results, ck = _smoke_tape(tmp_path)
+    elsewhere = tmp_path / "elsewhere" / "run2"
+    elsewhere.parent.mkdir()
+    shutil.move(results, elsewhere)
+    results.symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(IngestError, match="symbolic link to a folder of runs"):
+        ingest([tmp_path / "results", ck], tmp_path / "s.duckdb")
+    assert not (tmp_path / "s.duckdb").exists()
+    ingest([elsewhere, ck], tmp_path / "s.duckdb")  # named itself: read
+    assert _q(tmp_path / "s.duckdb", "SELECT count(*) FROM runs") == [(1,)]
