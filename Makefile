@@ -61,14 +61,18 @@ leaderboard: $(STAMP)
 # replaces only the published profile's rows, so what you ingested stays (README: Your runs on the leaderboard).
 SITE_PROFILE ?= $(patsubst leaderboard/published/%/SOURCE.json,%,$(wildcard leaderboard/published/*/SOURCE.json))
 MINE ?=
+# read by the recipe from its environment, never pasted into its text: a profile is a name (checked: no path, no
+# command), and MINE is one path when it names one (spaces and all), else paths separated by spaces
+export SITE_PROFILE MINE
 site: $(STAMP)
-	@for p in $(SITE_PROFILE); do test -d leaderboard/published/$$p/results || { echo "make site: no leaderboard/published/$$p/results (SITE_PROFILE=$$(ls leaderboard/published | grep -v README | tr '\n' ' '))" >&2; exit 2; }; done
-	@for p in $(SITE_PROFILE); do d=build/site-$$p; mkdir -p $$d && \
-	  echo "published/$$p $(MINE) -> $$d" && \
-	  $(PY) -m leaderboard.ingest leaderboard/published/$$p $(MINE) --db $$d/peeval.duckdb && \
+	@set -f; for p in $$SITE_PROFILE; do case "$$p" in [a-z0-9]*) ;; *) p="";; esac; case "$$p" in ""|*[!a-z0-9_-]*) echo "make site: SITE_PROFILE: a profile name (lower-case letters, digits, '_' or '-'), one of: $$(ls leaderboard/published | grep -v README | tr '\n' ' ')" >&2; exit 2;; esac; test -d leaderboard/published/$$p/results || { echo "make site: no leaderboard/published/$$p/results (SITE_PROFILE=$$(ls leaderboard/published | grep -v README | tr '\n' ' '))" >&2; exit 2; }; done
+	@set -f; if [ -n "$$MINE" ] && [ -e "$$MINE" ]; then set -- "$$MINE"; else set -- $$MINE; fi; \
+	for p in $$SITE_PROFILE; do d=build/site-$$p; mkdir -p $$d && \
+	  echo "published/$$p $$* -> $$d" && \
+	  $(PY) -m leaderboard.ingest leaderboard/published/$$p "$$@" --db $$d/peeval.duckdb && \
 	  $(PY) pipelines/claims.py --db $$d/peeval.duckdb --source published/$$p && \
 	  $(PY) -m leaderboard.site --db $$d/peeval.duckdb --out $$d/site || exit 1; done
-	@for p in $(SITE_PROFILE); do echo "leaderboard of published/$$p: file://$(abspath build)/site-$$p/site/index.html"; done
+	@set -f; for p in $$SITE_PROFILE; do echo "leaderboard of published/$$p: file://$(abspath build)/site-$$p/site/index.html"; done
 
 # the newest releases pyproject's ranges allow, in a venv of its own (the lock and .venv untouched):
 # a break like transformers 5.24's cache rename shows here the day it ships

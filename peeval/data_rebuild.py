@@ -16,6 +16,7 @@ import json
 import os
 import re
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -81,12 +82,28 @@ def git_blob(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
+def shown(url: str) -> str:
+    """``url`` as it may be printed: a user and password in it (a private mirror's) replaced by ``***``."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urllib.parse.urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
+
+
 def raw_base() -> str:
-    """``$PEEVAL_DATA_RAW_BASE`` (an http(s) URL; one line when it is not), else raw.githubusercontent.com."""
+    """``$PEEVAL_DATA_RAW_BASE`` (an http(s) URL without query or fragment, which would land inside every file's
+    path; one line when it is not, never echoing a password), else raw.githubusercontent.com."""
 
     base = os.environ.get(RAW_ENV) or RAW_DEFAULT
-    if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", base):
-        raise DataError(f"{RAW_ENV}={base!r}: an http(s) URL (the raw files' base, e.g. {RAW_DEFAULT})")
+    try:
+        parts = urllib.parse.urlsplit(base)
+        _ = parts.port  # a port that is no number raises here
+    except ValueError:
+        parts = None
+    if (parts is None or parts.scheme not in ("http", "https") or not parts.hostname or "?" in base or "#" in base
+            or not re.fullmatch(r"https?://[^\s/]+(/\S*)?", base)):  # fmt: skip
+        raise DataError(f"{RAW_ENV}={shown(base)!r}: an http(s) URL without ?query or #fragment (the raw files' "
+                        f"base, e.g. {RAW_DEFAULT})")  # fmt: skip
     return base
 
 
@@ -97,12 +114,13 @@ def fetch_raw(repo: str, commit: str, path: str) -> bytes:
 
     url = f"{raw_base().rstrip('/')}/{repo}/{commit}/{path}"
     if constants.HF_HUB_OFFLINE:
-        raise DataError(f"cannot download {url}: offline (HF_HUB_OFFLINE is set)")
+        raise DataError(f"cannot download {shown(url)}: offline (HF_HUB_OFFLINE is set)")
     try:
         with urllib.request.urlopen(url, timeout=120) as r:
             return r.read()
     except (urllib.error.URLError, OSError, ValueError) as e:
-        raise DataError(f"cannot download {url}: {' '.join(str(e).split())[:200]}") from None
+        why = " ".join(str(e).split()).replace(url, shown(url))[:200]
+        raise DataError(f"cannot download {shown(url)}: {why}") from None
 
 
 # ----------------------------------------------------------------------------- the two corpora

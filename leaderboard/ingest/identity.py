@@ -62,15 +62,21 @@ TRAINING_KEYS = ("pe", "pe_options", "task", "profile", "seed", "settings", "par
                  "training_length", "final_val_loss")  # fmt: skip
 
 
-def training_identity(train: dict | None, params: dict, tasks: list[str]) -> tuple | None:
-    """One training run evaluated on the same tasks with the same model arguments, whatever its weights' bytes: a
-    checkpoint copied with other safetensors metadata (another sha256) is still one seed. None without a
-    training summary that records its seed."""
+def data_reads(rows: list[dict]) -> str:
+    """What a run's tasks read (its task_data rows: where, which split, which documents), one canonical string."""
+    keys = ("task", "source", "location", "config", "split", "documents_sha256")
+    return json.dumps(sorted([[str(r.get(k)) for k in keys] for r in rows]))
+
+
+def training_identity(train: dict | None, params: dict, tasks: list[str], reads: str = "") -> tuple | None:
+    """One training run evaluated on the same tasks, data (:func:`data_reads`) and model arguments, whatever its
+    weights' bytes: a checkpoint copied with other safetensors metadata (another sha256) is still one seed. None
+    without a training summary that records its seed."""
     if not isinstance(train, dict) or train.get("seed") is None:
         return None
     run = json.dumps({k: train.get(k) for k in TRAINING_KEYS}, sort_keys=True, default=str)
     args = {k: v for k, v in (params.get("model_args") or {}).items() if k != "pretrained"}
-    return run, json.dumps(args, sort_keys=True, default=str), tuple(tasks)
+    return run, json.dumps(args, sort_keys=True, default=str), tuple(tasks), reads
 
 
 def eval_protocol(ppl: Any, limit: Any, tasks: list[str]) -> str | None:

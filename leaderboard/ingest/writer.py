@@ -20,7 +20,7 @@ from leaderboard.store import (
 from peeval._io import remove_database
 from peeval.records import LOCAL_SOURCE
 
-from .identity import check_duplicates, eval_protocol, run_identity, training_identity
+from .identity import check_duplicates, data_reads, eval_protocol, run_identity, training_identity
 from .values import IngestError
 
 
@@ -43,13 +43,19 @@ def check_against_store(con, runs: list[dict], replaced: list[str]) -> None:
                          "(SELECT any_value(e.summary) FROM efficiency e WHERE e.checkpoint = r.checkpoint "
                          "AND e.method IS NULL), r.protocol FROM runs r WHERE NOT list_contains(?, r.run_id)",
                          [replaced]).fetchall()  # fmt: skip
+    reads: dict[str, list[dict]] = {}
+    cur = con.execute("SELECT run_id, task, source, location, config, split, documents_sha256 FROM task_data")
+    cols = [d[0] for d in cur.description]
+    for row in cur.fetchall():
+        reads.setdefault(row[0], []).append(dict(zip(cols, row)))
     old = []
     for run_id, name, source, params, path, tasks, train, protocol in stored:
         tasks = list(tasks or [])
         try:
             p = json.loads(params) if params else {}
             ident = run_identity(p, tasks)
-            training = training_identity(json.loads(train) if train else None, p, tasks)
+            training = training_identity(json.loads(train) if train else None, p, tasks,
+                                         data_reads(reads.get(run_id, [])))  # fmt: skip
         except (ValueError, AttributeError):
             p, ident, training = {}, None, None
         old.append({"run_id": run_id, "name": name, "source": source, "results_path": f"{path} (in the store)",

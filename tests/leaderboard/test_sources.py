@@ -80,15 +80,52 @@ def test_a_smoke_run_on_a_published_board_leaves_every_published_cell_unchanged(
     assert again == after
 
 
+#: a stand-in for the venv's python in `make site`: prints each command's arguments as one JSON line
+ECHO_PY = "python3 -c 'import sys,json;print(json.dumps(sys.argv[1:]))'"
+
+
+def _make_site(tmp_path, **variables) -> subprocess.CompletedProcess:
+    """`make site` in ``tmp_path`` (the repository's leaderboard/ linked in) with ``variables``, its commands
+    printed instead of run (:data:`ECHO_PY`)."""
+    link = tmp_path / "leaderboard"
+    if not link.exists():
+        link.symlink_to(Path(REPO) / "leaderboard", target_is_directory=True)
+    argv = ["make", "-s", "-f", str(Path(REPO) / "Makefile"), "site", "STAMP=", f"PY={ECHO_PY}"]
+    argv += [f"{k}={v}" for k, v in variables.items()]
+    return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True)
+
+
+def _commands(out: str) -> list[list[str]]:
+    return [json.loads(line) for line in out.splitlines() if line.startswith("[")]
+
+
 def test_make_site_keeps_the_store_and_ingests_the_users_runs(tmp_path):
     """`make site` no longer deletes the board's store (what the user ingested into it stays), its claims judge
     the published profile's runs, and MINE=... puts the user's results on the board in the same command."""
-    out = subprocess.run(["make", "-n", "site", "SITE_PROFILE=cpu", "MINE=results/mine", "VENV=/nonexistent"],
-                         cwd=REPO, capture_output=True, text=True, check=True).stdout  # fmt: skip
-    recipe = out[out.index("for p in cpu; do d=build/site-$p") :]
-    assert "rm " not in recipe, recipe
-    assert "leaderboard.ingest leaderboard/published/$p results/mine --db $d/peeval.duckdb" in recipe, recipe
-    assert "pipelines/claims.py --db $d/peeval.duckdb --source published/$p" in recipe, recipe
+    r = _make_site(tmp_path, SITE_PROFILE="cpu", MINE="results/mine lm_out")
+    assert r.returncode == 0, r.stderr
+    ingest_, claims, site = _commands(r.stdout)
+    assert ingest_ == ["-m", "leaderboard.ingest", "leaderboard/published/cpu", "results/mine", "lm_out", "--db",
+                       "build/site-cpu/peeval.duckdb"]  # fmt: skip
+    assert claims == ["pipelines/claims.py", "--db", "build/site-cpu/peeval.duckdb", "--source", "published/cpu"]
+    assert site[:2] == ["-m", "leaderboard.site"]
+    recipe = subprocess.run(["make", "-n", "site", "VENV=/nonexistent"], cwd=REPO, capture_output=True, text=True)
+    assert "rm " not in recipe.stdout[recipe.stdout.find("SITE_PROFILE") :], recipe.stdout
+
+
+def test_make_site_takes_names_only_and_paths_with_spaces(tmp_path):
+    """Issue 56: `make site SITE_PROFILE=../../../../tmp/x` wrote a store and a site outside the repository;
+    SITE_PROFILE='cpu `cmd`' ran the command; MINE="my runs" was split on the space."""
+    outside = tmp_path / "x"
+    for bad in ("../../../../" + str(outside).lstrip("/"), "cpu `touch pwned`", "cpu;touch pwned", "cpu/../../x"):
+        r = _make_site(tmp_path, SITE_PROFILE=bad)
+        assert r.returncode == 2 and "SITE_PROFILE: a profile name" in r.stderr, (bad, r.stderr)
+        assert not _commands(r.stdout) and not (tmp_path / "pwned").exists() and not outside.exists(), bad
+        assert not (tmp_path / "build").exists(), bad
+    (tmp_path / "my runs").mkdir()
+    r = _make_site(tmp_path, SITE_PROFILE="cpu", MINE="my runs")
+    assert r.returncode == 0, r.stderr
+    assert _commands(r.stdout)[0][3:-2] == ["my runs"]  # one path, spaces and all
 
 
 def _published_copy(tmp_path: Path) -> Path:

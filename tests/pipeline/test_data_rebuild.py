@@ -377,6 +377,27 @@ def test_bad_raw_base_and_bad_lock_are_one_line(tmp_path):
     assert "data lock" in r.stderr and "format: 1" in r.stderr and not (tmp_path / "data").exists()
 
 
+def test_raw_base_credentials_are_never_printed_and_query_or_fragment_refused(monkeypatch):
+    """Issue 56: `PEEVAL_DATA_RAW_BASE=http://user:secret@host` was accepted and its error line printed the
+    password; `?query#frag` was accepted (it lands inside every file's path)."""
+    import huggingface_hub.constants
+
+    from peeval import data_rebuild
+    from peeval.data_lock import DataError
+
+    monkeypatch.setenv("PEEVAL_DATA_RAW_BASE", "http://user:secret@mirror.example/raw")
+    assert data_rebuild.raw_base() == "http://user:secret@mirror.example/raw"  # a private mirror: allowed
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(DataError) as e:
+        data_rebuild.fetch_raw("org/repo", "c0ffee", "a.txt")
+    assert "secret" not in str(e.value) and "***@mirror.example/raw/org/repo/c0ffee/a.txt" in str(e.value)
+    for bad in ("http://user:secret@mirror.example/raw?token=1", "https://mirror.example/raw#frag"):
+        monkeypatch.setenv("PEEVAL_DATA_RAW_BASE", bad)
+        with pytest.raises(DataError, match="without \\?query or #fragment") as e:
+            data_rebuild.raw_base()
+        assert "secret" not in str(e.value)
+
+
 def test_malformed_book_list_is_one_line(tmp_path):
     m = json.loads(manifest(tmp_path).read_text())
     m["folders"]["local/books"]["source"]["splits"]["test"]["books"] = [[7, "pg7.txt", "Tiny"]]
