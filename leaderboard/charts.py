@@ -83,6 +83,24 @@ def _ticks(lo: float, hi: float, log: bool, n: int = 5, base: float = 10) -> lis
     return out
 
 
+#: dash patterns a series takes, in this order, when another series of its chart already has its colour and dash
+SPARE_DASHES = ("1 2", "10 2 2 2 2 2", "4 1", "12 4", "3 6")
+
+
+def distinct_styles(style: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    """``style`` with no two series of one chart alike (issue 56: a local ``tape`` run drew in ``tape @cpu``'s
+    colour and line, indistinguishable): the first by name keeps its style, a later one with the same (colour,
+    dash) takes the first spare dash not used with that colour."""
+    out, used = {}, set()
+    for name in sorted(style):
+        colour, dash = style[name]
+        if (colour, dash) in used:
+            dash = next((d for d in SPARE_DASHES if (colour, d) not in used), dash)
+        used.add((colour, dash))
+        out[name] = (colour, dash)
+    return out
+
+
 def line_chart(
     series: dict[str, list[tuple[float, float]]],
     *,
@@ -102,7 +120,7 @@ def line_chart(
     ``bands``: per series, (x, lo, hi) points of a shaded band around its line (e.g. the range over seeds);
     ``styles``: a series' (colour, dash) where its name is no encoding's (a chart of one encoding's lines)."""
     base = 2 if logx else None
-    style = {**{n: series_style(n) for n in series}, **(styles or {})}
+    style = distinct_styles({**{n: series_style(n) for n in series}, **(styles or {})})
 
     def tx(v):
         return math.log(v, base) if logx else v

@@ -123,3 +123,27 @@ def all_ppl_pairs(blocks: dict[str, dict[tuple[str, int], Blocks]]) -> dict[str,
         if got:
             out[f"{a}|{b}"] = got
     return out
+
+
+def ppl_unpaired(blocks: dict[str, dict[tuple[str, int], Blocks]], pairs: dict[str, list[PairedPpl]]) -> dict[str, str]:
+    """Why two runs that scored the same corpus at the same length have no paired perplexity: per pair key, one
+    line (their target blocks cover other bytes: another tokenizer, whose tokens per document are other text, so a
+    per-token perplexity is not comparable; or another protocol or target run)."""
+    out: dict[str, str] = {}
+    for a, b in itertools.combinations(sorted(blocks), 2):
+        key = f"{a}|{b}"
+        shared = sorted(blocks[a].keys() & blocks[b].keys())
+        if not shared or key in pairs:
+            continue
+        t, L = shared[0]
+        docs = sorted(blocks[a][(t, L)].keys() & blocks[b][(t, L)].keys())
+        same_tokens = [d for d in docs if blocks[a][(t, L)][d][0][:4] == blocks[b][(t, L)][d][0][:4]]
+        if same_tokens:
+            d = same_tokens[0]
+            bytes_a, bytes_b = blocks[a][(t, L)][d][0][4], blocks[b][(t, L)][d][0][4]
+            out[key] = (f"{t} @ {L}: the same target tokens cover other text ({bytes_a} vs {bytes_b} bytes of "
+                        f"document {d}): another tokenizer, so per-token perplexities are not comparable; compare "
+                        "bits per byte")  # fmt: skip
+        else:
+            out[key] = f"{t} @ {L}: no document scored on the same targets (another protocol or target run)"
+    return out

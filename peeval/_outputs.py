@@ -85,10 +85,11 @@ def _describe(path: Path) -> str:
 
 
 def overlap(out: Path, inputs: Iterable[str | os.PathLike | None], folder: bool = False) -> Path | None:
-    """The input ``out`` is, lies inside, or (a folder output, replaced whole) holds; None if none."""
+    """The input ``out`` is, lies inside, or (a folder output, replaced whole) holds; None if none. An input that
+    does not exist is none (its own error names it)."""
     o = Path(out).resolve()
     for i in inputs:
-        if i is None or str(i) == "":
+        if i is None or str(i) == "" or not Path(i).exists():
             continue
         p = Path(i).resolve()
         if o == p or o.is_relative_to(p) or (folder and p.is_relative_to(o)):
@@ -119,12 +120,15 @@ def check_output_dir(
     own: Callable[[Path], bool],
     what: str,
     inputs: Iterable = (),
+    whole: bool = True,
 ) -> Path:
-    """Refuse (:class:`OutputRefused`) writing the folder ``path`` when it is, lies in or holds one of ``inputs``,
-    or exists, is not empty and is not ``what`` (``own(path)`` false); returns ``path``."""
+    """Refuse (:class:`OutputRefused`) writing the folder ``path`` when it is or lies in one of ``inputs`` (or, when
+    it is replaced ``whole``, holds one), or exists, is not empty and is not ``what`` (``own(path)`` false);
+    returns ``path``."""
     path = Path(path)
-    if (hit := overlap(path, inputs, folder=True)) is not None:
-        raise OutputRefused(f"{option} {path}: is, lies inside or holds the input {hit}; write it elsewhere")
+    if (hit := overlap(path, inputs, folder=whole)) is not None:
+        held = ", lies inside or holds" if whole else " or lies inside"
+        raise OutputRefused(f"{option} {path}: is{held} the input {hit}; write it elsewhere")
     if path.is_symlink() or (path.exists() and not path.is_dir()):
         raise OutputRefused(f"{option} {path}: exists and is not a folder")
     if path.is_dir() and any(path.iterdir()) and not own(path):

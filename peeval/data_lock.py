@@ -35,9 +35,32 @@ def read_lock(path: Path | None = None) -> dict[str, dict]:
     """The lock's folders ({} when there is no lock yet); a malformed lock is one line."""
 
     path = path or lock_path()
+    what = f"data lock {path} ({LOCK_ENV})"
+    if path.exists() and not path.is_file():  # a folder was ignored: every download then unrecorded
+        raise DataError(f"{what}: is a folder (or not a file); name the lock's JSON file")
     if not path.is_file():
         return {}
-    return read_folders(path, f"data lock {path} ({LOCK_ENV})")
+    folders = read_folders(path, what)
+    for rel, entry in folders.items():
+        check_entry(entry, f"{what}: folders[{rel!r}]")
+    return folders
+
+
+def check_entry(entry, where: str) -> None:
+    """DataError (one line naming ``where``) unless ``entry`` has the lock's shape: ``files`` {name: {bytes: int,
+    sha256: hex}}, ``inputs`` {path: sha256}, strings elsewhere (a malformed entry was a TypeError)."""
+    if not isinstance(entry, dict):
+        raise DataError(f"{where}: an object of source, revision, commit, inputs and files")
+    for k in ("source", "revision", "commit"):
+        if entry.get(k) is not None and not isinstance(entry[k], str):
+            raise DataError(f"{where}.{k}: a string")
+    inputs, files = entry.get("inputs", {}), entry.get("files", {})
+    if not isinstance(inputs, dict) or not all(isinstance(v, str) for v in inputs.values()):
+        raise DataError(f"{where}.inputs: an object of path: sha256")
+    if not isinstance(files, dict) or not all(
+        isinstance(f, dict) and type(f.get("bytes")) is int and isinstance(f.get("sha256"), str) for f in files.values()
+    ):
+        raise DataError(f"{where}.files: an object of name: {{bytes: <integer>, sha256: <hex>}}")
 
 
 def read_folders(path: Path, what: str) -> dict[str, dict]:

@@ -166,9 +166,36 @@ def parse_repo(spec: str | None) -> tuple[str, str] | None:
 
 def problems_in(root: Path, rel: str, entry: dict, lock: dict | None = None) -> list[str]:
     """What keeps ``<root>/<rel>`` from matching the manifest (missing files, sizes, sha256); [] when it does.
-    A file equal to what the data lock recorded for the folder (``lock``: its entry) matches too."""
+    A file equal to what the data lock recorded for the folder (``lock``: its entry) matches too, where the source
+    is not pinned to a commit (or the file is one of its ``lock_only``): the manifest's pins outrank the lock."""
     found = []
     written = (lock or {}).get("files", {})
+    src = entry.get("source") or {}
+    pinned = re.fullmatch(r"[0-9a-f]{40}", str(src.get("commit") or src.get("revision") or "")) is not None
+    rows_pins = {spec["file"]: spec["rows_sha256"] for spec in (src.get("splits") or {}).values()}
+    rows_pins |= {n: f["rows_sha256"] for n, f in entry["files"].items() if f.get("rows_sha256")}
+    generated = ("README.md",) if src.get("kind") == "github" else ()  # a rebuild's own text declaring the splits
+    for name, f in sorted(entry["files"].items()):
+        p = root / rel / name
+        if name not in written or not p.is_file() or (p.stat().st_size, sha256(p)) == (f["bytes"], f["sha256"]):
+            continue
+        # the file holds what the lock recorded, not the manifest's bytes: the manifest's pins outrank the lock (a
+        # lock listing the sha256 of a halved copy made that copy "verified", cited as the pinned commit)
+        if name in rows_pins:
+            from .data_rebuild import parquet_rows, rows_sha256
+
+            try:
+                same = rows_sha256(parquet_rows(p)) == rows_pins[name]
+            except Exception:  # not a parquet file
+                same = False
+            if not same:
+                found.append(f"{rel}/{name}: its rows differ from the manifest's pinned rows_sha256 (the data lock "
+                             "records this copy, the manifest outranks it)")  # fmt: skip
+        elif pinned and name not in (*src.get("lock_only", ()), *generated):
+            found.append(f"{rel}/{name}: sha256 differs from the manifest's {f['sha256'][:12]}… (pinned commit; "
+                         "the data lock's record does not replace the pin)")  # fmt: skip
+    if found:
+        return found
     for name, f in sorted(entry["files"].items()):
         p = root / rel / name
         ok = {(f["bytes"], f["sha256"])} | (

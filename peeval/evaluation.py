@@ -23,7 +23,7 @@ from pathlib import Path
 from peeval.records import PPL_PREFIX, PROVENANCE_KEY, clip_text
 
 from ._io import Claimed, claim_dir, dumps_json, replace_files
-from .run_provenance import checkpoint_hash, provenance, weights_path
+from .run_provenance import check_tokenizer, checkpoint_hash, provenance, weights_path
 from .run_provenance import git_commit as git_commit  # re-exported: callers imported them from here
 from .run_provenance import library_versions as library_versions
 from .run_provenance import now_iso as now_iso
@@ -33,9 +33,13 @@ PEEVAL_TASKS = Path(__file__).resolve().parent / "tasks"
 
 
 def parse_model_args(s: str | None) -> dict:
-    """``k=v,k2=v2`` with lm-eval's own typing of the values."""
+    """``k=v,k2=v2`` with lm-eval's own typing of the values; a key given twice is refused (lm-eval keeps the last:
+    ``pretrained=A,pretrained=B`` scored B under a command that names A first)."""
     from lm_eval.utils import simple_parse_args_string
 
+    keys = [part.split("=", 1)[0].strip() for part in (s or "").split(",") if "=" in part]
+    if twice := sorted({k for k in keys if keys.count(k) > 1}):
+        raise ValueError(f"--model_args: {', '.join(twice)} given twice; give each key once")
     return simple_parse_args_string(s or "")
 
 
@@ -95,12 +99,13 @@ def run_name(args, model_args: dict) -> str:
     results folder; the same run asked for again finds its folder (and is refused without --overwrite)."""
     if args.run_name is not None:
         name = args.run_name
-        if any(sep in name for sep in ("/", "\\", os.sep)) or name.strip(".") == "":
+        # used as given, never silently rewritten (300 characters or `x<script>` became another folder's name)
+        if not re.fullmatch(r"[A-Za-z0-9._+-]{1,150}", name) or name.strip(".") == "":
             raise EvalInputError(
-                f"--run_name {name!r}: allowed one folder name (no '/' or '\\', not '.' or '..'): it is created "
-                "inside --output_path"
+                f"--run_name {name[:60]!r}{'…' if len(name) > 60 else ''}: allowed one folder name of 1-150 letters, "
+                "digits, '.', '_', '+' or '-' (not '.' or '..'): it is created inside --output_path"
             )
-        return re.sub(r"[^A-Za-z0-9._+-]+", "_", name)[:150]
+        return name
     ckpt = Path(str(model_args.get("pretrained", "model"))).name
     settings = {"limit": args.limit, "num_fewshot": args.num_fewshot, "metadata": parse_metadata(args.metadata),
                 "seed": args.seed, **lm_eval_flags(args)}  # fmt: skip
@@ -385,6 +390,10 @@ def _evaluate_recorded(args, metadata: dict, limit, model_args: dict, out: Path,
         model_args = {**model_args, "trust_remote_code": True}
     sha256 = checkpoint_hash(weights_path(model_args))  # of the files about to be loaded, not of later ones
     lm = model_cls.create_from_arg_obj(model_args, {k: v for k, v in extra.items() if v is not None})
+    try:  # the tokenizer scored with: fits the model, is the training's (before anything is scored)
+        tokenizer_hash = check_tokenizer(lm, model_args)
+    except ValueError as e:
+        raise EvalInputError(str(e)) from None
     tracker = EvaluationTracker()  # lm-eval's record of the run: model name, start / end time
     # lm-eval's bootstrap stderr forks a multiprocessing Pool from this process, which holds torch's threads: a
     # forked worker can wait forever on a lock it inherited held (a CI run hung 15 min in SemLock.__enter__).
@@ -415,7 +424,7 @@ def _evaluate_recorded(args, metadata: dict, limit, model_args: dict, out: Path,
             f"--model_args pretrained={model_args.get('pretrained')}: the checkpoint's weights changed while it was "
             "evaluated (retrained or copied over meanwhile): nothing written; evaluate it again"
         )
-    results[PROVENANCE_KEY] = provenance(args, lm, model_args, metadata, data, sha256)
+    results[PROVENANCE_KEY] = provenance(args, lm, model_args, metadata, data, sha256, tokenizer_hash)
     _check_output(out, args.overwrite)  # a run that finished meanwhile in the same folder is not replaced silently
     clip = {task: task.startswith(PPL_PREFIX) for task in samples}
 

@@ -27,7 +27,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ._io import dumps_json, replace_dir
+from ._io import check_safetensors, dumps_json, replace_dir
 from ._outputs import OutputRefused, check_output_dir, overlap
 
 PACKAGE = Path(__file__).resolve().parent
@@ -269,6 +269,10 @@ def export(
     if push_to_hub is not None and not REPO_ID.match(push_to_hub):
         raise ExportError(f"--push-to-hub {push_to_hub!r}: a hub repository id is owner/name")
     cfg = _read_config(ckpt)  # not a checkpoint: said first
+    try:  # a truncated or corrupt weights file: one line naming it (safetensors' own error names no file)
+        check_safetensors(ckpt)
+    except ValueError as e:
+        raise ExportError(str(e)) from None
     if out.exists() and not out.is_dir():
         raise ExportError(f"{out} exists and is not a folder")
     if overlap(out, [ckpt], folder=True) is not None:  # CKPT/inner: a second copy of the weights inside them

@@ -90,9 +90,39 @@ def run_kind(model: str, model_args: dict) -> str | None:
     return "adapt" if model == "peeval-llama" and shipped else "external"
 
 
-def provenance(args, lm, model_args: dict, metadata: dict, data: dict | None = None, sha256=...) -> dict:
+def check_tokenizer(lm, model_args: dict) -> str | None:
+    """The hash of the tokenizer ``lm`` scores with (``peeval.training.data.tokenizer_fingerprint``), after checking
+    it before anything is scored: a peeval model's tokenizer must fit its vocabulary (a larger one was an
+    IndexError deep in the embedding) and be the one its ``train_summary.json`` recorded (another tokenizer of the
+    same size copied in scored other text under the same checkpoint_sha256). ValueError (one line) otherwise."""
+    from peeval.training.data import tokenizer_fingerprint
+
+    tok = getattr(lm, "tokenizer", None)
+    if tok is None or not hasattr(tok, "get_vocab"):
+        return None
+    cfg = getattr(getattr(lm, "model", None), "config", None)
+    where = f"--model_args pretrained={model_args.get('pretrained')}"
+    vocab = getattr(cfg, "vocab_size", None)
+    if getattr(cfg, "model_type", None) == "peeval" and isinstance(vocab, int) and len(tok) > vocab:
+        raise ValueError(f"{where}: its tokenizer has {len(tok)} tokens, more than the model's vocab_size {vocab} "
+                         "(a token id beyond the embedding): the checkpoint's own tokenizer is needed")  # fmt: skip
+    got = tokenizer_fingerprint(tok)
+    summary = Path(str(model_args.get("pretrained") or ".")) / "train_summary.json"
+    try:
+        recorded = json.loads(summary.read_text(encoding="utf-8")).get("tokenizer_hash") if summary.is_file() else None
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    if isinstance(recorded, str) and recorded != got:
+        raise ValueError(f"{where}: its tokenizer (hash {got}) is not the one it was trained with ({summary}: "
+                         f"tokenizer_hash {recorded}): put the training's tokenizer back")  # fmt: skip
+    return got
+
+
+def provenance(
+    args, lm, model_args: dict, metadata: dict, data: dict | None = None, sha256=..., tokenizer_hash=None
+) -> dict:
     """The ``results["peeval"]`` record (:class:`peeval.records.Provenance`) of one ``peeval eval``;
-    ``data``: what each task read (``peeval.data.recording``)."""
+    ``data``: what each task read (``peeval.data.recording``); ``tokenizer_hash``: :func:`check_tokenizer`'s."""
     import torch
 
     import peeval
@@ -128,4 +158,5 @@ def provenance(args, lm, model_args: dict, metadata: dict, data: dict | None = N
         data=data,
         cpu=cpu_identity(),
         run_kind=run_kind(args.model, model_args),
+        tokenizer_hash=tokenizer_hash,
     ).to_json()

@@ -113,7 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"claims: {len(rows)} comparisons ({summary(rows)}) -> {out}")
     if args.summary:
         counts = {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
-        atomic_write_text(Path(args.summary), json.dumps({"comparisons": len(rows), **counts}, indent=1) + "\n")
+        try:  # a full disk here: the verdicts are written, the old summary stays whole (atomic)
+            atomic_write_text(Path(args.summary), json.dumps({"comparisons": len(rows), **counts}, indent=1) + "\n")
+        except OSError as e:
+            print(f"pipelines/claims.py: --summary {args.summary}: {e.strerror or e}", file=sys.stderr)
+            return 2
     return 0
 
 

@@ -64,6 +64,8 @@ def measure(doc: dict, raw: bytes, path: Path, samples_suffix: str = "") -> Meas
     metrics = parse_metrics(doc["results"], path)
     if not metrics:
         raise IngestError(f"{path}: the results hold no metric")
+    if all(v is None for _, _, _, v, _ in metrics):  # shown as "not run" on the board, though it ran
+        raise IngestError(f"{path}: every metric is null (or 'N/A'): the run measured nothing; evaluate it again")
     samples, counts, blocks = _sample_rows(path.parent, run_id, samples_suffix)
     return Measured(run_id, metrics, samples, counts, blocks, obj(doc, "n-samples", ""))
 

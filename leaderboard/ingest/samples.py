@@ -63,6 +63,8 @@ def _sample_rows(
     rows, counts, blocks = [], {}, []
     for f in sorted(run_dir.glob(f"samples_*{suffix}.jsonl")):
         task = f.stem[len("samples_") : len(f.stem) - len(suffix)]
+        if not f.is_file():  # a FIFO or a device: reading it hung the ingest
+            raise IngestError(f"{f}: not a regular file (a pipe, a device or a folder): a samples file is a file")
         try:
             lines = f.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as e:

@@ -68,4 +68,5 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(DEFAULT_OUT))
     args = p.parse_args(argv)
     build = lambda: str(build_site(args.db, args.out, args.claims_db).resolve())
-    return run_command("site", build, (FileNotFoundError, SiteOutError, StoreError))
+    # OSError: a read-only or full file system under --out (the old site stays: write_tree swaps a finished one in)
+    return run_command("site", build, (OSError, SiteOutError, StoreError))

@@ -45,12 +45,15 @@ def compare_data(store: SiteStore) -> dict:
     blocks: dict[str, dict[tuple[str, int], compare.Blocks]] = defaultdict(lambda: defaultdict(dict))
     for r in store.view("compare_blocks", order="run_id, task, length, doc_id"):
         task = store.labels.get((r["run_id"], r["task"]), r["task"])  # the corpus as read: never two corpora
-        scored = (r["protocol"], r["target_start"], r["target_end"], r["tokens"])
+        # the same target tokens are the same text only under one tokenizer: the bytes they cover say so (a smoke
+        # run's 384-token vocabulary and tape @cpu's cover 1,304 vs 1,696 bytes at the same positions)
+        scored = (r["protocol"], r["target_start"], r["target_end"], r["tokens"], r["bytes"])
         blocks[r["run_id"]][(task, r["length"])][r["doc_id"]] = (scored, r["ll"], r["tokens"])
     ppl_pairs = compare.all_ppl_pairs(blocks)
     return {"pairs": {k: [dataclasses.asdict(p) for p in v] for k, v in pairs.items()}, "metrics": metrics,
             "examples": examples, "responses": responses,
-            "ppl_pairs": {k: [dataclasses.asdict(p) for p in v] for k, v in ppl_pairs.items()}}  # fmt: skip
+            "ppl_pairs": {k: [dataclasses.asdict(p) for p in v] for k, v in ppl_pairs.items()},
+            "ppl_unpaired": compare.ppl_unpaired(blocks, ppl_pairs)}  # fmt: skip
 
 
 def script_json(data) -> str:

@@ -41,15 +41,41 @@ def loss_by_position_charts(store: SiteStore, corpus: str, groups) -> list[str]:
     return charts
 
 
+def here_groups(rows: list[dict], here: set[str], train_len: int | None) -> list[tuple]:
+    """The charts of the models trained here: one per tokenizer their rows record (a per-token perplexity compares
+    only within one), each marked with the training length of its pretrained runs (issue 56: a smoke run trained at
+    64 tokens with a 384-token vocabulary was drawn under "training length 256" beside the cpu profile's runs). A
+    row with no tokenizer of its own (the extended model: its base's) joins the most common one. One chart, as
+    before, when they all share one."""
+    toks: dict[str, str | None] = {}
+    lengths: dict[str | None, list[int]] = {}
+    for r in rows:
+        if r["name"] in here:
+            toks.setdefault(r["name"], r.get("tokenizer"))
+            if r.get("tokenizer") is not None and r.get("training_length"):
+                lengths.setdefault(r["tokenizer"], []).append(r["training_length"])
+    known = sorted({t for t in toks.values() if t is not None})
+    if len(known) <= 1:
+        mark = [(train_len, f"training length {train_len}")] if train_len else []
+        return [("models trained here (one tokenizer)", lambda n: n in here, mark)]
+    common = max(known, key=lambda t: (sum(v == t for v in toks.values()), t))
+    out = []
+    for tok in known:
+        names = {n for n, t in toks.items() if (t or common) == tok}
+        L = max(set(lengths[tok]), key=lengths[tok].count) if lengths.get(tok) else None
+        label = f"models trained here ({tok} tokenizer)"
+        out.append((label, lambda n, names=names: n in names, [(L, f"training length {L}")] if L else []))
+    return out
+
+
 def render(store: SiteStore) -> Page:
     rows = store.view("ppl_by_length", order="corpus, name, length")
     headers = store.columns("ppl_by_length")
     here = {r["name"] for r in store.view("here_names")}
     train_len = store.training_length()
-    mark = [(train_len, f"training length {train_len}")] if train_len else []
     theirs = [(r["L"], f"training length {r['L']:,}") for r in store.view("external_lengths", order="L")]
-    groups = (("models trained here (one tokenizer)", lambda n: n in here, mark),
-              ("adapted / external models (own tokenizer)", lambda n: n not in here, theirs))  # fmt: skip
+    groups = [*here_groups(rows, here, train_len),
+              ("adapted / external models (own tokenizer)", lambda n: n not in here, theirs)]  # fmt: skip
     charts = []
     for corpus in sorted({r["corpus"] for r in rows}):
         for group, member, marks in groups:
@@ -70,7 +96,8 @@ def render(store: SiteStore) -> Page:
         for r in rows:
             if r["corpus"] == corpus:
                 series[r["name"]].append((r["length"], r["bpb"]))
-        bmark = [(train_len, f"training length {train_len} (models trained here)")] if train_len else []
+        lengths = sorted({m[0] for _, _, marks in groups[:-1] for m in marks})  # each group's own, on one axis
+        bmark = [(L, f"training length {L} (models trained here)") for L in lengths]
         charts.append(line_chart(series, title=f"{corpus}: bits per byte vs context length (every model)",
                                  xlabel="context length (tokens)", ylabel="bpb", logx=True, vlines=bmark))  # fmt: skip
         charts += loss_by_position_charts(store, corpus, groups)

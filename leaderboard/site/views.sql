@@ -99,17 +99,22 @@ SELECT run_id, task, doc_id, prompt, target, response, correct FROM samples WHER
 CREATE TEMP VIEW site_compare_metrics AS
 SELECT run_id, task, metric, value, stderr FROM metrics WHERE filter = 'none';
 CREATE TEMP VIEW site_compare_blocks AS
-SELECT run_id, task, doc_id, length, ll, tokens, protocol, target_start, target_end
+SELECT run_id, task, doc_id, length, ll, tokens, bytes, protocol, target_start, target_end
 FROM ppl_blocks WHERE ll IS NOT NULL AND tokens > 0;
 
 -- @section labelled
 -- perplexity per corpus as read (a mirror run and a hub run of one task never combined; peeval_ppl_: PPL_PREFIX)
+-- each row with its own training length, size and tokenizer (a pretrained model's: its profile's kind and size;
+-- NULL: the model's own), so runs of one name trained otherwise are never one mean, nor drawn under another's
 CREATE TEMP VIEW site_ppl_by_length AS
 SELECT r.name, coalesce(l.label, v.corpus) corpus, v.length, seed_mean(v.ppl, v.run_id) ppl,
        seed_mean(v.bpb, v.run_id) bpb, sum(v.tokens) tokens,
-       sum(v.windows) windows, count(*) runs
+       sum(v.windows) windows, count(*) runs, r.training_length, r.size, t.tokenizer
 FROM ppl_by_length v JOIN runs r USING (run_id)
 LEFT JOIN task_labels l ON l.run_id = v.run_id AND l.task = 'peeval_ppl_' || v.corpus
+LEFT JOIN (SELECT checkpoint, any_value(json_extract_string(summary, '$.settings.tokenizer') || ' ' ||
+                                        json_extract_string(summary, '$.settings.vocab_size')) tokenizer
+           FROM efficiency WHERE method IS NULL GROUP BY checkpoint) t ON t.checkpoint = r.checkpoint
 GROUP BY ALL;
 -- the sizes page (site/ladder.py): every pretrained run's perplexity per corpus and length, with its parameters
 CREATE TEMP VIEW site_ladder_ppl AS

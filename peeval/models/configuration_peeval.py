@@ -72,6 +72,7 @@ class PeevalConfig(LlamaConfig):
         recorded = kwargs.pop(EFFECTIVE, None)
         if self.pe_options is None:
             self.pe_options = {}
+        self.validate_shape()  # before LlamaConfig divides by the heads
         super().__post_init__(**kwargs)
         self.validate_pe()
         if recorded is not None:
@@ -79,8 +80,29 @@ class PeevalConfig(LlamaConfig):
         while ON_FIRST_BUILD:  # a peeval model is near (peeval.models registers the Auto model classes)
             ON_FIRST_BUILD.pop(0)()
 
+    #: the sizes a model is built from: a whole number >= 1 each (a config.json with ``vocab_size: -5`` or
+    #: ``num_attention_heads: 0`` was a RuntimeError or ZeroDivisionError deep in the model's construction)
+    SIZES = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+             "max_position_embeddings")  # fmt: skip
+
+    def validate_shape(self) -> None:
+        """ValueError (one line) unless every size is a whole number >= 1 and the heads divide the width."""
+        for k in (*self.SIZES, "num_key_value_heads"):
+            v = getattr(self, k, None)
+            if k == "num_key_value_heads" and v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"config {k}={v!r}: allowed a whole number >= 1")
+        if getattr(self, "head_dim", None) is None and self.hidden_size % self.num_attention_heads:
+            raise ValueError(f"config hidden_size={self.hidden_size} is not a multiple of num_attention_heads="
+                             f"{self.num_attention_heads}")  # fmt: skip
+        kv = getattr(self, "num_key_value_heads", None)
+        if kv is not None and self.num_attention_heads % kv:
+            raise ValueError(f"config num_attention_heads={self.num_attention_heads} is not a multiple of "
+                             f"num_key_value_heads={kv}")  # fmt: skip
+
     def validate_pe(self) -> None:
-        """Fail at load time on an unknown encoding, option or back-end (SPEC 2.1)."""
+        """Fail at load time on a bad size, an unknown encoding, option or back-end (SPEC 2.1)."""
         if self.attn_backend not in ATTN_BACKENDS:
             raise ValueError(f"attn_backend={self.attn_backend!r}: allowed {', '.join(ATTN_BACKENDS)}")
         if not isinstance(self.pe_options, dict):

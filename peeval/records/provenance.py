@@ -46,6 +46,9 @@ class Provenance:
     #: what made the model (leaderboard.store.RunKind: pretrain, diagnostic, adapt, external), recorded where the
     #: run is made so ingest reads it rather than guessing it from the model's name; None: an older writer
     run_kind: str | None = None
+    #: the tokenizer the run scored with (peeval.training.data.tokenizer_fingerprint), beside checkpoint_sha256: the
+    #: same weights read with another tokenizer are other numbers; checked against train_summary.json before scoring
+    tokenizer_hash: str | None = None
     extra: dict = field(default_factory=dict)  # keys of a newer writer, kept on a round trip
 
     def to_json(self) -> dict:

@@ -132,7 +132,7 @@ def run_train(
     check_out_dir(out, FINISHED_FILES, state_path, overwrite, "--overwrite")
     # never over another tokenizer or model, never into the --tokenizer it reads
     check_output_dir(out, "--out", lambda d: is_run_dir(d, state_path), "a training run's folder",
-                     inputs=[tokenizer] if tokenizer else [])  # fmt: skip
+                     inputs=[tokenizer] if tokenizer else [], whole=False)  # fmt: skip
     if task is not None and tokenizer:
         raise ValueError(f"--tokenizer {tokenizer}: allowed only for text pretraining (--task {task} has its own)")
     if task is not None:
@@ -213,6 +213,7 @@ def run_train(
             "final_val_ppl": res["final_val_ppl"],
             "training_length": max_len,
             "unigram_val_ppl": unigram,
+            "tokenizer_hash": tokenizer_fingerprint(tok),  # peeval eval checks the checkpoint's tokenizer against it
             "settings": jsonable(prof),
             "device": "cuda" if torch.cuda.is_available() else "cpu",
             "world_size": res["world_size"],  # processes that shared each global batch

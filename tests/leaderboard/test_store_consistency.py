@@ -176,3 +176,22 @@ def test_a_linked_run_folder_is_reported_not_skipped(tmp_path, monkeypatch):
     assert not (tmp_path / "s.duckdb").exists()
     ingest([elsewhere, ck], tmp_path / "s.duckdb")  # named itself: read
     assert _q(tmp_path / "s.duckdb", "SELECT count(*) FROM runs") == [(1,)]
+
+
+def test_a_run_that_measured_nothing_and_a_fifo_samples_file_are_refused(tmp_path, monkeypatch):
+    """A run whose every metric is null was ingested as "not run"; a samples file that is a FIFO hung the ingest."""
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    results, ck = _smoke_tape(tmp_path)
+    good = (results / "results.json").read_text()
+    doc = json.loads(good)
+    doc["results"] = {t: {k: None for k in m} for t, m in doc["results"].items()}
+    (results / "results.json").write_text(json.dumps(doc))
+    with pytest.raises(IngestError, match="every metric is null"):
+        ingest([results, ck], tmp_path / "s.duckdb")
+    (results / "results.json").write_text(good)
+    os.mkfifo(results / "samples_peeval_ppl_pg19.jsonl")
+    with pytest.raises(IngestError, match="not a regular file"):
+        ingest([results, ck], tmp_path / "s.duckdb")
+    assert not (tmp_path / "s.duckdb").exists()

@@ -99,6 +99,10 @@ def test_nan_log_likelihood_is_no_perplexity():
         (["--run_name", "../escape"], "--run_name '../escape'"),
         (["--run_name", "a/b"], "--run_name 'a/b'"),
         (["--run_name", "."], "--run_name '.'"),
+        # issue 56: silently rewritten before (another folder's name), and the last of two keys won
+        (["--run_name", "x<script>"], "--run_name 'x<script>': allowed one folder name of 1-150 letters"),
+        (["--run_name", "r" * 300], "--run_name 'rrrrrrrr"),
+        (["--model_args", "pretrained={ck},pretrained={ck}2"], "--model_args: pretrained given twice"),
     ],
 )
 def test_bad_eval_options_are_one_line_and_write_nothing(ck, tmp_path, capsys, flags, needle):

@@ -100,6 +100,13 @@ def test_tokenizer_cli_and_smoke_train_on_the_mirror(tmp_path):
     want += "final_val_loss final_val_ppl training_length"
     assert set(want.split()) <= set(s)
     assert s["pe_options"] == {"mlp_update": False} and s["steps"] == 3 and s["unigram_val_ppl"] > 1
+    from peeval.training.data import load_tokenizer, tokenizer_fingerprint  # issue 56: what eval checks against
+
+    assert (
+        s["tokenizer_hash"]
+        == tokenizer_fingerprint(load_tokenizer(out))
+        == tokenizer_fingerprint(load_tokenizer(tmp_path / "t1"))
+    )
     with open(out / "train_curve.csv") as f:
         assert f.readline().strip() == "step,tokens,lr,train_loss,val_loss,elapsed_s"
 
