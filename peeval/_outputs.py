@@ -129,8 +129,8 @@ def check_output_dir(
     if (hit := overlap(path, inputs, folder=whole)) is not None:
         held = ", lies inside or holds" if whole else " or lies inside"
         raise OutputRefused(f"{option} {path}: is{held} the input {hit}; write it elsewhere")
-    if path.is_symlink() or (path.exists() and not path.is_dir()):
-        raise OutputRefused(f"{option} {path}: exists and is not a folder")
+    if (whole and path.is_symlink()) or (path.exists() and not path.is_dir()):  # a link replaced whole: its target
+        raise OutputRefused(f"{option} {path}: exists and is not a folder{' (a symbolic link)' * path.is_symlink()}")
     if path.is_dir() and any(path.iterdir()) and not own(path):
         shown = ", ".join(sorted(p.name for p in path.iterdir())[:3])
         raise OutputRefused(

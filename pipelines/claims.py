@@ -88,10 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     finally:
         con.close()
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    remove_database(tmp)
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)  # a read-only file system: the one line below
+        remove_database(tmp)
         tcon = duckdb.connect(str(tmp))
         try:
             write_claims(tcon, rows, values, calibration)
