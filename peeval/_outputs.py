@@ -66,9 +66,38 @@ def is_markdown(path: Path) -> bool:
     return text is not None and (not text.strip() or any(line.startswith("|") for line in text.splitlines()))
 
 
+def _json_doc(path: Path):
+    text = _text(path)
+    if text is None:
+        return None
+    try:
+        return json.loads(text) if text.strip() else ...
+    except ValueError:
+        return None
+
+
+def is_bench_report(path: Path) -> bool:
+    """A report of ``peeval bench`` (``{"header", "rows"}``) or ``python -m peeval.bench`` (a list of rows with an
+    ``entry``), or empty: another JSON file (a results.json, a summary) is not one."""
+    doc = _json_doc(path)
+    if doc is ...:
+        return True
+    if isinstance(doc, dict):
+        return set(doc) == {"header", "rows"}
+    return isinstance(doc, list) and all(isinstance(r, dict) and "entry" in r for r in doc)
+
+
+def is_claims_summary(path: Path) -> bool:
+    """The claims stage's verdict counts (``{"comparisons": N, <verdict>: n, ...}``), or empty."""
+    doc = _json_doc(path)
+    return doc is ... or (isinstance(doc, dict) and "comparisons" in doc)
+
+
 #: file kinds an output may replace, by name: (test, what the error calls it)
 FILE_KINDS: dict[str, tuple[Callable[[Path], bool], str]] = {
     "json": (is_json, "a JSON file"),
+    "bench": (is_bench_report, "a bench report"),
+    "claims-summary": (is_claims_summary, "a claims summary"),
     "markdown": (is_markdown, "a markdown table"),
     "duckdb": (is_duckdb, "a DuckDB database"),
 }

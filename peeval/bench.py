@@ -188,9 +188,10 @@ def main(argv=None) -> None:
         from ._outputs import OutputRefused, check_output_file
 
         try:
-            check_output_file(a.json, "--json", "json")
-        except OutputRefused as e:
-            p.error(str(e))
+            check_output_file(a.json, "--json", "bench")
+        except OutputRefused as e:  # one line, exit 2 (argparse's error adds its usage)
+            print(f"peeval.bench: error: {e}", file=sys.stderr)
+            raise SystemExit(2) from None
     pes = a.pe if a.pe is not None else default_entries(a.device)
     if a.lengths is None and not a.train:
         plan = [(mode, [n], train) for mode, n, train in DEFAULT_RUNS]

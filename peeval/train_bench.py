@@ -215,7 +215,7 @@ def check_args(a: argparse.Namespace) -> None:
     from ._outputs import check_output_file
 
     if a.json:  # never over weights, a store or a user's file: only a report of its own kind
-        check_output_file(a.json, "--json", "json", inputs=[a.md] if a.md else [])
+        check_output_file(a.json, "--json", "bench", inputs=[a.md] if a.md else [])
     if a.md:
         check_output_file(a.md, "--md", "markdown", inputs=[a.json] if a.json else [])
 

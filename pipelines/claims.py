@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     try:  # a store, the claims file or the verdicts are never overwritten by another output
         check_output_file(out, "--out", "duckdb", inputs=(args.db, args.claims))
         if args.summary:
-            check_output_file(args.summary, "--summary", "json", inputs=(args.db, args.claims, out))
+            check_output_file(args.summary, "--summary", "claims-summary", inputs=(args.db, args.claims, out))
     except OutputRefused as e:
         print(f"pipelines/claims.py: {e}", file=sys.stderr)
         return 2

@@ -60,6 +60,11 @@ def test_bench_report_never_replaces_weights(tmp_path, monkeypatch, capsys, opti
     weights.write_bytes(WEIGHTS)
     assert peeval_main(["bench", "--train", "--profile", "smoke", "--pe", "rope", option, str(weights)]) == 2
     assert option in _one_line(capsys.readouterr().err) and weights.read_bytes() == WEIGHTS
+    results = tmp_path / "results.json"  # valid JSON (and text), but an evaluation's results: not a report
+    results.write_text('{"results": {"t": {"acc,none": 0.5}}, "peeval": {}}\n')
+    before = results.read_bytes()
+    assert peeval_main(["bench", "--train", "--profile", "smoke", "--pe", "rope", option, str(results)]) == 2
+    assert option in _one_line(capsys.readouterr().err) and results.read_bytes() == before
     # a report of its own kind is replaced as before
     own = tmp_path / ("r.json" if option == "--json" else "r.md")
     own.write_text("[]" if option == "--json" else "| old |\n")
@@ -165,6 +170,11 @@ def test_export_overwrite_never_deletes_a_sibling_named_like_its_backup(tmp_path
         (b"my notes", "markdown", False),
         (WEIGHTS, "markdown", False),
         (b"{}", "duckdb", False),
+        (b'{"results": {}, "peeval": {}}', "bench", False),  # JSON, but an evaluation's results, not a report
+        (b'{"header": "h", "rows": []}', "bench", True),
+        (b'[{"entry": "rope"}]', "bench", True),
+        (b'{"results": {}}', "claims-summary", False),
+        (b'{"comparisons": 3, "reproduced": 1}', "claims-summary", True),
     ],
 )
 def test_file_kinds_are_told_by_content(tmp_path, content, kind, ok):
