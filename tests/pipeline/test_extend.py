@@ -188,10 +188,9 @@ def test_extend_stages_ingest_and_claims(tmp_path):
         ).fetchall()
     )
     con.close()
-    scaled = got["tape-t2-scaled-pg19:tape-vs-lora"]
-    assert scaled.startswith("not decidable here") and "not decidable at this scale" in scaled, scaled
+    # fewer than 3 runs per side (issue 55) of 2-step extensions: read, never decided (SCROLLS after it too)
+    for claim in ("tape-t2-scaled-pg19:tape-vs-lora", "tape-t2-scaled-scrolls-contract-nli:tape-vs-lora"):
+        verdict = got[claim]
+        assert verdict.split(" | ")[0] in ("not decidable here", "not learned at this scale"), verdict
+        assert "runs per side" in verdict and "tape seed 0" in verdict, verdict
     assert got["tape-t2-ctx-ext-pg19:tape-vs-lora"].startswith("not measured"), got  # SmolLM2's claim: not these runs
-    # SCROLLS after the extension: paired by document (McNemar on em), and judged by the base's budget too
-    scrolls = got["tape-t2-scaled-scrolls-contract-nli:tape-vs-lora"]
-    assert scrolls.startswith("not decidable here") and "not decidable at this scale" in scrolls, scrolls
-    assert "paired on 2 shared examples" in scrolls, scrolls
