@@ -4,7 +4,7 @@ results/<kind>/<name>/<suite>/results.json (+ samples).
     python pipelines/eval.py pretrain <encoding> <suite>
     python pipelines/eval.py diag <run> <seed>          (a diagnostics.runs entry)
     python pipelines/eval.py adapt <method> <suite>
-    python pipelines/eval.py extend <method> <suite>    (the pipeline's rope model extended: params.yaml extend)
+    python pipelines/eval.py extend <name> <suite>      (a rope model extended: <method><tag>, params.yaml extend)
     python pipelines/eval.py base <suite>      (the adapters' base model as shipped: their reference row)
 
 A suite with context lengths reads up to its longest. Any other (SCROLLS) reads its prompts at the model's
@@ -70,7 +70,7 @@ def argv_for(kind: str, name: str, what: str, p: PipelineParams) -> list[str]:
                 if kind == "adapt":
                     ck = ADAPT / name
                 else:
-                    ck = EXTEND / entry({m: m for m in p.extend.methods}, "extend.methods", name)
+                    ck = EXTEND / entry({n: n for n in p.extend.runs()}, "extend (<method><tag>)", name)
                 s = read_json(ck / "adapt_summary.json")
                 margs = f"pretrained={s['base']},adapter={ck}"
                 gguf = s.get("gguf_file")

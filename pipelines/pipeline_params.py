@@ -260,15 +260,49 @@ class Adapt(Strict):
     train: Sets
 
 
-class Extend(Strict):
-    """Context extension of the pipeline's own pretrained model (TAPE table 2 scaled down): ``base`` (an
-    encodings key, a rope model) adapted with each of ``methods`` on ``train.set`` (seq_len: the new window,
-    factor, steps: the same data and steps for every method), read by the ``eval`` suites."""
+#: an extension's folder tag: '' (checkpoints/extend/<method>) or '-<name>' (checkpoints/extend/<method>-s1)
+_TAG = re.compile(r"(-[a-z0-9_]+)*")
 
-    base: str
+
+def _tag(v: str) -> str:
+    if not _TAG.fullmatch(v):
+        raise ValueError("'' or '-' and lower-case letters, digits, '_' (checkpoints/extend/<method><tag>)")
+    return v
+
+
+class ExtendBase(Strict):
+    """One model extended (extend.bases entry): ``encoding`` (an encodings key, a rope model) and the ``tag``
+    its extensions' folders carry, checkpoints/extend/<method><tag> ('' for one base, '-s1' for its seed 1)."""
+
+    encoding: str
+    tag: Annotated[str, AfterValidator(_tag)]
+
+
+class Extend(Strict):
+    """Context extension of the pipeline's own pretrained models (TAPE table 2 scaled down): each of ``bases``
+    (rope models, one per seed: the training run is the unit of replication, so each method is trained once
+    per base, with that base's seed) adapted with each of ``methods`` on ``train.set`` (seq_len: the new
+    window, factor, steps: the same data and steps for every method), read by the ``eval`` suites."""
+
+    bases: Annotated[
+        list[ExtendBase],
+        Allowed("a list of {encoding: <a rope encodings key>, tag: '' or '-<name>' (lower-case letters, digits, _)}"),
+    ]
     methods: Annotated[Names, _one_of(adapt_methods)]
     train: Sets
     eval: Names
+
+    @model_validator(mode="after")
+    def _distinct_bases(self):
+        for key in ("encoding", "tag"):
+            seen = [getattr(b, key) for b in self.bases]
+            if len(set(seen)) != len(seen):
+                raise At("bases", f"{key}s repeat ({', '.join(map(repr, seen))}); one entry per base, tags distinct")
+        return self
+
+    def runs(self) -> dict[str, tuple[str, str]]:
+        """Every extension, folder name -> (method, base encoding): ``<method><tag>`` for each method x base."""
+        return {f"{m}{b.tag}": (m, b.encoding) for m in self.methods for b in self.bases}
 
 
 def _profile(v: str) -> str:
@@ -305,12 +339,19 @@ class PipelineParams(Strict):
             raise At("shift.encodings", f"unknown {', '.join(map(repr, bad))}; allowed encodings.* keys: "
                      f"{', '.join(self.encodings)}")  # fmt: skip
         if self.extend.methods:
-            if self.extend.base not in self.encodings:
-                raise At("extend.base", f"unknown {self.extend.base!r}; allowed encodings.* keys: "
-                         f"{', '.join(self.encodings)}", self.extend.base)  # fmt: skip
-            if (pe := self.encodings[self.extend.base].pe) != "rope":
-                raise At("extend.base", f"encodings.{self.extend.base} is pe {pe!r}; the extension methods "
-                         "rescale or adapt RoPE: name a rope encoding", self.extend.base)  # fmt: skip
+            if not self.extend.bases:
+                raise At("extend.bases", "empty; name the rope models the methods extend "
+                         "([{encoding: rope, tag: ''}, ...])", [])  # fmt: skip
+            for i, b in enumerate(self.extend.bases):
+                if b.encoding not in self.encodings:
+                    raise At(f"extend.bases.{i}.encoding", f"unknown {b.encoding!r}; allowed encodings.* keys: "
+                             f"{', '.join(self.encodings)}", b.encoding)  # fmt: skip
+                if (pe := self.encodings[b.encoding].pe) != "rope":
+                    raise At(f"extend.bases.{i}.encoding", f"encodings.{b.encoding} is pe {pe!r}; the extension "
+                             "methods rescale or adapt RoPE: name a rope encoding", b.encoding)  # fmt: skip
+            if len(names := self.extend.runs()) != len(self.extend.methods) * len(self.extend.bases):
+                raise At("extend.bases", "a method and a tag make the folder name of another extension; "
+                         f"choose other tags ({', '.join(names)})", [b.tag for b in self.extend.bases])  # fmt: skip
         bad = [x for x in self.extend.eval if x not in self.eval.suites]
         if bad:
             raise At("extend.eval", f"unknown {', '.join(map(repr, bad))}; allowed eval.suites keys: "

@@ -160,12 +160,15 @@ def active_profile(params: str | Path = PARAMS_DIR.parent / "params.yaml", folde
 def design_runs(p: dict, claim: Claim, variant: Variant) -> int:
     """How many independently trained runs (seeds) the parameter file ``p`` gives ``variant`` by design (0: none):
     a diagnostic claim's ``diagnostics.seeds``; a pretrained encoding's entries (one per seed; the shift stage's
-    for TAPE table 8); an adapter or extension method 1 (one run per method, whatever its seed)."""
+    for TAPE table 8); an extension method one per ``extend.bases`` entry (one run per base seed); an adapter of
+    the packaged base 1 (one run per method, whatever its seed)."""
     if not runs_variant(p, claim, variant):
         return 0
     if all(records.split_diag_task(t) is not None for t in claim.leaves):
         return len((p.get("diagnostics") or {}).get("seeds") or [0])
     if variant.method:
+        if "base" in claim.run_params:  # stage extend: each method trained once on each base (issue 55)
+            return len((p.get("extend") or {}).get("bases") or [])
         return 1
     encodings = {k: e for k, e in (p.get("encodings") or {}).items() if isinstance(e, dict)}
     mine = [k for k, e in encodings.items() if _options_match(claim, variant, e)]

@@ -175,7 +175,8 @@ def run_rows(doc: dict, path: Path, root: Path, prov: dict, record: RunRecord, g
         raise IngestError(f"{path}: bad peeval.date ({e})") from e
     params = _params(doc, path, prov, model_args, record)
     train = record.train or {}
-    seed = whole(train.get("seed", prov.get("seed")), "seed", None)  # the training's seed, else the evaluation's
+    # the training's seed (a pretraining's, an adapter's or extension's own), else the evaluation's
+    seed = whole((record.train or record.adapt or {}).get("seed", prov.get("seed")), "seed", None)
     run: RunRow = {
         "run_id": got.run_id, "name": record.name, "kind": record.kind, "checkpoint": record.checkpoint,
         "pe": record.pe, "pe_options": json.dumps(record.pe_options, sort_keys=True),
