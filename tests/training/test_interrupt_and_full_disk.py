@@ -20,7 +20,7 @@ def tree(root: Path) -> dict[str, bytes]:
 
 def _lines(err: str) -> list[str]:
     """stderr without progress bars and transformers' own log lines: peeval's lines."""
-    noise = ("it/s]", "Loading weights", "[transformers]")
+    noise = ("it/s]", "examples/s]", "%|", "Loading weights", "[transformers]")  # datasets' bars on a cold cache
     return [li for li in err.splitlines() if li.strip() and not any(n in li for n in noise)]
 
 
