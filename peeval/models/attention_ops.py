@@ -285,6 +285,7 @@ def flex_bias_attention(q, k, v, score_mod, *, scale=None, state=None):
 
     if _compiled_flex is None:
         _compiled_flex = torch.compile(flex_attention)  # dynamic shapes after a first recompile
+    run = flex_attention if torch.compiler.is_compiling() else _compiled_flex  # inside a compiled model: traced
     nq, nk = q.shape[2], k.shape[2]
     key = ("flex_block_mask", nq, nk, q.device)
     mask = state.get(key) if state is not None else None
@@ -292,9 +293,7 @@ def flex_bias_attention(q, k, v, score_mod, *, scale=None, state=None):
         mask = create_block_mask(causal_mod, None, None, nq, nk, device=q.device)
         if state is not None:
             state[key] = mask
-    return _compiled_flex(
-        q, k, v, score_mod=score_mod, block_mask=mask, scale=scale, enable_gqa=q.shape[1] != k.shape[1]
-    )
+    return run(q, k, v, score_mod=score_mod, block_mask=mask, scale=scale, enable_gqa=q.shape[1] != k.shape[1])
 
 
 def causal_mod(b, h, q_idx, kv_idx):

@@ -26,7 +26,6 @@ EPS = 1e-2
 
 class Kerple(DistanceBias):
     name = "kerple"
-    cuda_train_backend = "eager"  # gpu-profile training step, H200, bf16: eager 1.76x rope, blocked 2.72x, flex 3.58x
     options = {
         "variant": Option("log", ("log", "power"), help="the kernel: log or power"),
         "share_layers": Option(True, BOOL, help="one kernel for all layers (the reference) or one per layer"),
