@@ -83,6 +83,23 @@ def test_no_graph_break_in_the_cuda_training_forward(pe, cuda_plan):
     assert explained.graph_count == 1
 
 
+@pytest.mark.parametrize("pe", ["alibi", "fire"])  # a distance table's score_mod (t5 and kerple share it), fire's own
+def test_no_graph_break_in_the_cuda_inference_forward(pe, cuda_plan, monkeypatch):
+    """CUDA inference of a position bias runs FlexAttention (the table): traced inside the model's graph, the
+    block mask and score_mod included (FlexAttention's forward runs on the CPU)."""
+    ran = set()
+    attend = attn.attend
+    monkeypatch.setattr(attn, "attend", lambda how, call: ran.add(how) or attend(how, call))
+    torch._dynamo.reset()
+    m = tiny_model(pe)
+    with torch.no_grad():
+        explained = torch._dynamo.explain(lambda x: m(input_ids=x, use_cache=False).logits)(
+            torch.randint(0, 61, (2, 16))
+        )
+    assert explained.graph_break_count == 0, [str(b.reason).splitlines()[0] for b in explained.break_reasons]
+    assert ran == {"flex"}
+
+
 def grads(m, fn, x):
     m.zero_grad(set_to_none=True)
     loss = fn(m, x, x)
