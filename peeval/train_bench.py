@@ -113,20 +113,29 @@ def time_entry(entry, prof, *, batch, seq_len, device, autocast, steps, warmup, 
         ran.add(how)
         return attend(how, call)
 
+    def loss_and_backward(fn) -> None:
+        with torch.autocast(device.split(":")[0], dtype=dtype, enabled=dtype is not None):
+            loss = fn(model, x, x) / (x.numel() - x.shape[0])  # the mean next-token loss
+        loss.backward()
+
     def one_step() -> float:
         _sync(device)
         t = time.perf_counter()
-        with torch.autocast(device.split(":")[0], dtype=dtype, enabled=dtype is not None):
-            loss = loss_of(model, x, x) / (x.numel() - x.shape[0])  # the mean next-token loss
-        loss.backward()
+        loss_and_backward(loss_of)
         opt.step()
         opt.zero_grad(set_to_none=True)
         _sync(device)
         return time.perf_counter() - t
 
-    start = time.perf_counter()
-    attn.attend = record  # for every step: a compiled graph traced with it is not retraced without it
+    # the back-ends that run: recorded in the eager steps; a compiled entry records them in one eager forward and
+    # backward first (no optimizer step), since dynamo guards on the recording set and would recompile as it grows
+    attn.attend = record
     try:
+        if compiled:
+            loss_and_backward(summed_loss)
+            model.zero_grad(set_to_none=True)
+            attn.attend = attend
+        start = time.perf_counter()
         warm = [one_step() for _ in range(max(1, warmup))]
         times: list[float] = []
         while len(times) < steps and (not times or time.perf_counter() - start < entry_seconds):
