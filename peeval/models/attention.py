@@ -60,7 +60,8 @@ class AttentionCall:
         state = self.ctx.state
         if "attn_padded" not in state:  # one host sync per forward, not per layer
             mask = self.attention_mask
-            state["attn_padded"] = mask is not None and not bool(mask.all())
+            # compiled: a given mask counts as padding without a host sync (modeling_peeval._maybe_padded)
+            state["attn_padded"] = mask is not None and (torch.compiler.is_compiling() or not bool(mask.all()))
         return state["attn_padded"]
 
     @property

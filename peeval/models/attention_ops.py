@@ -38,7 +38,8 @@ def build_allowed(attention_mask: torch.Tensor | None, nq: int, nk: int, device)
     Padded keys are masked; every token may always see itself, so that rows of left
     padding stay finite instead of turning into NaN that leaks into later layers.
     """
-    if attention_mask is not None and bool((attention_mask == 0).any()):
+    # compiled: built without reading the mask (no host sync); for a mask of ones it is the causal mask
+    if attention_mask is not None and (torch.compiler.is_compiling() or bool((attention_mask == 0).any())):
         pad = attention_mask[:, None, None, -nk:].bool()
         causal = causal_allowed(nq, nk, device)[None, None]
         diag = torch.zeros(nq, nk, dtype=torch.bool, device=device)

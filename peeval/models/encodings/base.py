@@ -158,6 +158,8 @@ class PEContext:
     attn_input: torch.Tensor | None = None
     #: max position + 1, where the shapes alone say it (positions 0..Nk-1 of every row); None: read from data
     n_positions: int | None = None
+    #: every position is below this (from the shapes: Nk for positions built from the indices or a mask); None: unknown
+    position_bound: int | None = None
     #: an upper bound on i − j + 1 known from the shapes (keys contiguous: Nk; randpe: max_positions), so that
     #: distance tables are sized without a host sync (a compiled graph's break, issue 57); None: read from data
     max_distance: int | None = None

@@ -134,5 +134,6 @@ class RandPE(Encoding):
             remapped=True,
             n_positions=None,
             max_distance=self.opts["max_positions"],  # drawn positions lie in [0, max_positions)
+            position_bound=self.opts["max_positions"],
         )
         return self.base, inner
