@@ -53,8 +53,10 @@ def publish(
     checkpoints: Path = Path("checkpoints"),
     out: Path = PUBLISHED,
     replace: bool = False,
+    run_source: dict | None = None,
 ) -> Path:
-    """Copy ``results`` and the checkpoints' summaries into ``out/<profile>``; returns that folder."""
+    """Copy ``results`` and the checkpoints' summaries into ``out/<profile>``; returns that folder.
+    ``run_source``: what a run elsewhere said of itself (``publish_tarball``), kept in SOURCE.json as ``run``."""
     if not PROFILE.match(profile or ""):
         raise PublishError(f"--profile {profile!r}: lower-case letters, digits, '_' or '-' (e.g. gpu)")
     if not machine or not machine.strip():
@@ -123,6 +125,7 @@ def publish(
             # each training profile's default shape now: ingest names a pretrained model of another shape with its
             # size (a ladder rung, issue 43), and a profile resized later does not rename what was published
             "default_shapes": {name: model_shape(get_profile("train", name)) for name in TRAIN_PROFILES},
+            **({"run": run_source} if run_source else {}),
         }
         (tmp / SOURCE_FILE).write_text(json.dumps(source, indent=1) + "\n", encoding="utf-8")
         replace_dir(tmp, target)
@@ -147,6 +150,36 @@ def _is_published(folder: Path) -> bool:
         return True
     present = {f.relative_to(folder).as_posix() for f in folder.rglob("*") if not f.is_dir()}
     return present - {SOURCE_FILE} <= set(listed)
+
+
+#: what SOURCE.json's ``run`` keeps of a tarball's gpu_diag.json (benchmarks/gpu_diag.py)
+RUN_SOURCE_KEYS = ("device", "torch", "commit", "commit_dirty", "jobs", "started", "wall_s", "dry_run_cpu")
+
+
+def publish_tarball(tarball: Path, profile: str, machine: str, out: Path = PUBLISHED, replace: bool = False) -> Path:
+    """Publish results made on another machine (``benchmarks/gpu_diag.sh``'s gpu-diag.tar.gz: results/ and
+    checkpoints/ as in a repository, and gpu_diag.json): unpacked into a temporary folder and published from there
+    as from a repository root; SOURCE.json's ``run`` names the device, torch and commit the tarball says."""
+    import contextlib
+    import tarfile
+
+    if not Path(tarball).is_file():
+        raise PublishError(f"--tarball {tarball}: no such file")
+    out = Path(out).resolve()
+    with tempfile.TemporaryDirectory(prefix=".publish-tarball.") as tmp:
+        try:
+            with tarfile.open(tarball) as tf:
+                tf.extractall(tmp, filter="data")  # no absolute paths, links out or devices
+        except (tarfile.TarError, OSError) as e:
+            why = " ".join(str(e).split())[:120]  # tarfile's reasons span lines
+            raise PublishError(f"--tarball {tarball}: not a readable tar archive ({type(e).__name__}: {why})") from None
+        manifest = Path(tmp) / "gpu_diag.json"
+        run = json.loads(manifest.read_text(encoding="utf-8")) if manifest.is_file() else {}
+        if run.get("dry_run_cpu"):
+            raise PublishError(f"--tarball {tarball}: a --cpu dry run (not a measurement): not published")
+        with contextlib.chdir(tmp):
+            return publish(profile, machine, Path("results"), Path("checkpoints"), out=out, replace=replace,
+                           run_source={k: run[k] for k in RUN_SOURCE_KEYS if k in run} or None)  # fmt: skip
 
 
 def _cpu_line(cpu) -> str:
@@ -214,10 +247,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--checkpoints", default="checkpoints", type=Path)
     p.add_argument("--replace", action="store_true", help="publish over an existing <out>/<profile>")
     p.add_argument("--out", default=PUBLISHED, type=Path, help="where published profiles live (leaderboard/published)")
+    p.add_argument("--tarball", default=None, type=Path, help="publish this tarball of benchmarks/gpu_diag.sh "
+                   "instead of --results / --checkpoints")  # fmt: skip
     a = p.parse_args(argv)
 
     def action() -> str:
-        target = publish(a.profile, a.machine, a.results, a.checkpoints, out=a.out, replace=a.replace)
+        if a.tarball is not None:
+            target = publish_tarball(a.tarball, a.profile, a.machine, out=a.out, replace=a.replace)
+        else:
+            target = publish(a.profile, a.machine, a.results, a.checkpoints, out=a.out, replace=a.replace)
         return f"{target} (commit it; the ingest stage reads it beside the local runs)"
 
     return run_command("publish", action, (PublishError, OSError))

@@ -199,7 +199,7 @@ def _add_train_parsers(sub) -> None:
         "--compile",
         default="auto",
         help="the training step's path: on (torch.compile + fused AdamW), off (eager, the reference), auto "
-        "(default: on for a CPU run of >= 100 steps; peeval/training/speed.py)",
+        "(default: on for every CUDA run and a CPU text run of >= 1000 steps; peeval/training/speed.py)",
     )
     t.set_defaults(func=cmd_train)
     k = sub.add_parser("tokenizer", help="build the profile's tokenizer (byte-level BPE or GPT-2)")

@@ -91,14 +91,18 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def time_entry(entry, prof, *, batch, seq_len, device, autocast, steps, warmup, entry_seconds) -> dict:
-    """One entry's row: median step time of up to ``steps`` steps after ``warmup``, and what ran."""
+def time_entry(entry, prof, *, batch, seq_len, device, autocast, steps, warmup, entry_seconds, compiled=False) -> dict:
+    """One entry's row: median step time of up to ``steps`` steps after ``warmup``, and what ran.
+    ``compiled``: the loss through ``speed.compiled_loss`` and fused AdamW, as ``peeval train`` on CUDA."""
     import torch
 
     import peeval.models.attention as attn
+    from peeval.training.speed import compiled_loss, make_optimizer, summed_loss
 
     model = build(entry, prof, seq_len, device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    opt = make_optimizer([{"params": list(model.parameters()), "weight_decay": 0.0}],
+                         {"lr": 1e-4, "betas": (0.9, 0.999)}, compiled)  # fmt: skip
+    loss_of = compiled_loss() if compiled else summed_loss
     g = torch.Generator().manual_seed(0)
     x = torch.randint(0, prof["vocab_size"], (batch, seq_len), generator=g).to(device)
     dtype = torch.bfloat16 if autocast == "bf16" else None
@@ -109,30 +113,40 @@ def time_entry(entry, prof, *, batch, seq_len, device, autocast, steps, warmup, 
         ran.add(how)
         return attend(how, call)
 
+    def loss_and_backward(fn) -> None:
+        with torch.autocast(device.split(":")[0], dtype=dtype, enabled=dtype is not None):
+            loss = fn(model, x, x) / (x.numel() - x.shape[0])  # the mean next-token loss
+        loss.backward()
+
     def one_step() -> float:
         _sync(device)
         t = time.perf_counter()
-        with torch.autocast(device.split(":")[0], dtype=dtype, enabled=dtype is not None):
-            loss = model(x, labels=x, use_cache=False).loss
-        loss.backward()
+        loss_and_backward(loss_of)
         opt.step()
         opt.zero_grad(set_to_none=True)
         _sync(device)
         return time.perf_counter() - t
 
-    start = time.perf_counter()
+    # the back-ends that run: recorded in the eager steps; a compiled entry records them in one eager forward and
+    # backward first (no optimizer step), since dynamo guards on the recording set and would recompile as it grows
     attn.attend = record
     try:
+        if compiled:
+            loss_and_backward(summed_loss)
+            model.zero_grad(set_to_none=True)
+            attn.attend = attend
+        start = time.perf_counter()
         warm = [one_step() for _ in range(max(1, warmup))]
+        times: list[float] = []
+        while len(times) < steps and (not times or time.perf_counter() - start < entry_seconds):
+            times.append(one_step())
     finally:
         attn.attend = attend
-    times: list[float] = []
-    while len(times) < steps and (not times or time.perf_counter() - start < entry_seconds):
-        times.append(one_step())
     params = sum(p.numel() for p in model.parameters())
     mem = torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else None
     return {"entry": entry, "step_s": statistics.median(times), "steps_timed": len(times), "first_step_s": warm[0],
-            "params": params, "tokens_per_step": batch * seq_len, "backends": sorted(ran), "peak_mib": mem}  # fmt: skip
+            "params": params, "tokens_per_step": batch * seq_len, "backends": sorted(ran), "peak_mib": mem,
+            "compiled": compiled}  # fmt: skip
 
 
 def finish(rows: list[dict], peak: float | None) -> list[dict]:
@@ -182,6 +196,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--entry_seconds", type=float, default=60.0, help="stop timing an entry after this (>= 1 step)")
     p.add_argument("--peak_flops", type=float, default=None, help="FLOP/s of the device (default: 989e12 on "
                    "H100/H200, none elsewhere)")  # fmt: skip
+    p.add_argument("--compile", default="auto", choices=["auto", "on", "off"], help="the step's path, as "
+                   "peeval train's --compile: auto (default) compiles on CUDA (torch.compile + fused AdamW), "
+                   "not on the CPU")  # fmt: skip
     p.add_argument("--json", default=None, help="write the rows here (after every entry)")
     p.add_argument("--md", default=None, help="write the markdown table here (after every entry)")
 
@@ -231,18 +248,20 @@ def run(a: argparse.Namespace) -> list[dict]:
     autocast = a.autocast or ("bf16" if device.startswith("cuda") else "none")
     entries = list(dict.fromkeys(["rope", *(a.pe if a.pe else default_entries(device))]))
     peak = peak_flops(device, a.peak_flops)
+    compiled = a.compile == "on" or (a.compile == "auto" and device.startswith("cuda"))
     name = torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else "cpu"
     shape = ", ".join(f"{k}={prof[k]}" for k in SHAPE_KEYS[:5])
     header = (f"training step (forward + backward + AdamW), profile {a.profile}: {shape}, vocab {prof['vocab_size']}, "
               f"batch {batch} x {seq_len} tokens; device {name}, autocast {autocast}, threads "
-              f"{torch.get_num_threads()}, torch {torch.__version__}; peak "
+              f"{torch.get_num_threads()}, torch {torch.__version__}, {'compiled' if compiled else 'eager'}; peak "
               f"{f'{peak:.3g} FLOP/s' if peak else 'none assumed'}")  # fmt: skip
     print(header, flush=True)
     rows: list[dict] = []
     for entry in entries:
         try:
             row = time_entry(entry, prof, batch=batch, seq_len=seq_len, device=device, autocast=autocast,
-                             steps=a.steps, warmup=a.warmup, entry_seconds=a.entry_seconds)  # fmt: skip
+                             steps=a.steps, warmup=a.warmup, entry_seconds=a.entry_seconds,
+                             compiled=compiled)  # fmt: skip
         except torch.OutOfMemoryError as e:
             row = {"entry": entry, "error": f"out of memory: {' '.join(str(e).split())[:160]}"}
         except Exception as e:  # one entry's failure is a row; the others still run

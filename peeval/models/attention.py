@@ -60,7 +60,8 @@ class AttentionCall:
         state = self.ctx.state
         if "attn_padded" not in state:  # one host sync per forward, not per layer
             mask = self.attention_mask
-            state["attn_padded"] = mask is not None and not bool(mask.all())
+            # compiled: a given mask counts as padding without a host sync (modeling_peeval._maybe_padded)
+            state["attn_padded"] = mask is not None and (torch.compiler.is_compiling() or not bool(mask.all()))
         return state["attn_padded"]
 
     @property
@@ -140,7 +141,8 @@ def _flex(c):
     detached copies (``_probe_flex_backward``): the backward is compiled there, inside this call, so
     that a failing compilation (FIRE's ``score_mod`` on an H200, issue 46) can still fall back."""
     try:
-        if torch.is_grad_enabled() and any(t.requires_grad for t in (c.q, c.k, c.v, *c.bias.tensors)):
+        grad = torch.is_grad_enabled() and any(t.requires_grad for t in (c.q, c.k, c.v, *c.bias.tensors))
+        if grad and not torch.compiler.is_compiling():  # compiled whole, the model's graph holds the backward
             _probe_flex_backward(c)
         return flex_bias_attention(c.q, c.k, c.v, c.bias.score_mod(), scale=c.scale, state=c.ctx.state), None
     except torch.OutOfMemoryError:
@@ -184,12 +186,11 @@ def fall_back(name: str, c: AttentionCall, error: Exception):
 
 
 def fallback_for(c: AttentionCall, failed: str) -> str:
-    """The back-end after ``failed``: the encoding's measured default where one applies
-    (``measured_default``), else the next of the request's ``PREFERENCE`` that can run."""
-    order = PREFERENCE[c.request]
+    """The back-end after ``failed``: the next of the request's ``PREFERENCE`` that can run (on CUDA
+    never ``blocked`` unless asked for: sdpa with the N×N bias)."""
+    order = _candidates(c, PREFERENCE[c.request])
     after = order[order.index(failed) + 1 :] if failed in order else order
-    measured = measured_default(c, any_request=True)
-    for name in ([measured] if measured else []) + list(after):
+    for name in after:
         if name != failed and BACKENDS[name].can_run(c):
             return name
     return "sdpa"
@@ -222,10 +223,8 @@ BACKENDS: dict[str, Backend] = {
     "sdpa": Backend(_always, _sdpa),
 }
 
-#: per ``attn_backend``: the back-ends tried in order; the first that can run does. A position-only
-#: bias defaults to FlexAttention on CUDA for a whole causal pass, else the blocked path (measured
-#: faster than the N×N bias on the CPU, forward and training; issue 17); a training step on CUDA
-#: first takes the encoding's ``cuda_train_backend`` (``measured_default``).
+#: per ``attn_backend``: the back-ends tried in order; the first that can run does (on CUDA never
+#: ``blocked`` unless asked for by name: sdpa with the N×N bias is the fallback there, issue 57).
 PREFERENCE: dict[str, tuple[str, ...]] = {
     "eager": ("eager",),
     "triton": ("triton", "content_blocks", "flex", "blocked", "sdpa"),
@@ -236,26 +235,65 @@ PREFERENCE: dict[str, tuple[str, ...]] = {
 }
 
 
-def measured_default(c: AttentionCall, any_request: bool = False) -> str | None:
-    """The encoding's ``cuda_train_backend`` (measured faster than this module's default in a
-    training step of the gpu profile on an H200, issue 46: eager for t5 / kerple / cope / fire, up to
-    ``EAGER_TRAIN_MAX_LEN`` tokens) when it applies:
-    the default request (``sdpa``; any, after a failure), CUDA, autograd on, a whole causal pass,
-    and it can run."""
-    name = getattr(c.pe, "cuda_train_backend", None)
-    default = any_request or c.request == "sdpa"
-    if name is None or not default or not _is_cuda(c.q) or not torch.is_grad_enabled() or not c.whole:
+@dataclass(frozen=True)
+class Defaults:
+    """An encoding's back-end for a whole causal pass (no cache history, no padding) of the default
+    request: on the CPU, on CUDA for inference, and on CUDA under autograd (a training step)."""
+
+    cpu: str
+    cuda: str
+    cuda_train: str
+
+
+_PLAIN = Defaults("sdpa", "sdpa", "sdpa")
+#: THE table of default back-ends (issue 57): ``plan`` and the tests read it, nothing else decides a default.
+#: CPU: blocked sdpa for a position bias (issue 17: faster than the N×N bias, memory linear in N).
+#: CUDA inference: FlexAttention (no N×N tensor at 32k tokens). CUDA training: alibi FlexAttention
+#: (1.11x rope at 512, issue 46); t5 / kerple / fire sdpa with the N×N bias built once per forward
+#: (t5, alibi, kerple: one table for every layer) or layer (fire), whose gradient sdpa's memory-efficient
+#: kernel returns: FlexAttention's backward scatters into the small tables with atomics (t5 / kerple
+#: 3.6x rope at 512 and 2,048) and fire's did not compile on an H200; eager held every layer's
+#: probabilities (fire 58.8 GiB). CoPE: its query blocks, sized for the device (cope.block_elements).
+#: Not yet re-measured on a GPU (docs/gpu.md).
+DEFAULT_BACKENDS: dict[str, Defaults] = {
+    "nope": _PLAIN,
+    "learned": _PLAIN,
+    "sinusoidal": _PLAIN,
+    "rope": _PLAIN,
+    "xpos": _PLAIN,
+    "randpe": _PLAIN,  # its base's table applies (the encoding whose hooks run)
+    "pope": _PLAIN,
+    "tape": _PLAIN,
+    "alibi": Defaults("blocked", "flex", "flex"),
+    "t5": Defaults("blocked", "flex", "sdpa"),
+    "kerple": Defaults("blocked", "flex", "sdpa"),
+    "fire": Defaults("blocked", "flex", "sdpa"),
+    "cope": Defaults("content_blocks", "content_blocks", "content_blocks"),
+}
+
+
+def default_backend(pe: str, device_type: str, training: bool) -> str:
+    """The table's entry (an encoding missing from it: plain sdpa)."""
+    d = DEFAULT_BACKENDS.get(pe, _PLAIN)
+    if device_type != "cuda":
+        return d.cpu
+    return d.cuda_train if training else d.cuda
+
+
+def _candidates(c: AttentionCall, order) -> list[str]:
+    """``order`` on this device: on CUDA without ``blocked`` unless it was asked for by name."""
+    return [n for n in order if n != "blocked" or c.request == "blocked" or not _is_cuda(c.q)]
+
+
+def _table_default(c: AttentionCall) -> str | None:
+    """The table's back-end when it applies: the default request, a whole causal pass, and it can run."""
+    if c.request != "sdpa" or not c.whole:
         return None
+    training = torch.is_grad_enabled() and c.q.requires_grad
+    name = default_backend(c.pe.name, "cuda" if _is_cuda(c.q) else "cpu", training)
     if (name, c.pe.name, c.q.device.type) in BROKEN or not BACKENDS[name].can_run(c):
         return None
-    if name == "eager" and c.q.shape[-2] > EAGER_TRAIN_MAX_LEN:  # its N x N probabilities: measured at 512 only
-        return None
     return name
-
-
-#: the longest sequence a measured ``eager`` default trains on (the gpu profile's 512, with room): beyond it the
-#: N x N probabilities of every layer would outgrow the memory the measurement saw (fire: 58.8 GiB at 64 x 512)
-EAGER_TRAIN_MAX_LEN = 1024
 
 
 def plan(call: AttentionCall) -> str:
@@ -267,10 +305,10 @@ def plan(call: AttentionCall) -> str:
     call.bias = call.pe.bias(call.layer, call.ctx)
     if call.output_attentions:
         return "eager"
-    measured = measured_default(call)
-    if measured is not None:
-        return measured
-    for name in PREFERENCE[call.request]:
+    table = _table_default(call)
+    if table is not None:
+        return table
+    for name in _candidates(call, PREFERENCE[call.request]):
         if (name, call.pe.name, call.q.device.type) in BROKEN:  # ``fall_back`` said so already:
             return fallback_for(call, name)  # the back-end its line named, on every later call too
         if BACKENDS[name].can_run(call):

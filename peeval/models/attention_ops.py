@@ -38,7 +38,8 @@ def build_allowed(attention_mask: torch.Tensor | None, nq: int, nk: int, device)
     Padded keys are masked; every token may always see itself, so that rows of left
     padding stay finite instead of turning into NaN that leaks into later layers.
     """
-    if attention_mask is not None and bool((attention_mask == 0).any()):
+    # compiled: built without reading the mask (no host sync); for a mask of ones it is the causal mask
+    if attention_mask is not None and (torch.compiler.is_compiling() or bool((attention_mask == 0).any())):
         pad = attention_mask[:, None, None, -nk:].bool()
         causal = causal_allowed(nq, nk, device)[None, None]
         diag = torch.zeros(nq, nk, dtype=torch.bool, device=device)
@@ -285,6 +286,7 @@ def flex_bias_attention(q, k, v, score_mod, *, scale=None, state=None):
 
     if _compiled_flex is None:
         _compiled_flex = torch.compile(flex_attention)  # dynamic shapes after a first recompile
+    run = flex_attention if torch.compiler.is_compiling() else _compiled_flex  # inside a compiled model: traced
     nq, nk = q.shape[2], k.shape[2]
     key = ("flex_block_mask", nq, nk, q.device)
     mask = state.get(key) if state is not None else None
@@ -292,9 +294,7 @@ def flex_bias_attention(q, k, v, score_mod, *, scale=None, state=None):
         mask = create_block_mask(causal_mod, None, None, nq, nk, device=q.device)
         if state is not None:
             state[key] = mask
-    return _compiled_flex(
-        q, k, v, score_mod=score_mod, block_mask=mask, scale=scale, enable_gqa=q.shape[1] != k.shape[1]
-    )
+    return run(q, k, v, score_mod=score_mod, block_mask=mask, scale=scale, enable_gqa=q.shape[1] != k.shape[1])
 
 
 def causal_mod(b, h, q_idx, kv_idx):

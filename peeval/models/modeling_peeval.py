@@ -175,14 +175,19 @@ class PeevalModel(PeevalPreTrainedModel):
         past = cache.get_seq_length() if cache is not None else 0
         nk = past + n
         key_position_ids = None
+        # what the shapes say of the positions (no host sync, PEContext): only for positions built here
+        n_positions = max_distance = position_bound = None
         if position_ids is None:
-            if attention_mask is not None and attention_mask.shape[-1] == nk and not bool(attention_mask.all()):
+            max_distance = position_bound = nk  # keys contiguous, or repeated for pads: every i − j < Nk
+            if attention_mask is not None and attention_mask.shape[-1] == nk and _maybe_padded(attention_mask):
                 # as HF's generate: pads are not positions (cumsum(mask) - 1; left pads clamped to 0)
                 key_position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0).to(inputs_embeds.device)
                 position_ids = key_position_ids[:, -n:]
             else:
                 position_ids = torch.arange(past, past + n, device=inputs_embeds.device)[None].expand(b, n)
+                n_positions = nk
         if self.training and self.config.random_offset:
+            n_positions = position_bound = None
             hi = 2 * self.config.max_position_embeddings
             shift = torch.randint(0, hi + 1, (b, 1), device=position_ids.device)
             position_ids = position_ids + shift
@@ -190,7 +195,8 @@ class PeevalModel(PeevalPreTrainedModel):
         if key_position_ids is None:
             offset = position_ids[:, -1:] - (nk - 1)
             key_position_ids = torch.arange(nk, device=position_ids.device)[None] + offset
-        ctx = PEContext(position_ids=position_ids, key_position_ids=key_position_ids, past_length=past, cache=cache)
+        ctx = PEContext(position_ids=position_ids, key_position_ids=key_position_ids, past_length=past, cache=cache,
+                        n_positions=n_positions, max_distance=max_distance, position_bound=position_bound)  # fmt: skip
         pe, ctx = self.pe.remap(ctx)  # the encoding whose hooks run, on the positions it sees (randpe)
 
         h = pe.embed(inputs_embeds, ctx)
@@ -280,3 +286,10 @@ class PeevalForCausalLM(PeevalPreTrainedModel, GenerationMixin):
             attentions=out.attentions,
             **{CACHE_KWARG: getattr(out, CACHE_KWARG)},
         )
+
+
+def _maybe_padded(mask: torch.Tensor) -> bool:
+    """Whether ``mask`` has a 0. Compiled, a given mask counts as padded without reading it (a host sync would
+    split the graph, issue 57): for a mask of ones that is the same attention (causal & ones = causal) and the
+    same positions (cumsum − 1 = arange)."""
+    return torch.compiler.is_compiling() or not bool(mask.all())

@@ -2,8 +2,10 @@
 checkpoint before issue 43 was trained with) and ``compiled`` (``torch.compile``'s inductor back-end
 on the step's loss, and the single-kernel AdamW, ``fused=True``).
 
-``peeval train --compile auto|on|off`` picks one; ``auto`` is ``on`` for text pretraining on CPU of at
-least ``AUTO_MIN_STEPS`` optimizer steps, where it pays: the compiled step measured about 1.2x the
+``peeval train --compile auto|on|off`` picks one; ``auto`` is ``on`` for every run on CUDA (issue 57: rope's
+gpu-profile step 74.3 -> 32.3 ms on an H200, 26.5 -> 14.8 GiB; no encoding's forward has a graph break
+there, tests/models/test_compiled_default.py), and for text pretraining on CPU of at least
+``AUTO_MIN_STEPS`` optimizer steps, where it pays: the compiled step measured about 1.2x the
 eager one's tokens/s (1.04-1.35x; cpu profile and issue 43's width-64 model, one thread, a loaded
 machine), and compiling costs up to a minute on one core the first time (seconds from inductor's
 graph cache), so a run breaks even after a few hundred steps. Elsewhere ``auto`` is ``off``: the
@@ -41,7 +43,8 @@ def use_compiled(value: str, device, steps: int, text: bool = True) -> bool:
     check_compile(value)
     if value != "auto":
         return value == "on"
-    return text and torch.device(device).type == "cpu" and steps >= AUTO_MIN_STEPS
+    kind = torch.device(device).type
+    return kind == "cuda" or (text and kind == "cpu" and steps >= AUTO_MIN_STEPS)
 
 
 def make_optimizer(groups: list[dict], prof: dict, compiled: bool) -> torch.optim.Optimizer:
@@ -63,12 +66,13 @@ def summed_loss(model, input_ids: torch.Tensor, labels: torch.Tensor, attention_
 
 
 def compiled_loss():
-    """``summed_loss`` compiled by inductor (a run's micro-batches share one shape: one compilation).
+    """``summed_loss`` compiled by inductor, one graph per shape (``dynamic=False``: a run's micro-batches share
+    one shape, so one compilation; a second shape gets its own static graph, not a slower dynamic one).
 
     Dynamo's in-process cache is emptied first: the graphs of an earlier run in this process (tests, the
     benchmark) would count towards its recompile limit, past which a frame silently runs eagerly; and the
     limit is raised above the one compilation per layer that an encoding with a graph break inside its
-    layers needs (the distance tables of alibi, t5, kerple, fire read a size from data)."""
+    layers needs (on the CPU: the blocked back-end's backward of alibi, t5, kerple, fire)."""
     torch._dynamo.reset()
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
-    return torch.compile(summed_loss)
+    return torch.compile(summed_loss, dynamic=False)

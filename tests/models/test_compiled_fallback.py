@@ -1,5 +1,5 @@
 """A compiled attention path that fails (FIRE's FlexAttention backward on an H200, issue 46) falls
-back to one that works, with one log line, and the model trains; the measured CUDA defaults.
+back to one that works, with one log line, and the model trains; on CUDA never to the blocked path.
 
 The failure is forced on the CPU: the compiled flex call is replaced by one that raises, in the
 forward or (like the H200's Inductor error) only in the backward.
@@ -168,51 +168,22 @@ def ctx_for(nq):
     return PEContext(position_ids=pos, key_position_ids=pos, past_length=0)
 
 
-@pytest.mark.parametrize(
-    "pe,expected",
-    [("t5", "eager"), ("kerple", "eager"), ("fire", "eager"), ("cope", "eager"), ("alibi", "flex"), ("rope", "sdpa")],
-)
-def test_measured_cuda_training_defaults(pe, expected, fresh, monkeypatch):
-    """On CUDA a training step of the default request takes the encoding's measured back-end;
-    inference, an explicit request, and the CPU keep attention.PREFERENCE's choice."""
-    monkeypatch.setattr(attn, "_is_cuda", lambda t: True)
-    monkeypatch.setattr(attn, "flex_available", lambda q: True)
-    enc = tiny_model(pe).model.pe
-    q = torch.zeros(1, 4, 8, 8, requires_grad=True)
-
-    def plan(request):
-        return attn.plan(attn.AttentionCall(enc, 0, request, ctx_for(8), q))
-
-    assert plan("sdpa") == expected
-    module_default = {"rope": "sdpa", "cope": "content_blocks"}.get(pe, "flex")
-    with torch.no_grad():
-        assert plan("sdpa") == module_default  # inference: no measured default
-    assert plan("eager") == "eager"
-    if pe in ("t5", "kerple", "fire"):
-        assert plan("flex") == "flex"  # asked for: no measured default
-    long_q = torch.zeros(1, 4, attn.EAGER_TRAIN_MAX_LEN + 1, 8, requires_grad=True)  # N x N beyond what was measured
-    assert attn.plan(attn.AttentionCall(enc, 0, "sdpa", ctx_for(long_q.shape[-2]), long_q)) == module_default
-    monkeypatch.setattr(attn, "_is_cuda", lambda t: False)
-    assert plan("sdpa") == {"rope": "sdpa", "cope": "content_blocks"}.get(pe, "blocked")
-
-
-def test_a_failed_flex_falls_back_to_the_measured_default_on_cuda(fresh, monkeypatch):
-    """fire@flex on CUDA whose compilation fails goes to eager (3.5x rope on an H200), not to the
-    blocked path (32x)."""
+def test_a_failed_flex_falls_back_to_sdpa_on_cuda(fresh, monkeypatch):
+    """fire@flex on CUDA whose compilation fails goes to sdpa with the bias (issue 57: never the blocked path, 32x
+    rope on an H200 in issue 46); on the CPU to the blocked path."""
     monkeypatch.setattr(attn, "_is_cuda", lambda t: True)
     enc = fire64().model.pe
     q = torch.zeros(1, 4, 8, 8, requires_grad=True)
     call = attn.AttentionCall(enc, 0, "flex", ctx_for(8), q)
     call.bias = enc.bias(0, call.ctx)
-    assert attn.fallback_for(call, "flex") == "eager"
-    call = attn.AttentionCall(tiny_model("alibi").model.pe, 0, "flex", ctx_for(8), q)  # no measured default
-    call.bias = call.pe.bias(0, call.ctx)
+    assert attn.fallback_for(call, "flex") == "sdpa"
+    monkeypatch.setattr(attn, "_is_cuda", lambda t: False)
     assert attn.fallback_for(call, "flex") == "blocked"
 
 
 def test_after_the_fallback_every_later_call_runs_the_back_end_the_log_line_named(fresh, monkeypatch):
     """Measured on an H200: the line said "using 'eager' instead" but the 49 steps after it ran the blocked path
-    (2.4 s a step, 32x rope). The plan of every later call is the fallback the line named."""
+    (2.4 s a step, 32x rope). The plan of every later call is the fallback the line named (issue 57: sdpa)."""
     monkeypatch.setattr(attn, "_is_cuda", lambda t: True)
     enc = fire64().model.pe
     q = torch.zeros(1, 4, 8, 8, requires_grad=True)
@@ -220,7 +191,7 @@ def test_after_the_fallback_every_later_call_runs_the_back_end_the_log_line_name
     call.bias = enc.bias(0, call.ctx)
     attn.BROKEN.add(("flex", "fire", q.device.type))  # what fall_back records
     named = attn.fallback_for(call, "flex")
-    assert named == "eager"
+    assert named == "sdpa"
     assert attn.plan(attn.AttentionCall(enc, 0, "flex", ctx_for(8), q)) == named
-    with torch.no_grad():  # no measured default outside training: the next of the request's order
-        assert attn.plan(attn.AttentionCall(enc, 0, "flex", ctx_for(8), q)) == "blocked"
+    with torch.no_grad():
+        assert attn.plan(attn.AttentionCall(enc, 0, "flex", ctx_for(8), q)) == named

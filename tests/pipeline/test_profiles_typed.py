@@ -27,7 +27,7 @@ def _smoke() -> dict:
 @pytest.mark.parametrize("path", [REPO / "params.yaml", *PARAM_FILES], ids=lambda p: p.name)
 def test_every_parameter_file_validates(path):
     raw, p = load(path)
-    profile = {"params": "cpu", "cpu-claims": "cpu"}.get(path.stem, path.stem)  # parameter file -> its profile
+    profile = {"params": "cpu", "cpu-claims": "cpu", "gpu-diag": "gpu"}.get(path.stem, path.stem)  # file -> profile
     assert isinstance(p, PipelineParams) and p.profile == raw["profile"] == profile
     assert {k: e.pe for k, e in p.encodings.items()} == {k: e["pe"] for k, e in raw["encodings"].items()}
     assert p.diagnostics.eval.profile == raw["diagnostics"]["eval"]["profile"]

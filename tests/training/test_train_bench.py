@@ -20,8 +20,34 @@ def bench(tmp_path, *args):
     return json.loads(out.read_text())["rows"]
 
 
-def test_train_bench_rows(tmp_path):
-    rows = bench(tmp_path, "--pe", "t5@eager", "fire", "--peak_flops", "1e12")  # an unknown pe: refused up front
+class FakeClock:
+    """``train_bench``'s clock: it moves only when an optimizer step runs, by a duration chosen per entry, so
+    every number of a row is known before the bench runs (not recomputed from the row: issue 60)."""
+
+    def __init__(self):
+        self.now, self.step_s = 0.0, None
+
+    def perf_counter(self):
+        return self.now
+
+
+def test_train_bench_rows(tmp_path, monkeypatch):
+    clock = FakeClock()
+    step_s = {"rope": 0.25, "t5@eager": 0.75, "fire": 0.5}  # seconds one training step of each entry "takes"
+    monkeypatch.setattr(train_bench, "time", clock)
+    real_build, real_step = train_bench.build, torch.optim.AdamW.step
+
+    def build(entry, *a, **k):
+        clock.step_s = step_s[entry]
+        return real_build(entry, *a, **k)
+
+    def opt_step(self, *a, **k):
+        clock.now += clock.step_s
+        return real_step(self, *a, **k)
+
+    monkeypatch.setattr(train_bench, "build", build)
+    monkeypatch.setattr(torch.optim.AdamW, "step", opt_step)
+    rows = bench(tmp_path, "--pe", "t5@eager", "fire", "--peak_flops", "1e12")
     by = {r["entry"]: r for r in rows}
     assert list(by) == ["rope", "t5@eager", "fire"]  # rope first, added
     assert by["t5@eager"]["backends"] == ["eager"] and by["rope"]["backends"] == ["sdpa"]
@@ -33,13 +59,16 @@ def test_train_bench_rows(tmp_path):
     params = sum(p.numel() for p in PeevalForCausalLM(cfg).parameters())
     r = by["rope"]
     assert r["params"] == params and r["tokens_per_step"] == 4 * 64  # smoke: batch 4 x 64
+    assert r["steps_timed"] == 2 and r["compiled"] is False  # --steps 2; auto: eager on the CPU
+    assert r["step_s"] == 0.25 and r["first_step_s"] == 0.25  # one optimizer step per timed step
     assert r["ratio_to_rope"] == 1.0
-    assert r["tokens_per_s"] == pytest.approx(256 / r["step_s"])
-    assert r["model_flops_share"] == pytest.approx(6 * params * 256 / r["step_s"] / 1e12)
-    t5 = by["t5@eager"]
-    assert t5["ratio_to_rope"] == pytest.approx(t5["step_s"] / r["step_s"])
+    assert r["tokens_per_s"] == 1024.0  # 256 tokens in 0.25 s
+    assert r["model_flops_share"] == pytest.approx(6 * params * 1024.0 / 1e12)
+    assert by["t5@eager"]["step_s"] == 0.75 and by["t5@eager"]["ratio_to_rope"] == 3.0
+    assert by["t5@eager"]["tokens_per_s"] == pytest.approx(256 / 0.75)
+    assert by["fire"]["ratio_to_rope"] == 2.0 and by["fire"]["tokens_per_s"] == 512.0
     md = (tmp_path / "b.md").read_text()
-    assert "| t5@eager |" in md
+    assert "| t5@eager | 750.0 | 3.00 | 341 |" in md
     failed = train_bench.format_table(
         train_bench.finish([{"entry": "t5@flex", "error": "InductorError: x"}], None), "h"
     )

@@ -47,10 +47,12 @@ def test_auto_keeps_the_pipeline_profiles_eager(profile):
     assert use_compiled("on", "cpu", steps) and not use_compiled("off", "cpu", 10**6)
 
 
-def test_auto_compiles_a_long_cpu_text_run_only():
+def test_auto_compiles_every_cuda_run_and_a_long_cpu_text_run():
     assert use_compiled("auto", "cpu", 1300)  # issue 43's planned width-64 run: 5.3M tokens of 4,096 a step
-    assert not use_compiled("auto", "cuda", 1300)
     assert not use_compiled("auto", "cpu", 1300, text=False)
+    # issue 57: on CUDA every run compiles (text or diagnostic, short or long); off still means eager
+    assert use_compiled("auto", "cuda", 6) and use_compiled("auto", "cuda:0", 6, text=False)
+    assert not use_compiled("off", "cuda", 10**6)
 
 
 @pytest.mark.slow

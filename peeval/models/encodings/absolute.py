@@ -48,9 +48,14 @@ class LearnedPE(Encoding):
 
     def embed(self, hidden: torch.Tensor, ctx: PEContext) -> torch.Tensor:
         pos = ctx.position_ids
-        if int(pos.min()) < 0:
-            raise ValueError(f"pe='learned': negative position id {int(pos.min())}")
-        self.check_length(int(pos.max()) + 1)
+        if ctx.n_positions is not None:  # positions 0..n-1 by construction: checked without a host sync
+            self.check_length(ctx.n_positions)
+        elif ctx.position_bound is not None and torch.compiler.is_compiling():  # compiled: the shapes' bound
+            self.check_length(ctx.position_bound)  # (a padded row's positions stop short of it)
+        else:
+            if int(pos.min()) < 0:
+                raise ValueError(f"pe='learned': negative position id {int(pos.min())}")
+            self.check_length(int(pos.max()) + 1)
         return hidden + self.wpe(pos).to(hidden.dtype)
 
     def set_generation_length(self, total_length: int | None) -> None:
@@ -104,6 +109,8 @@ class SinusoidalPE(Encoding):
 
     def embed(self, hidden: torch.Tensor, ctx: PEContext) -> torch.Tensor:
         pos = ctx.position_ids
-        lo, hi = int(pos.min()), int(pos.max())  # one table row per distinct position, then gather
+        # one table row per distinct position, then gather (0..n-1 known from the shapes: no host sync)
+        bound = ctx.n_positions if ctx.n_positions is not None else ctx.position_bound
+        lo, hi = (0, bound - 1) if bound is not None else (int(pos.min()), int(pos.max()))
         table = sinusoid(torch.arange(lo, hi + 1, device=pos.device), hidden.shape[-1], float(self.opts["base"]))
         return hidden + (self.position_scale(hidden.shape[-1]) * table[pos - lo]).to(hidden.dtype)

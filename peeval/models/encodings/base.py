@@ -156,6 +156,13 @@ class PEContext:
     remapped: bool = False
     #: (B, Nq, C) the current layer's attention input (normalised h), set before ``transform_qk``
     attn_input: torch.Tensor | None = None
+    #: max position + 1, where the shapes alone say it (positions 0..Nk-1 of every row); None: read from data
+    n_positions: int | None = None
+    #: every position is below this (from the shapes: Nk for positions built from the indices or a mask); None: unknown
+    position_bound: int | None = None
+    #: an upper bound on i − j + 1 known from the shapes (keys contiguous: Nk; randpe: max_positions), so that
+    #: distance tables are sized without a host sync (a compiled graph's break, issue 57); None: read from data
+    max_distance: int | None = None
 
     @property
     def query_length(self) -> int:
@@ -179,9 +186,6 @@ class Encoding(nn.Module):
     kv_per_query_head: ClassVar[bool] = False
     #: the maths reads the position ids, so a remap of them (randpe's ``base``) changes it
     reads_positions: ClassVar[bool] = True
-    #: the attention back-end of a training step on CUDA with the default ``attn_backend``, where one
-    #: was measured faster there than ``attention.PREFERENCE``'s choice (``attention.measured_default``)
-    cuda_train_backend: ClassVar[str | None] = None
 
     def __init__(self, config) -> None:
         super().__init__()

@@ -53,9 +53,6 @@ def _acc(t: torch.Tensor) -> torch.Tensor:
 
 class CoPE(Encoding):
     name = "cope"
-    # gpu-profile training step, H200, bf16 (issue 46): eager 3.39x rope, query blocks 8.22x; the blocks keep
-    # memory linear in N, so they stay the path beyond attention.EAGER_TRAIN_MAX_LEN
-    cuda_train_backend = "eager"
     reads_positions = False  # contextual counts (``with_rope`` aside): nothing for randpe to remap
     options = {
         "npos_max": Option(64, check=is_int(1), help="an int >= 1: number of integer positions (p <= npos_max-1)"),
@@ -165,8 +162,19 @@ class CoPE(Encoding):
         return cope_attention(q, k, v, gk, e, self.npos_max, scale, allowed, q_gate=q_gate, q_pos=q_raw)
 
 
-#: query rows per block hold at most this many (B·H·rows·keys) elements per temporary
+#: query rows per block hold at most this many (B·H·rows·keys) elements per temporary (CPU: cache-sized)
 BLOCK_ELEMENTS = 1 << 20
+#: on CUDA (issue 57): 32-row blocks meant 64 launches of small kernels per layer at 16 x 2,048 (33.9x rope on an
+#: H200); 2^27 elements (512 MiB per float32 temporary) hold the gpu profile's 64 x 512 in one block, 16 x 2,048
+#: in four, and still bound memory at any length
+BLOCK_ELEMENTS_CUDA = 1 << 27
+
+
+def block_elements(t: torch.Tensor) -> int:
+    """The per-temporary budget of a query block on ``t``'s device."""
+    return BLOCK_ELEMENTS_CUDA if t.is_cuda else BLOCK_ELEMENTS
+
+
 MIN_BLOCK_ROWS = 32
 #: under autograd, blocks are checkpointed (recomputed in the backward) only when the whole bias would exceed this
 #: many (B·H·Nq·Nk) elements: below it the blocks' temporaries (a few x 64 MB at most) are kept, which trains the
@@ -195,7 +203,7 @@ def cope_attention(
     dt = torch.promote_types(q.dtype, torch.float32)
     kf, vf = repeat_kv(k, rep).flip(2), repeat_kv(v, rep).flip(2)
     gkf = repeat_kv(gk.to(dt), rep).flip(2)
-    rows = rows or max(MIN_BLOCK_ROWS, BLOCK_ELEMENTS // max(1, b * h * nk))
+    rows = rows or max(MIN_BLOCK_ROWS, block_elements(q) // max(1, b * h * nk))
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, q_gate, q_pos, k, v, gk, e))
     recompute = grad and b * h * nq * nk > CHECKPOINT_ELEMENTS
     past = nk - nq

@@ -16,7 +16,11 @@ from .base import Encoding, PEContext, PositionBias
 
 
 def distance_count(ctx: PEContext) -> int:
-    """How many distances 0..D−1 a table needs for this forward (memoised: one sync)."""
+    """How many distances 0..D−1 a table needs for this forward: the bound the shapes give
+    (``ctx.max_distance``: no host sync, so a compiled forward has no graph break; issue 57), else
+    read from the positions (memoised: one sync). Entries past the largest distance are never read."""
+    if ctx.max_distance is not None:
+        return ctx.max_distance
     key = "distance_count"
     if key not in ctx.state:
         far = (ctx.position_ids.max() - ctx.key_position_ids.min()).clamp(min=0)

@@ -28,9 +28,6 @@ CHUNK = 1 << 24
 
 class FIRE(Encoding):
     name = "fire"
-    # gpu-profile training step, H200, bf16 (issue 46): eager 3.57x rope, blocked 32.4x; FlexAttention's
-    # backward fails to compile there
-    cuda_train_backend = "eager"
     options = {
         "hidden": Option(32, check=is_int(1), help="an int >= 1: width of f's hidden layer"),
         "init_L": Option(512, check=is_number(0), help="a number > 0: initial threshold L"),

@@ -26,7 +26,6 @@ EPS = 1e-2
 
 class Kerple(DistanceBias):
     name = "kerple"
-    cuda_train_backend = "eager"  # gpu-profile training step, H200, bf16: eager 1.76x rope, blocked 2.72x, flex 3.58x
     options = {
         "variant": Option("log", ("log", "power"), help="the kernel: log or power"),
         "share_layers": Option(True, BOOL, help="one kernel for all layers (the reference) or one per layer"),
@@ -60,8 +59,12 @@ class Kerple(DistanceBias):
         return -r1 * dist.pow(r2)
 
     def reference_bias(self, layer, ctx):
-        dist = ctx.relative_positions().clamp(min=0).float()[:, None]  # (B, 1, Nq, Nk)
-        r1, r2 = (p[None, :, None, None] for p in self.kernel_params(layer))
-        if self.opts["variant"] == "log":
-            return -r1 * torch.log1p(r2 * dist)
-        return -r1 * dist.pow(r2)
+        key = ("kerple_bias", id(self), 0 if self.opts["share_layers"] else layer)  # shared: once per forward
+        if key not in ctx.state:
+            dist = ctx.relative_positions().clamp(min=0).float()[:, None]  # (B, 1, Nq, Nk)
+            r1, r2 = (p[None, :, None, None] for p in self.kernel_params(layer))
+            if self.opts["variant"] == "log":
+                ctx.state[key] = -r1 * torch.log1p(r2 * dist)
+            else:
+                ctx.state[key] = -r1 * dist.pow(r2)
+        return ctx.state[key]

@@ -114,7 +114,9 @@ class RandPE(Encoding):
 
     def remap(self, ctx: PEContext) -> tuple[Encoding, PEContext]:
         """The base, and the context it sees: a fresh draw (training) or the fixed table."""
-        need = int(torch.maximum(ctx.position_ids.max(), ctx.key_position_ids.max())) + 1
+        need = ctx.n_positions  # known from the shapes: no host sync (issue 57)
+        if need is None:
+            need = int(torch.maximum(ctx.position_ids.max(), ctx.key_position_ids.max())) + 1
         self.check_length(need)
         if self.training:
             if ctx.past_length > 0:
@@ -130,5 +132,8 @@ class RandPE(Encoding):
             position_ids=table[ctx.position_ids.clamp(min=0)],
             key_position_ids=table[ctx.key_position_ids.clamp(min=0)],
             remapped=True,
+            n_positions=None,
+            max_distance=self.opts["max_positions"],  # drawn positions lie in [0, max_positions)
+            position_bound=self.opts["max_positions"],
         )
         return self.base, inner

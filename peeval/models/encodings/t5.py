@@ -35,7 +35,6 @@ def causal_buckets(n: torch.Tensor, num_buckets: int, max_distance: int) -> torc
 
 class T5Bias(DistanceBias):
     name = "t5"
-    cuda_train_backend = "eager"  # gpu-profile training step, H200, bf16: eager 1.79x rope, blocked 2.74x, flex 3.56x
     shared_table = True
     options = {
         "num_buckets": Option(32, check=is_int(2), help="an int >= 2"),
