@@ -115,7 +115,7 @@ def publish(
             "profile": profile,
             "machine": machine.strip(),
             "devices": sorted(devices),
-            # the CPU and torch's kernel path each result was computed on (README: Reproducing on another CPU)
+            # the CPU and torch's kernel path each result was computed on (docs/reproducing.md)
             "cpu": sorted(cpus),
             "git_commits": sorted(commits),
             "published": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

@@ -68,8 +68,8 @@ def warn_if_untested() -> None:
 def cpu_identity() -> dict[str, str | None]:
     """The CPU a number was computed on and torch's CPU kernel path there (``default``, ``AVX2``, ``AVX512``;
     ``ATEN_CPU_CAPABILITY`` picks a lower one). Floats differ in their last bits between paths (summation order,
-    vector width), so a rerun elsewhere reproduces numbers to a tolerance, not bit for bit (README: Reproducing
-    on another CPU)."""
+    vector width), so a rerun elsewhere reproduces numbers to a tolerance, not bit for bit (docs/reproducing.md:
+    Reproducing on another CPU)."""
     import platform
 
     import torch

@@ -5,7 +5,7 @@ with ``pip -c constraints.txt``; ``python -m peeval.lock --against constraints.t
 installed versions beside the locked ones (``make upgrade-check``); ``--write constraints.txt``
 writes the running environment as the new lock (``make lock``) and, beside it, ``constraints-cuda.txt``:
 the same lock without the pins that belong to this CPU machine's torch build (torch, triton, nvidia-*,
-cuda-*), for a CUDA machine that installed its own torch first (README: What to install).
+cuda-*), for a CUDA machine that installed its own torch first (docs/reproducing.md: What to install).
 """
 
 from __future__ import annotations

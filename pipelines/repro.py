@@ -3,7 +3,7 @@
 DVC runs one stage at a time (iterative/dvc#755). peeval's stages are many small independent jobs
 (one model per encoding, per diagnostic run and seed, per evaluation suite), and on a few cores
 N single-thread processes side by side finish them sooner than one multi-thread process after the
-other (README "Pipeline": the measurement). This runner walks DVC's own stage graph, starts each
+other (docs/leaderboard.md: the measurement). This runner walks DVC's own stage graph, starts each
 changed stage once every stage it depends on is done, as DVC would run it (its ``cmd`` from the
 repository root, outputs removed first, ``DVC_ROOT`` / ``DVC_STAGE`` set), and records each finished
 stage in dvc.lock and the cache exactly as ``dvc repro`` does (DVC's ``Stage.save`` / ``commit``).

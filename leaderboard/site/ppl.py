@@ -13,7 +13,7 @@ from leaderboard.site.tables import chart_page
 
 NOTE = ("Fixed targets: the same target tokens of every document are scored at every length, each "
         "block of at most L/2 targets by one forward over the L tokens ending at the block's end, so only the "
-        "context grows (docs: README \"Perplexity\"). Averaged over runs of the same name. Perplexity is per "
+        "context grows (docs/evaluating.md). Averaged over runs of the same name. Perplexity is per "
         "token of a model's own tokenizer, so models with different tokenizers get separate perplexity "
         "charts; bits per byte compares them all. The loss by position is the mean NLL per position bucket "
         "inside the longest windows. Each encoding keeps one colour (and dash) on every chart; the dashed "
