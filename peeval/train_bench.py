@@ -29,6 +29,8 @@ import statistics
 import time
 from pathlib import Path
 
+from peeval.declarations import profile_names
+
 from ._io import atomic_write_text, dumps_json
 
 #: bf16 dense peak FLOP/s of the GPUs named here (NVIDIA's data sheets: H100 SXM 989 TFLOP/s; H200 the same chip)
@@ -183,7 +185,9 @@ def default_entries(device: str) -> list[str]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profile", default="cpu", help="train profile whose model is timed (smoke, cpu, gpu, paper)")
+    p.add_argument(
+        "--profile", default="cpu", help=f"train profile whose model is timed: {', '.join(profile_names('train'))}"
+    )
     p.add_argument("--pe", nargs="*", default=None, help="entries pe[@backend]; rope is added (default: every "
                    "encoding, and on CUDA the alternatives fire/t5/kerple@blocked|flex|eager, cope@eager, "
                    "tape/pope@triton)")  # fmt: skip
