@@ -282,6 +282,15 @@ LIST_TASKS = {"list": {}, "list_groups": {"list_tags": False, "list_subtasks": F
 
 def run_eval(args) -> int:
     """Evaluate, then write the run; a bad input is one line (exit 2) and writes nothing."""
+    like = None
+    if getattr(args, "like", None):
+        from peeval.like import apply
+
+        like = apply(args)  # the published protocol, filled into args
+        print(like.describe())
+    if not args.tasks:
+        raise EvalInputError("--tasks: required (comma-separated task names), or --like PROFILE")
+    args.like_protocol = like
     if len(args.tasks) == 1 and args.tasks[0] in LIST_TASKS:  # as lm_eval --tasks list: peeval's tasks
         from lm_eval.tasks import TaskManager
 
@@ -424,7 +433,13 @@ def _evaluate_recorded(args, metadata: dict, limit, model_args: dict, out: Path,
             f"--model_args pretrained={model_args.get('pretrained')}: the checkpoint's weights changed while it was "
             "evaluated (retrained or copied over meanwhile): nothing written; evaluate it again"
         )
+    if getattr(args, "like_protocol", None) is not None:  # the published runs' documents, or nothing written
+        from peeval.like import check_documents
+
+        check_documents(args.like_protocol, data)
     results[PROVENANCE_KEY] = provenance(args, lm, model_args, metadata, data, sha256, tokenizer_hash)
+    if getattr(args, "like_protocol", None) is not None:  # whose columns this run fills (peeval.like)
+        results[PROVENANCE_KEY]["like"] = args.like_protocol.profile
     _check_output(out, args.overwrite)  # a run that finished meanwhile in the same folder is not replaced silently
     clip = {task: task.startswith(PPL_PREFIX) for task in samples}
 

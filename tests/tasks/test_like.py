@@ -1,0 +1,104 @@
+"""``peeval eval --like PROFILE`` (issue 58): your checkpoint scored with exactly a published profile's protocol,
+read from its published runs; an option that would change it, runs that disagree, or other documents are one
+line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from helpers.checkpoints import save_tiny_checkpoint
+from helpers.data_mirror import needs_mirror
+
+from peeval.cli import main
+from peeval.like import PUBLISHED, published_protocol
+
+
+def test_the_published_cpu_protocol_is_read_from_its_runs():
+    """The lengths are lm-eval's own record of the task config (``configs``), not peeval's provenance that
+    published_protocol reads: the two must agree, and so must every pretrained run."""
+    proto = published_protocol("cpu")
+    one = next((PUBLISHED / "cpu" / "results" / "pretrain").glob("*/*/results.json"))
+    config = json.loads(one.read_text())["configs"]
+    assert proto.tasks == tuple(sorted(config))
+    for task in proto.tasks:
+        assert proto.metadata["lengths"] == config[task]["metadata"]["lengths"]
+        assert proto.metadata["targets"] == config[task]["metadata"]["targets"]
+    assert proto.runs == len(list((PUBLISHED / "cpu" / "results" / "pretrain").glob("*/*/results.json"))) > 1
+    assert all(len(d) == 1 for d in proto.documents.values())  # one set of documents per task
+
+
+def _eval(*args: str) -> int:
+    return main(["eval", "--device", "cpu", *args])
+
+
+@needs_mirror("local", "gutenberg-eval")
+def test_like_scores_with_the_published_settings_and_refuses_what_would_change_them(tmp_path, capsys):
+    ck = save_tiny_checkpoint(tmp_path / "ck" / "rope", ["the cat sat on the mat 0123456789 and the dog ran"],
+                              pe="rope", vocab_size=300, max_positions=64)  # fmt: skip
+    md = {"lengths": [16, 32], "targets": 40, "skip": 0, "max_docs": 2}
+    assert (
+        _eval(
+            "--model",
+            "peeval",
+            "--model_args",
+            f"pretrained={ck}",
+            "--tasks",
+            "peeval_ppl_pg19",
+            "--metadata",
+            json.dumps(md),
+            "--output_path",
+            str(tmp_path / "pub"),
+            "--run_name",
+            "rope",
+        )
+        == 0
+    )
+    board = tmp_path / "board"  # a published profile of one run: what `python -m leaderboard.publish` lays out
+    (board / "results" / "pretrain" / "rope").mkdir(parents=True)
+    shutil.copytree(tmp_path / "pub" / "rope", board / "results" / "pretrain" / "rope" / "ppl")
+    (board / "SOURCE.json").write_text(json.dumps({"profile": "tiny"}))
+    capsys.readouterr()
+
+    mine = tmp_path / "mine"
+    assert _eval("--like", str(board), "--model_args", f"pretrained={ck}", "--output_path", str(mine),
+                 "--run_name", "my-model") == 0, capsys.readouterr().err[-2000:]  # fmt: skip
+    got = json.loads((mine / "my-model" / "results.json").read_text())
+    want = json.loads((tmp_path / "pub" / "rope" / "results.json").read_text())
+    assert got["peeval"]["protocol"] == want["peeval"]["protocol"]  # lengths, targets, skip, max_docs
+    assert got["peeval"]["data"] == want["peeval"]["data"]  # the same documents
+    assert got["results"] == want["results"]  # same checkpoint, same protocol: the same numbers
+    assert got["peeval"]["like"] == "tiny" and "like" not in want["peeval"]  # whose columns it fills
+
+    # an option --like sets is refused, naming it: one line, exit 2, nothing written
+    capsys.readouterr()
+    assert _eval("--like", str(board), "--model_args", f"pretrained={ck}", "--tasks", "peeval_ppl_proof_pile",
+                 "--output_path", str(tmp_path / "no")) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--tasks" in err[0] and "--like" in err[0], err
+    assert not (tmp_path / "no").exists()
+
+    # other documents than the published runs read (another mirror): refused after scoring, nothing written
+    res = board / "results" / "pretrain" / "rope" / "ppl" / "results.json"
+    doctored = json.loads(res.read_text())
+    doctored["peeval"]["data"]["peeval_ppl_pg19"][0]["documents_sha256"] = "0" * 64
+    res.write_text(json.dumps(doctored))
+    assert _eval("--like", str(board), "--model_args", f"pretrained={ck}", "--output_path", str(tmp_path / "no2"),
+                 "--run_name", "x") == 2  # fmt: skip
+    err = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]  # after lm-eval's progress
+    assert len(err) == 1 and "other documents" in err[0], err
+    assert not (tmp_path / "no2" / "x" / "results.json").exists()
+
+    # two runs of the profile scored differently: no silent pick
+    doctored["peeval"]["protocol"]["metadata"]["lengths"] = [16]
+    (board / "results" / "pretrain" / "rope-s1" / "ppl").mkdir(parents=True)
+    (board / "results" / "pretrain" / "rope-s1" / "ppl" / "results.json").write_text(json.dumps(doctored))
+    assert _eval("--like", str(board), "--model_args", f"pretrained={ck}", "--output_path", str(tmp_path / "no3")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "different settings" in err[0], err
+
+
+def test_an_unknown_profile_is_one_line_naming_the_published_ones(capsys):
+    assert _eval("--like", "nope-profile", "--model_args", "pretrained=x") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--like nope-profile" in err[0] and "cpu" in err[0], err
