@@ -195,9 +195,12 @@ def shown_task(task: str, run_ids: list[str], labels: dict[tuple[str, str], str]
     return " / ".join(lab if lab.startswith(task) else f"{task} · {lab}" for lab in read) or task
 
 
-def render_claims_page(con, labels: dict[tuple[str, str], str] | None = None) -> str | None:
+def render_claims_page(
+    con, labels: dict[tuple[str, str], str] | None = None, hidden: frozenset[str] = frozenset()
+) -> str | None:
     """The site's claims page (leaderboard/templates/claims.html) for the ``claims`` table, or None when
-    there is none. ``labels``: what each (run, task) read, as the site names it (:func:`shown_task`)."""
+    there is none. ``labels``: what each (run, task) read, as the site names it (:func:`shown_task`); ``hidden``:
+    pages the navigation leaves out (``pages.nav``)."""
     if not _has(con, "claims"):
         return None
     claims = _rows(con, "SELECT * FROM claims ORDER BY claim_id")
@@ -229,7 +232,7 @@ def render_claims_page(con, labels: dict[tuple[str, str], str] | None = None) ->
         r["rate_text"] = "—" if r["rate"] is None else f"{r['rate']:.3f}"
         r["interval"] = f"{r['lo']:.3f}–{r['hi']:.3f}"
     return pages.render("claims.html", title="claims: the papers' headline results, measured by peeval", prefix="",
-                        links=pages.nav(True), counts=counts, papers=papers, aa=aa, scale=SCALE)  # fmt: skip
+                        links=pages.nav(True, hidden), counts=counts, papers=papers, aa=aa, scale=SCALE)  # fmt: skip
 
 
 #: what a verdict at this scale can and cannot mean (the claims page and the front page say it in one sentence)

@@ -66,9 +66,11 @@ PAGES = (
 )
 
 
-def nav(claims: bool) -> list[tuple[str, str]]:
-    """The navigation's (href, text) links; the claims page's only when there is one."""
-    return [(e.href, e.text) for e in PAGES if e.href and (claims or e.href != "claims.html")]
+def nav(claims: bool, hidden: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
+    """The navigation's (href, text) links; the claims page's only when there is one, and none to a page the
+    store has nothing for (``hidden``: a task family's page, such as RULER's, without runs)."""
+    return [(e.href, e.text) for e in PAGES
+            if e.href and (claims or e.href != "claims.html") and e.href not in hidden]  # fmt: skip
 
 
 __all__ = ["ENV", "PAGES", "Entry", "Markup", "nav", "render"]

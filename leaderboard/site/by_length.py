@@ -11,9 +11,12 @@ from leaderboard.site.tables import chart_page
 from peeval.tasks.family import families
 
 
-def render(store: SiteStore, family: str) -> Page:
+def render(store: SiteStore, family: str) -> Page | None:
+    """The family's page, or None (no page, no menu entry: ``SiteStore.hidden_pages``) when no run holds it."""
     page = next(f.page for f in families() if f.name == family)
     rows = store.view("family_lengths", "family = ?", [family], order="task, name, length")
+    if not rows:
+        return None
     train_len = store.training_length()
     ylabel = page.ylabel or "score"
     charts = []

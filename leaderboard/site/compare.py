@@ -73,6 +73,6 @@ def render(store: SiteStore) -> Page:
     labels = [{"run_id": r["run_id"], "label": f"{r['name']} · {r['kind']} · seed {fmt(r['seed'])} · {r['run_id']}"}
               for r in runs]  # fmt: skip
     store.files["assets/compare.js"] = COMPARE_JS.read_text(encoding="utf-8")
-    html = pages.render("compare.html", title="compare two runs", prefix="", links=pages.nav(bool(store.claims_html)),
+    html = pages.render("compare.html", title="compare two runs", prefix="", links=store.nav(),
                         runs=labels, first=first, second=second, data=pages.Markup(text))  # fmt: skip
     return Page("compare.html", "compare two runs", html)

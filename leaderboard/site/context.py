@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from leaderboard import claims_page
+from leaderboard import claims_page, pages
 from peeval.perplexity import TABLE_ENCODINGS
 from peeval.records import fmt_number, task_label
 
@@ -111,7 +111,18 @@ class SiteStore:
         self._create(self.con, sections["labelled"])
         if self.has_table("claims", claims=True):
             self._create(self.claims_con, sections["claims"])
-        self.claims_html = claims_page.render_claims_page(self.claims_con, self.labels)
+        self.hidden_pages = self._empty_family_pages()
+        self.claims_html = claims_page.render_claims_page(self.claims_con, self.labels, hidden=self.hidden_pages)
+
+    def _empty_family_pages(self) -> frozenset[str]:
+        """The generic by-length pages (``leaderboard.pages``: RULER's) of families the store holds no run of:
+        neither built nor in the navigation (a menu entry that opens on "no RULER runs" tells nothing)."""
+        have = {r[0] for r in self.con.execute("SELECT DISTINCT family FROM site_family_lengths").fetchall()}
+        return frozenset(e.href for e in pages.PAGES if e.family is not None and e.family not in have)
+
+    def nav(self) -> list[tuple[str, str]]:
+        """The navigation of a page of this site (``pages.nav``)."""
+        return pages.nav(bool(self.claims_html), self.hidden_pages)
 
     def _create(self, con, statements: list[Statement]) -> None:
         for st in statements:

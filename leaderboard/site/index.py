@@ -232,7 +232,7 @@ def render(store: SiteStore) -> Page:
     budget = budget_line(store, info.get("train_len") or store.training_length(), info.get("longest"), first)
     papers = paper_verdicts(store)
     html = pages.render(
-        "index.html", title="leaderboard", prefix="", links=pages.nav(bool(store.claims_html)),
+        "index.html", title="leaderboard", prefix="", links=store.nav(),
         budget=budget[0], budget_more=budget[1],
         vs_first=published_profile(first), vs_more=more,
         papers=papers, scale_n=sum(p["scale"] for p in papers), vs_rope=vs,

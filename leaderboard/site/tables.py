@@ -63,7 +63,7 @@ def table(
 def page(store: SiteStore, path: str, title: str, template: str, **context) -> Page:
     """A page of the site: ``template`` (it extends base.html) with the navigation and the prefix of ``path``."""
     return Page(path, title, pages.render(template, title=title, prefix="../" * path.count("/"),
-                                          links=pages.nav(bool(store.claims_html)), **context))  # fmt: skip
+                                          links=store.nav(), **context))  # fmt: skip
 
 
 def chart_page(store: SiteStore, path: str, title: str, charts: list[str], *, note: str = "", empty: str, tid: str,

@@ -108,17 +108,29 @@ def test_pages_downloads_and_escaping(site):
     assert all(f"runs/{name}" in index for name in linked)
 
 
+def test_a_family_page_without_runs_is_neither_built_nor_in_the_menu(site):
+    """No RULER run in the store: no ruler.html and no menu entry on any page (it opened on "no RULER runs");
+    tests/tasks/test_ruler.py shows both once a RULER run is ingested."""
+    out = site.parent
+    assert not (out / "ruler.html").exists()
+    for f in out.glob("*.html"):
+        assert 'href="ruler.html"' not in f.read_text(), f.name
+    assert 'href="ppl.html"' in (out / "index.html").read_text()  # the pages that have runs stay linked
+
+
 def test_claims_page_hook(tmp_path, monkeypatch):
     from leaderboard import claims_page as mod
 
     monkeypatch.setattr(
-        mod, "render_claims_page", lambda con, labels=None: "<!doctype html><title>claims</title><p>claims table</p>"
+        mod,
+        "render_claims_page",
+        lambda con, labels=None, hidden=frozenset(): "<!doctype html><title>claims</title><p>claims</p>",
     )
     index = build_site(make_store(tmp_path), tmp_path / "site")
-    assert (index.parent / "claims.html").read_text().endswith("<p>claims table</p>")
+    assert (index.parent / "claims.html").read_text().endswith("<p>claims</p>")
     assert 'href="claims.html"' in index.read_text()
     # an empty claims table: no page, no link
-    monkeypatch.setattr(mod, "render_claims_page", lambda con, labels=None: None)
+    monkeypatch.setattr(mod, "render_claims_page", lambda con, labels=None, hidden=frozenset(): None)
     index = build_site(tmp_path / "peeval.duckdb", tmp_path / "site2")
     assert not (index.parent / "claims.html").exists() and "claims.html" not in index.read_text()
 
