@@ -17,7 +17,7 @@ import duckdb
 import pytest
 from helpers.browser import CHROMIUM, CHROMIUM_FLAGS
 
-from leaderboard.charts import heatmap, line_chart  # noqa: E402
+from leaderboard.charts import ENCODING_COLORS, heatmap, line_chart  # noqa: E402
 from leaderboard.ingest import ingest  # noqa: E402
 from leaderboard.site import build_site  # noqa: E402
 from leaderboard.store import table_ddl  # noqa: E402
@@ -470,10 +470,16 @@ def test_axes_and_legends_stay_inside_the_chart_and_read_apart():
     ly = [float(y) for y in re.findall(r'<text x="[\d.]+" y="([\d.]+)" class="legend"', svg)]
     assert max(ly) < height
     styles = _strokes(svg)
-    assert styles["tape @cpu"] == styles["tape"] if "tape" in styles else styles["tape @cpu"][1] == ""
-    assert styles["rope @cpu"][1] == "" and styles["tape @cpu"][0] != styles["rope @cpu"][0]
-    ext = [styles[f"rope (256 tokens) + {m} @cpu"] for m in ("tape", "lora", "pi", "yarn", "theta")]
-    assert len(set(ext)) == 5 and styles["rope @cpu"] not in ext
+    # a published run is drawn in its encoding's own colour, solid (the palette is the declared one)
+    assert styles["tape @cpu"] == (ENCODING_COLORS["tape"], "") and styles["rope @cpu"] == (ENCODING_COLORS["rope"], "")
+    # series of different encodings or methods read apart: no two of them share a colour and dash
+    methods = ("tape", "lora", "pi", "yarn", "theta")
+    apart = ["rope @cpu", "tape @cpu", *(f"rope (256 tokens) + {m} @cpu" for m in methods),
+             "SmolLM2-135M-Instruct (GGUF Q4_1) as shipped"]  # fmt: skip
+    shared = [(a, b) for i, a in enumerate(apart) for b in apart[i + 1 :] if styles[a] == styles[b]]
+    assert shared == [], shared
+    # an adaptation with a method keeps the method's colour whatever the base (tape's red, dashed)
+    assert styles["SmolLM2-135M-Instruct (GGUF Q4_1) + tape"] == styles["rope (256 tokens) + tape @cpu"]
 
 
 def test_cells_past_a_learned_table_say_not_applicable(tmp_path):
