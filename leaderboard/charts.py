@@ -152,11 +152,11 @@ def line_chart(
         y0, y1 = y0 - 0.5, y1 + 0.5
     pad = (y1 - y0) * 0.05
     y0, y1 = y0 - pad, y1 + pad
-    L, R, T, B = 64, 240, 28, 44
     width = max(width, 660)  # two charts side by side in the 1400 px page, legends of 31 characters
+    shown = _wrap(title, (width - 8) // 7)  # the whole title, in as many lines as it needs (never cut)
+    L, R, T, B = 64, 240, 28 + 15 * (len(shown) - 1), 44
     height = max(height, T + 12 + 16 * len(clean) + 8)  # every legend entry inside the picture
     W, H = width - L - R, height - T - B
-    shown = title if len(title) <= (width - L) // 7 else title[: (width - L) // 7 - 1] + "…"  # full text in <title>
 
     def px(v):
         return L + (tx(v) - x0) / (x1 - x0) * W
@@ -166,7 +166,7 @@ def line_chart(
 
     out = [f'<svg class="chart" role="img" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
            f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>',
-           f'<text x="{L}" y="16" class="ctitle">{escape(shown)}</text>',
+           *(f'<text x="8" y="{16 + 15 * i}" class="ctitle">{escape(line)}</text>' for i, line in enumerate(shown)),
            f'<rect x="{L}" y="{T}" width="{W}" height="{H}" class="frame"/>']  # fmt: skip
     for t in _ticks(x0, x1, logx, base=base or 10):
         v = base**t if logx else t
@@ -273,3 +273,88 @@ def heatmap(
     out.append(f'<text x="4" y="{height - 8}" class="label">{axes}</text>')
     out.append("</svg>")
     return "".join(out)
+
+
+#: the colours of the front page's picture: an interval clear of parity on the encoding's side / RoPE's, or not
+OUTCOME_COLORS = {"win": "#1a7f37", "loss": "#c62828", "within noise": "#777777", "no interval": "#bbbbbb"}
+
+
+def ratio_chart(rows: list[dict], panels: list[str], *, title: str, width: int = 420) -> str:
+    """The front page's picture: one row per encoding, one panel per column (``panels``: e.g. in distribution,
+    16× the training length), each a dot at the encoding's perplexity ÷ RoPE's with its interval as a whisker, on
+    a log axis around the parity line at 1; coloured by what the interval says (``OUTCOME_COLORS``). ``rows``:
+    ``{"name": str, "cells": {panel: (ratio, lo, hi, outcome) or None}}``."""
+    if not rows or not panels:
+        return f'<p class="empty">{escape(title)}: no data</p>'
+    vals = [v for r in rows for c in r["cells"].values() if c for v in c[:3] if v and v > 0 and math.isfinite(v)]
+    lo_v, hi_v = min([*vals, 1.0]), max([*vals, 1.0])
+    x0, x1 = math.log2(lo_v) - 0.15, math.log2(hi_v) + 0.15
+    head = _wrap(title, (width - 8) // 8)
+    names_w, gap, T, row_h = 172, 18, 14 + 15 * len(head), 20
+    legend_h = 36
+    pw = (width - names_w - gap * len(panels)) / len(panels)
+    height = T + row_h * len(rows) + 36 + legend_h
+
+    def px(p: int, v: float) -> float:
+        return names_w + p * (pw + gap) + (math.log2(v) - x0) / (x1 - x0) * pw
+
+    out = [f'<svg class="chart ratio-chart" role="img" viewBox="0 0 {width} {height}" width="{width}" '
+           f'height="{height}" xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>']  # fmt: skip
+    out += [f'<text x="4" y="{15 + 15 * i}" class="ctitle">{escape(line)}</text>' for i, line in enumerate(head)]
+    bottom = T + row_h * len(rows)
+    ticks = [t for t in (0.125, 0.25, 0.5, 1, 2, 4, 8) if lo_v / 1.12 <= t <= hi_v * 1.12]
+    for p, panel in enumerate(panels):
+        left = names_w + p * (pw + gap)
+        if len(panels) > 1:  # one panel: the title names it
+            out.append(f'<text x="{left + pw / 2:.1f}" y="{T - 6}" class="label" text-anchor="middle">'
+                       f"{escape(panel)}</text>")  # fmt: skip
+        out.append(f'<rect x="{left:.1f}" y="{T}" width="{pw:.1f}" height="{row_h * len(rows)}" class="frame"/>')
+        for t in ticks:
+            x = px(p, t)
+            cls = "parity" if t == 1 else "grid"
+            stroke = ' stroke="#333" stroke-dasharray="4 3"' if t == 1 else ""
+            out.append(
+                f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{T}" y2="{bottom}" class="{cls}"{stroke}/>'
+                f'<text x="{x:.1f}" y="{bottom + 14}" class="tick" text-anchor="middle">×{_fmt(t)}</text>'
+            )
+        for i, r in enumerate(rows):
+            cell = r["cells"].get(panel)
+            y = T + row_h * i + row_h / 2
+            if not cell:
+                out.append(f'<text x="{left + 6:.1f}" y="{y + 4:.1f}" class="tick">not run</text>')
+                continue
+            ratio, lo, hi, outcome = cell
+            c = OUTCOME_COLORS.get(outcome, "#777777")
+            tip = escape(f"{r['name']}, {panel}: ×{ratio:.3f}" + (f" (×{lo:.3f} to ×{hi:.3f})" if lo else "")
+                         + f": {outcome}")  # fmt: skip
+            if lo and hi:
+                out.append(f'<line x1="{px(p, lo):.1f}" x2="{px(p, hi):.1f}" y1="{y:.1f}" y2="{y:.1f}" '
+                           f'stroke="{c}" stroke-width="2" class="mark"><title>{tip}</title></line>')  # fmt: skip
+            out.append(f'<circle cx="{px(p, ratio):.1f}" cy="{y:.1f}" r="4" fill="{c}" class="mark">'
+                       f"<title>{tip}</title></circle>")  # fmt: skip
+    for i, r in enumerate(rows):
+        y = T + row_h * i + row_h / 2 + 4
+        out.append(f'<text x="{names_w - 6}" y="{y:.1f}" class="legend" text-anchor="end">'
+                   f"{escape(legend_text(r['name'], 23))}<title>{escape(r['name'])}</title></text>")  # fmt: skip
+    out.append(
+        f'<text x="{width / 2:.1f}" y="{bottom + 30}" class="label" text-anchor="middle">'
+        "perplexity ÷ RoPE's (log scale; left of ×1: better)</text>"
+    )
+    for i, (outcome, c) in enumerate(OUTCOME_COLORS.items()):  # two legend entries a line
+        label = {"win": "better: interval clear of ×1", "loss": "worse: interval clear of ×1"}.get(outcome, outcome)
+        x, ly = 4 + (i % 2) * (width / 2), height - 24 + 15 * (i // 2)
+        out.append(f'<circle cx="{x + 5:.1f}" cy="{ly - 4}" r="4" fill="{c}"/>'
+                   f'<text x="{x + 13:.1f}" y="{ly}" class="legend">{escape(label)}</text>')  # fmt: skip
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _wrap(text: str, n: int) -> list[str]:
+    """``text`` in lines of at most ``n`` characters, broken between words (a chart title is never cut)."""
+    lines: list[str] = []
+    for word in text.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= n:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines or [""]

@@ -9,7 +9,7 @@ import math
 import re
 from typing import Any
 
-from leaderboard import claims_page, front, pages
+from leaderboard import charts, claims_page, front, pages
 from leaderboard.site.budget import budget_line
 from leaderboard.site.context import Page, SiteStore, fmt, natural_key
 from leaderboard.site.stats import Board, board, cell_claims, column_tier, run_claims
@@ -24,6 +24,35 @@ from peeval.records import (
     published_source,
     shipped_first,
 )
+
+
+def yours(store: SiteStore) -> dict[str, str]:
+    """{name: what its row says under the name} of the runs added beside a published profile's (this machine's or
+    plain lm_eval's, on a site that holds published rows): marked as yours, with the size, training length and
+    tokenizer that tell whether it shares the profile's budget (it need not)."""
+    rows = store.view("run_scale")
+    if not any(published_profile(str(r["source"])) for r in rows):
+        return {}
+    out: dict[str, str] = {}
+    for r in rows:
+        if published_profile(str(r["source"])) or str(r["name"]) in out:
+            continue
+        size = f"{r['params']:,} parameters" if r["params"] else "size not recorded"
+        trained = (
+            f"trained at {r['training_length']:,} tokens" if r["training_length"] else "training length not recorded"
+        )
+        if r["tokens"]:
+            trained += f" on {r['tokens']:,}"
+        tok = (f"tokenizer {r['tokenizer']}" + (f" ({int(r['vocab_size']):,})" if r["vocab_size"] else "")
+               if r["tokenizer"] else "tokenizer not recorded")  # fmt: skip
+        run = str(r["results_path"] or "").replace("\\", "/").rsplit("/", 2)[-2:-1]  # its results folder: the run name
+        out[str(r["name"])] = " · ".join(["yours", *(f"run {x}" for x in run), size, trained, tok])
+    return out
+
+
+def _name_cell(name: str, mine: dict[str, str]) -> Cell:
+    """A row's name; a run of yours carries the badge and its scale (``yours``)."""
+    return Cell(name, name, cls="yours", sub=mine[name]) if name in mine else Cell(name, name)
 
 
 def leaderboard_table(store: SiteStore, b: Board, claims: list[dict], tid: str, first: str) -> pages.Markup:
@@ -42,8 +71,9 @@ def leaderboard_table(store: SiteStore, b: Board, claims: list[dict], tid: str, 
     tables = store.position_tables()
     headers = [first] + [f"{lab} {'↓' if low else '↑'}" for lab, low in zip(b.labels, b.lower)]
     rows = []
+    mine = yours(store)
     for name in sorted(stats, key=shipped_first):
-        row: list[Any] = [Cell(name, name)]
+        row: list[Any] = [_name_cell(name, mine)]
         for label in b.labels:
             s = stats[name].get(label)
             if s is None:
@@ -155,16 +185,23 @@ def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = 
         return (n != base, papers.index(pe) if pe in papers else len(papers), natural_key(n))
 
     rows = []
+    picture: list[dict] = []  # the front page's picture: each encoding's perplexity ÷ RoPE's, with its interval
+    own = yours(store)
     for name in sorted(runs, key=order_key):
-        row: list[Any] = [Cell(name, name)]
+        row: list[Any] = [_name_cell(name, own)]
         compared = []
         against = base_of[name]
+        if name != against:
+            picture.append({"name": name, "cells": {}})
         for c in cols:
             if name == against:
                 row.append(_base_cell(c, runs[name][c.label]))
                 continue
             vc = front.compare(c, runs[name][c.label], runs[against][c.label])
             compared.append(vc)
+            if vc is not None and c.kind == "ppl":
+                lo, hi = (math.exp(vc.diff.lo), math.exp(vc.diff.hi)) if vc.diff is not None else (None, None)
+                picture[-1]["cells"][c.label] = (vc.sort, lo, hi, vc.outcome)
             if vc is None:
                 row.append(_missing(tables.get(name), c.metric))
                 continue
@@ -179,9 +216,45 @@ def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = 
             wr = front.win_rate(compared)
             row.append(Cell(wr.text, wr.wins - wr.losses if wr.compared else None, cls="num", sub=wr.sub))
         rows.append(row)
-    info.update(longest=longest, train_len=train_len)
+    info.update(longest=longest, train_len=train_len, picture=_picture(cols, picture, train_len))
     shown = table(store, tid, headers, rows, table_cls="sticky", filt=False, wide=True)
     return pages.Markup(pages.render("vs_rope.html", table=shown, unmatched=", ".join(unmatched))), info
+
+
+def _picture(cols: list[front.Column], rows: list[dict], train_len: int | None) -> dict | None:
+    """The front page's picture and its one-sentence reading: the first corpus's perplexity ÷ RoPE's at the
+    training length and at the longest length, one row per encoding (charts.ratio_chart)."""
+    ppl = [c for c in cols if c.kind == "ppl"]
+    if not ppl or not rows:
+        return None
+    corpus = ppl[0].label.removesuffix(f" {ppl[0].metric}")
+    mine = [c for c in ppl if c.label.removesuffix(f" {c.metric}") == corpus]
+    chosen = [c for c in mine if c.length == train_len][:1] + [max(mine, key=lambda c: c.length or 0)]
+    chosen = list({c.label: c for c in chosen}.values())
+
+    def panel(c: front.Column) -> str:
+        if train_len and c.length == train_len:
+            return f"{c.length:,} tokens (in distribution)"
+        return (
+            f"{c.length:,} tokens ({c.length / train_len:g}× training length)" if train_len else f"{c.length:,} tokens"
+        )
+
+    panels = [panel(c) for c in chosen]
+    shown = [{"name": r["name"], "cells": {panel(c): r["cells"].get(c.label) for c in chosen}} for r in rows]
+    shown = [r for r in shown if any(r["cells"].values())]
+    if not shown:
+        return None
+    level = int(front.LEVEL * 100)
+    svgs = [charts.ratio_chart(shown, [p], title=f"{corpus} at {p}: perplexity ÷ RoPE's, {level}% interval over seeds")
+            for p in panels]  # fmt: skip
+    parts = []
+    for p in panels:
+        outs = [r["cells"][p][3] for r in shown if r["cells"].get(p)]
+        rest = [f"{outs.count(w)} {w}" for w in ("within noise", "no interval") if outs.count(w)]
+        parts.append(f"at {p} {outs.count('win')} of {len(outs)} encodings beat RoPE and {outs.count('loss')} "
+                     "lose to it" + (f" ({', '.join(rest)})" if rest else ""))  # fmt: skip
+    reading = parts[0][0].upper() + "; ".join(parts)[1:] + "."
+    return {"svg": pages.Markup("".join(svgs)), "reading": reading}
 
 
 def paper_verdicts(store: SiteStore) -> list[dict]:
@@ -235,10 +308,11 @@ def render(store: SiteStore) -> Page:
         "index.html", title="leaderboard", prefix="", links=store.nav(),
         budget=budget[0], budget_more=budget[1],
         vs_first=published_profile(first), vs_more=more,
-        papers=papers, scale_n=sum(p["scale"] for p in papers), vs_rope=vs,
+        papers=papers, scale_n=sum(p["scale"] for p in papers), vs_rope=vs, picture=info.get("picture"),
         baseline=info["baseline"], level=int(front.LEVEL * 100),
         columns_text=", then ".join(kinds), encodings=encodings,
         extension=extension, all_runs=all_runs,
         published=[(str(p), str(m)) for p, m in published], claims=bool(store.claims_html),
+        yours=sorted(yours(store)),
     )  # fmt: skip
     return Page("index.html", "leaderboard", html)

@@ -11,13 +11,14 @@ the code before issue 31."""
 import json
 import math
 import re
+from html import escape as html_escape
 from pathlib import Path
 
 import duckdb
 import pytest
 from helpers.browser import CHROMIUM, CHROMIUM_FLAGS
 
-from leaderboard.charts import ENCODING_COLORS, heatmap, line_chart  # noqa: E402
+from leaderboard.charts import ENCODING_COLORS, OUTCOME_COLORS, heatmap, line_chart  # noqa: E402
 from leaderboard.ingest import ingest  # noqa: E402
 from leaderboard.site import build_site  # noqa: E402
 from leaderboard.store import table_ddl  # noqa: E402
@@ -306,6 +307,35 @@ def test_charts_mark_training_length_and_draw_seeds_as_a_band(site):
     assert flip.count('class="band"') == 2
 
 
+def test_the_front_page_opens_with_each_encodings_ratio_to_rope_as_a_picture(site):
+    """Issue 58: a picture before any table: per encoding (one row each, RoPE the baseline, not drawn) its
+    perplexity ÷ RoPE's at the training length and at the longest length, the point where the table says it is
+    and coloured by the table's outcome word, then one sentence counting what the picture shows."""
+    html = site.read_text()
+    fig = html.split('<figure id="picture"', 1)[1].split("</figure>", 1)[0]
+    assert html.index('<figure id="picture"') < html.index('id="budget"') < html.index('id="vs_rope"')
+    svgs = re.findall(r"<svg.*?</svg>", fig, flags=re.S)
+    assert len(svgs) == 2 and f"at {TRAIN} tokens (in distribution)" in svgs[0] and "training length" in svgs[1]
+    table = html.split('id="vs_rope"', 1)[1].split("</table>", 1)[0]
+    names = [re.sub(r"<[^>]+>", "", n) for n in re.findall(r"<tr><td[^>]*>(.*?)<", table)]
+    drawn = [n for n in names if n != "rope"]
+    colour = OUTCOME_COLORS  # the declared palette: the dot wears the colour of the table's word
+    counted = {"win": 0, "loss": 0}
+    for name in drawn:
+        cell = _cells(_row(html, "vs_rope", name))[1]  # ppl ÷ RoPE at the training length
+        if "×" not in cell:
+            continue
+        ratio = re.search(r"×(\d\.\d{3})", cell)[1]
+        outcome = next(w for w in ("win", "loss", "within noise", "no interval") if w in cell)
+        counted[outcome] = counted.get(outcome, 0) + 1
+        dot = re.search(rf'<circle [^>]*fill="([^"]+)" class="mark"><title>{re.escape(html_escape(name))}, '
+                        rf'[^:]*: ×{ratio}[^<]*: {outcome}</title>', svgs[0])  # fmt: skip
+        assert dot and dot[1] == colour[outcome], (name, ratio, outcome)
+    assert sum(counted.values()) >= 2, counted
+    caption = re.sub(r"<[^>]+>", "", fig.split("<figcaption>", 1)[1])
+    assert f"{counted['win']} of " in caption and f"beat RoPE and {counted['loss']} lose" in caption, caption
+
+
 def test_efficiency_pe_is_the_encodings_name(site):
     """``where pe = 'tape'`` finds the same checkpoints in efficiency as in runs (options live in pe_options)."""
     con = duckdb.connect(str(site.parent.parent / "peeval.duckdb"), read_only=True)
@@ -332,6 +362,13 @@ def test_first_screen_at_1400px(site):
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.goto(site.as_uri())
+            for width, height in ((1400, 900), (390, 844)):  # the picture opens the page, on a phone too
+                page.set_viewport_size({"width": width, "height": height})
+                first = page.locator("#picture svg.chart").first.bounding_box()
+                assert first and first["y"] < height / 2 and first["x"] + first["width"] <= width, (width, first)
+            page.set_viewport_size({"width": 1400, "height": 900})
+            pic = page.locator("#picture").bounding_box()
+            assert pic["y"] + pic["height"] <= 900, pic  # the whole picture and its reading on the first screen
             budget = page.locator("#budget")
             assert budget.is_visible() and f"context length {TRAIN}" in budget.inner_text()
             assert budget.bounding_box()["y"] + budget.bounding_box()["height"] <= 900
