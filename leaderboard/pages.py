@@ -62,7 +62,8 @@ PAGES = (
     Entry("claims", "claims.html", "Claims"),
     Entry("ladder", "ladder.html", "Sizes"),  # the claims' differences at each model size (issue 43)
     Entry("compare", "compare.html", "Compare"),
-    Entry("data", "data.html", "Data"),  # last: it lists the tables every page before it showed
+    Entry("data", "data.html", "Data"),  # it lists the tables every page before it showed
+    Entry("glossary", "glossary.html", "Glossary"),  # the terms every page links to
 )
 
 

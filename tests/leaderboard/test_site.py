@@ -118,6 +118,18 @@ def test_a_family_page_without_runs_is_neither_built_nor_in_the_menu(site):
     assert 'href="ppl.html"' in (out / "index.html").read_text()  # the pages that have runs stay linked
 
 
+def test_every_term_a_page_links_to_the_glossary_is_defined_there(site):
+    """The glossary (issue 58): each glossary.html#term a page links to is an id on the glossary page, and the
+    front page links its terms (ppl ÷ RoPE, Welch df, within noise) the first time it uses them."""
+    out = site.parent
+    ids = set(re.findall(r'<dt id="([^"]+)"', (out / "glossary.html").read_text()))
+    linked = {a for f in out.rglob("*.html") for a in re.findall(r"glossary\.html#([\w-]+)", f.read_text())}
+    assert linked and linked <= ids, linked - ids
+    front = (out / "index.html").read_text()
+    for term in ("ppl-ratio", "welch", "within-noise", "interval"):
+        assert f"glossary.html#{term}" in front, term
+
+
 def test_claims_page_hook(tmp_path, monkeypatch):
     from leaderboard import claims_page as mod
 
