@@ -83,6 +83,13 @@ SELECT checkpoint, pe, pe_options, method, task, params, total_params, flops_per
        steps, tokens, final_val_loss, final_val_ppl
 FROM efficiency;
 
+-- a run added beside a published profile's (make site MINE=...): what its row says under its name (site/index.py)
+CREATE TEMP VIEW site_run_scale AS
+SELECT r.name, r.source, r.training_length, r.checkpoint, r.results_path, e.params, e.tokens,
+       json_extract_string(e.summary, '$.settings.tokenizer') AS tokenizer,
+       json_extract_string(e.summary, '$.settings.vocab_size') AS vocab_size
+FROM runs r LEFT JOIN efficiency e ON e.checkpoint = r.checkpoint AND e.task IS NULL AND e.method IS NULL;
+
 -- a run's page: its metrics, its first samples per task (k: the rank by doc_id), the data it read
 CREATE TEMP VIEW site_run_metrics AS SELECT run_id, task, metric, filter, value, stderr, n FROM metrics;
 CREATE TEMP VIEW site_run_samples AS

@@ -4,7 +4,9 @@ seed of it; a checkpoint is one seed whatever the copies; a results folder whose
 its evaluation is refused."""
 
 import hashlib
+import html
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -73,6 +75,20 @@ def test_a_smoke_run_on_a_published_board_leaves_every_published_cell_unchanged(
     assert "tape" in mine
     sources = dict(_q(db, "select distinct name, source from runs"))
     assert sources[mine] == "local" and {sources[n] for n in published} == {"published/cpu"}
+
+    # the user's row is marked as theirs, with its run name, size and training length (issue 58), and the page
+    # no longer says every row shares one budget (the smoke run has 34k parameters, the profile's ~140k)
+    page = (tmp_path / "after" / "index.html").read_text()
+    (cell,) = re.findall(
+        r'<td class="yours"[^>]*>' + re.escape(html.escape(mine)) + r'<span class="sub">([^<]*)<', page
+    )[:1]
+    assert cell.startswith("yours") and "run smoke-tape" in cell and "34,000 parameters" in cell, cell
+    assert "trained at 256 tokens on 5,000" in cell, cell
+    said = "rows are encodings trained with identical data"
+    assert said not in " ".join(page.split()) and said in " ".join(
+        (tmp_path / "before" / "index.html").read_text().split()
+    )
+    assert "yours" not in (tmp_path / "before" / "index.html").read_text().replace("glossary.html#yours", "")
 
     ingest([PUBLISHED_CPU], db, root=PUBLISHED_CPU)  # the next `make site` keeps what the user ingested
     assert _q(db, "select count(*) from runs where source = 'local'") == [(1,)]
