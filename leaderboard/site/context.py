@@ -4,6 +4,7 @@ downloads the pages' tables add, and the helpers that format a value for a page,
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 import math
@@ -100,7 +101,7 @@ class SiteStore:
         """``claims_con``: the claims stage's database (tables claims, claim_values); default ``con``."""
         self.con = con
         self.claims_con = con if claims_con is None else claims_con
-        self.files: dict[str, str] = {}
+        self.files: dict[str, str | bytes] = {}
         self.table_ids: set[str] = set()
         sections = view_sections(VIEWS.read_text(encoding="utf-8"))
         self.views: dict[str, Any] = {}
@@ -117,7 +118,7 @@ class SiteStore:
     def _empty_family_pages(self) -> frozenset[str]:
         """The generic by-length pages (``leaderboard.pages``: RULER's) of families the store holds no run of:
         neither built nor in the navigation (a menu entry that opens on "no RULER runs" tells nothing)."""
-        have = {r[0] for r in self.con.execute("SELECT DISTINCT family FROM site_family_lengths").fetchall()}
+        have = {r["family"] for r in self.view("families")}
         return frozenset(e.href for e in pages.PAGES if e.family is not None and e.family not in have)
 
     def nav(self) -> list[tuple[str, str]]:
@@ -179,12 +180,17 @@ class SiteStore:
         return {r["name"]: r["rows"] for r in self.view("position_tables")
                 if r["pe"] in TABLE_ENCODINGS and r["rows"] is not None}  # fmt: skip
 
-    def data_files(self, tid: str, headers: list[str], rows: list[list[Any]]) -> None:
-        """``data/<tid>.csv`` and ``.json``: the rows as a download."""
+    def data_files(self, tid: str, headers: list[str], rows: list[list[Any]], whole: bool = False) -> None:
+        """``data/<tid>.csv`` and ``.json``: the rows as a download. ``whole``: a store table (the data page), written
+        once, as ``data/<tid>.csv.gz`` (gzip, no timestamp: the same rows give the same bytes): its samples and
+        training curves were 200 MB of a published site, half of it the same rows again as JSON."""
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\r\n")  # RFC 4180; and a text's lone \r is then quoted, never a row end
         w.writerow(headers)
         w.writerows([[csv_cell(v) for v in r] for r in rows])
+        if whole:
+            self.files[f"data/{tid}.csv.gz"] = gzip.compress(buf.getvalue().encode("utf-8"), mtime=0)
+            return
         self.files[f"data/{tid}.csv"] = buf.getvalue()
         records = [{h: jsonable(v) for h, v in zip(headers, r)} for r in rows]
         # one record per line: readable, and the C encoder (``indent`` takes Python's: 3x slower on 100k rows)

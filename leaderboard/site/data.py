@@ -1,5 +1,6 @@
 """The data page: every table of the store and of the claims stage, and every table the other pages show, as
-CSV and JSON downloads (``data/<table>.csv|json``). Built last: it lists the tables the pages before it showed."""
+downloads: a store table once, as gzip'd CSV (``data/<table>.csv.gz``), a table a page shows as CSV and JSON
+(``data/<table>.csv|json``). Built after the pages: it lists the tables they showed."""
 
 from __future__ import annotations
 
@@ -19,6 +20,6 @@ def render(store: SiteStore) -> Page:
             continue
         # the whole table, sorted on all its columns: the same rows ingested in another order give the same file
         rel = (store.claims_con if claims else store.con).table(t).order("ALL")  # DuckDB's relation API
-        store.data_files(t, rel.columns, [list(r) for r in rel.fetchall()])
+        store.data_files(t, rel.columns, [list(r) for r in rel.fetchall()], whole=True)
         tables.append(t)
     return page(store, "data.html", "data downloads", "data.html", tables=tables, shown=sorted(store.table_ids))

@@ -18,7 +18,7 @@ MARKER = ".peeval-site"
 #: a folder without a manifest (a site built before the manifest existed) is the site's own only when every file
 #: in it is one this build writes or a page of a run that may have left the store since (its run id: 16 hex digits)
 _OLD_SITE_FILE = re.compile(
-    r"^(?:runs/[0-9a-f]{16}\.html|data/(?:samples_|data_|metrics_)?[0-9a-f]{16}\.(?:csv|json))$"
+    r"^(?:runs/[0-9a-f]{16}\.html|data/(?:samples_|data_|metrics_)?[0-9a-f]{16}\.(?:csv|json)(?:\.gz)?)$"
 )
 
 
@@ -37,7 +37,7 @@ def _manifest(out: Path) -> set[str] | None:
     return {f for f in files if isinstance(f, str)} if isinstance(files, list) else None
 
 
-def check_out(out: Path, files: dict[str, str]) -> None:
+def check_out(out: Path, files: dict[str, str | bytes]) -> None:
     """The site replaces ``out`` whole, so every file in ``out`` must be one a build of the site wrote: listed in
     its manifest (:data:`MARKER`), or, for a folder without one, a file this build writes again or a stale run
     page. A folder with any other file (the user's notes, a store, a page beside the site's) is refused, never
@@ -60,7 +60,7 @@ def check_out(out: Path, files: dict[str, str]) -> None:
         )
 
 
-def write_tree(out: Path, files: dict[str, str]) -> Path:
+def write_tree(out: Path, files: dict[str, str | bytes]) -> Path:
     """Write into a temporary sibling folder, then swap it in (no half-built site); the temporary
     folder goes on every failure. The folder's manifest (:data:`MARKER`) lists every file written."""
     out = Path(out)
@@ -74,7 +74,7 @@ def write_tree(out: Path, files: dict[str, str]) -> Path:
         for rel, text in files.items():
             p = tmp / rel
             p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(text, encoding="utf-8")
+            p.write_bytes(text) if isinstance(text, bytes) else p.write_text(text, encoding="utf-8")  # .gz: bytes
         os.chmod(tmp, 0o755)
         replace_dir(tmp, out)
     except BaseException:

@@ -44,19 +44,22 @@ def table(
     filt: bool = True,
     table_cls: str = "",
     wide: bool = False,
+    download: bool = True,
 ) -> pages.Markup:
     """A sortable, filterable table plus its CSV / JSON downloads (``data/<tid>.csv|json``, the sort values);
-    ``wide``: in a box that scrolls sideways on its own (the page never does)."""
+    ``wide``: in a box that scrolls sideways on its own (the page never does); ``download=False``: rows a store
+    table's download already holds (a run page's metrics), not written a second time."""
     assert tid not in store.table_ids, tid
-    store.table_ids.add(tid)
-    plain = [[c.sort if isinstance(c, Cell) and c.sort is not None else (c.text if isinstance(c, Cell) else c)
-              for c in r] for r in rows]  # fmt: skip
-    store.data_files(tid, headers, plain)
+    if download:
+        store.table_ids.add(tid)
+        plain = [[c.sort if isinstance(c, Cell) and c.sort is not None else (c.text if isinstance(c, Cell) else c)
+                  for c in r] for r in rows]  # fmt: skip
+        store.data_files(tid, headers, plain)
     cells = [[_cell(c) for c in r] for r in rows]
     shown = [[{**c.__dict__, "sort": None if c.sort is None else str(jsonable(c.sort)),
                "claims": c.claims if store.claims_html else []} for c in r] for r in cells]  # fmt: skip
     html = pages.render("table.html", tid=tid, headers=headers, rows=shown, prefix=prefix, filt=filt, wide=wide,
-                        tcls=f"sortable {table_cls}".strip())  # fmt: skip
+                        tcls=f"sortable {table_cls}".strip(), download=download)  # fmt: skip
     return pages.Markup(html)
 
 

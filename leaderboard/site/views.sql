@@ -58,6 +58,8 @@ CREATE TEMP VIEW site_ppl_protocols AS SELECT DISTINCT protocol p FROM ppl_by_le
 
 -- per-cell views combined over the runs of one name: a metric's mean over seeds, a count's sum
 -- (peeval.records.METRICS: ppl, bpb, acc average, seed_mean; tokens, windows and n add up), and the number of runs
+-- the task families the store holds runs of (a by-length page without runs is neither built nor in the menu)
+CREATE TEMP VIEW site_families AS SELECT DISTINCT family FROM family_length_cells;
 CREATE TEMP VIEW site_family_lengths AS
 SELECT v.family, r.name, v.task, v.length,
        seed_mean(v.value, v.run_id) AS value, sum(v.n) AS n

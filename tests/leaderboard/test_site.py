@@ -3,6 +3,8 @@ checked as HTML (escaping, downloads, run pages) and in Debian's headless Chromi
 Playwright (one row per encoding, sorting, drawn charts, no console errors, a screenshot)."""
 
 import csv
+import gzip
+import io
 import json
 import math
 import re
@@ -102,7 +104,9 @@ def test_pages_downloads_and_escaping(site):
     assert sorted(r["encoding"] for r in rows) == sorted(["nope", "rope", f"tape(note={EVIL})"])
     nope = next(r for r in rows if r["encoding"] == "nope")
     assert float(nope["Gutenberg books (PG-19 substitute) ppl@256 ↓"]) == 900.0 and float(nope["passkey acc ↑"]) == 0.1
-    assert json.loads((out / "data" / "runs.json").read_text())[0]["run_id"]
+    with gzip.open(out / "data" / "runs.csv.gz", "rt", newline="") as fh:  # a store table: once, gzip'd CSV
+        assert next(csv.DictReader(fh))["run_id"]
+    assert not (out / "data" / "runs.json").exists() and not (out / "data" / "runs.csv").exists()
     linked = {p.name for p in runs}
     index = (out / "index.html").read_text()
     assert all(f"runs/{name}" in index for name in linked)
@@ -128,6 +132,45 @@ def test_every_term_a_page_links_to_the_glossary_is_defined_there(site):
     front = (out / "index.html").read_text()
     for term in ("ppl-ratio", "welch", "within-noise", "interval"):
         assert f"glossary.html#{term}" in front, term
+
+
+def test_each_store_table_is_written_once_compressed_and_whole(site):
+    """Issue 58: a published site was 285 MB, most of it each store table twice (CSV and JSON) and every run's
+    samples, metrics and data tables a third time. Now a store table is one gzip'd CSV holding every row, and no
+    per-run download repeats it."""
+    import duckdb
+
+    out = site.parent / "data"
+    con = duckdb.connect(str(site.parent.parent / "peeval.duckdb"), read_only=True)
+    try:
+        for t in ("runs", "metrics", "samples", "task_data"):
+            assert not (out / f"{t}.csv").exists() and not (out / f"{t}.json").exists(), t
+            rows = list(csv.reader(io.StringIO(gzip.decompress((out / f"{t}.csv.gz").read_bytes()).decode(),
+                                               newline="")))  # fmt: skip
+            assert len(rows) - 1 == con.execute(f"select count(*) from {t}").fetchone()[0], t
+    finally:
+        con.close()
+    per_run = [p.name for p in out.iterdir() if re.search(r"_[0-9a-f]{16}\.", p.name)]
+    assert per_run == [], per_run
+    page = next((site.parent / "runs").glob("*.html")).read_text()
+    assert "../data/samples.csv.gz" in page
+
+
+@pytest.mark.slow
+def test_each_published_board_builds_a_site_under_30_mb(tmp_path):
+    """The published profiles' sites (`make site`): each at most 30 MB (before issue 58: 87 and 285 MB)."""
+    from conftest import REPO
+
+    from leaderboard.ingest import ingest as ingest_published
+
+    for profile in ("cpu", "cpu-claims"):
+        folder = Path(REPO) / "leaderboard" / "published" / profile
+        db = tmp_path / profile / "peeval.duckdb"
+        db.parent.mkdir()
+        ingest_published([folder], db)
+        site = build_site(db, tmp_path / profile / "site").parent
+        size = sum(p.stat().st_size for p in site.rglob("*") if p.is_file())
+        assert size <= 30e6, (profile, size)
 
 
 def test_claims_page_hook(tmp_path, monkeypatch):
@@ -274,13 +317,14 @@ def test_csv_downloads_never_hold_a_formula(tmp_path):
     ingest([root], db, root=tmp_path)
     site = build_site(db, tmp_path / "site").parent
     names = set()
-    for f in (site / "data").glob("*.csv"):
-        for row in csv.reader(f.open(newline="", encoding="utf-8")):
+    for f in [*(site / "data").glob("*.csv"), *(site / "data").glob("*.csv.gz")]:  # a store table: gzip'd
+        text = gzip.decompress(f.read_bytes()).decode() if f.suffix == ".gz" else f.read_text(encoding="utf-8")
+        for row in csv.reader(io.StringIO(text, newline="")):
             for cell in row:
                 assert not cell.startswith(("=", "+", "-", "@", "\t", "\r")), (f.name, cell)
                 names.add(cell)
     assert {"'" + t for t in texts} <= names  # each name kept, as text
-    runs = json.loads((site / "data" / "runs.json").read_text())
+    runs = json.loads((site / "data" / "runs_list.json").read_text())
     assert sorted(r["name"] for r in runs) == sorted(texts)  # the JSON download holds the names as they are
 
 
