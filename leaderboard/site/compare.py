@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from leaderboard import compare, pages
@@ -64,14 +64,45 @@ def script_json(data) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
+def run_labels(runs: list[dict], metrics: dict) -> list[dict]:
+    """Each run's entry in the pickers, named by what was evaluated and on what: its row's name, its tasks, the
+    checkpoint's folder and seed; a run id is added only where two entries would read alike (142 entries carried
+    no task name, and two read identically)."""
+
+    def text(r: dict) -> str:
+        tasks = sorted(metrics.get(r["run_id"], {}))
+        shown = ", ".join(tasks[:3]) + (f" +{len(tasks) - 3} more" if len(tasks) > 3 else "") if tasks else "no metrics"
+        ckpt = str(r["checkpoint"] or "").rstrip("/").rsplit("/", 1)[-1] or "no checkpoint"
+        return f"{r['name']} · {shown} · {ckpt} · seed {fmt(r['seed'])}"
+
+    plain = {r["run_id"]: text(r) for r in runs}
+    seen = Counter(plain.values())
+    return [{"run_id": r["run_id"], "label": plain[r["run_id"]] + (f" · {r['run_id']}" if seen[plain[r["run_id"]]] > 1
+             else "")} for r in runs]  # fmt: skip
+
+
+def default_pair(data: dict, run_ids: list[str]) -> tuple[str | None, str | None]:
+    """The pair the page opens on: the first paired one whose two runs differ (a perplexity ratio not 1, or an
+    example one got right and the other wrong), never two runs that score the same everywhere."""
+
+    def differs(key: str) -> bool:
+        acc = any(p["a_only_count"] or p["b_only_count"] for p in data["pairs"].get(key, []))
+        return acc or any(p["ratio"] is not None and p["ratio"] != 1 for p in data["ppl_pairs"].get(key, []))
+
+    keys = [*data["pairs"], *(k for k in data["ppl_pairs"] if k not in data["pairs"])]
+    chosen = next((k for k in keys if differs(k)), keys[0] if keys else None)
+    if chosen is not None:
+        a, b = chosen.split("|")
+        return a, b
+    return (run_ids + [None, None])[0], (run_ids + [None, None])[1]
+
+
 def render(store: SiteStore) -> Page:
     runs = store.view("compare_runs", order="kind, name, seed, run_id")
     data = compare_data(store)
     text = script_json(data)
-    paired_keys = list(data["pairs"]) or list(data["ppl_pairs"])
-    first, second = (paired_keys[0].split("|") if paired_keys else [r["run_id"] for r in runs[:2]] + [None, None])[:2]
-    labels = [{"run_id": r["run_id"], "label": f"{r['name']} · {r['kind']} · seed {fmt(r['seed'])} · {r['run_id']}"}
-              for r in runs]  # fmt: skip
+    first, second = default_pair(data, [r["run_id"] for r in runs])
+    labels = run_labels(runs, data["metrics"])
     store.files["assets/compare.js"] = COMPARE_JS.read_text(encoding="utf-8")
     html = pages.render("compare.html", title="compare two runs", prefix="", links=store.nav(),
                         runs=labels, first=first, second=second, data=pages.Markup(text))  # fmt: skip

@@ -102,7 +102,7 @@ CREATE TEMP VIEW site_run_data AS
 SELECT run_id, task, source, location, config, split, revision, documents, documents_sha256, params FROM task_data;
 
 -- the compare page: runs, per-example outcomes, headline numbers, perplexity blocks
-CREATE TEMP VIEW site_compare_runs AS SELECT run_id, name, kind, seed FROM runs;
+CREATE TEMP VIEW site_compare_runs AS SELECT run_id, name, kind, seed, checkpoint FROM runs;
 CREATE TEMP VIEW site_compare_samples AS
 SELECT run_id, task, doc_id, prompt, target, response, correct FROM samples WHERE correct IS NOT NULL;
 CREATE TEMP VIEW site_compare_metrics AS

@@ -130,7 +130,7 @@ def test_published_tape_and_rope_perplexity_are_compared(tmp_path):
     ids = {
         label.split(" · ")[0]: rid
         for rid, label in options.items()
-        if " · pretrain · seed 0 · " in label and any("ppl@256" in ms for ms in data["metrics"].get(rid, {}).values())
+        if label.endswith(" · seed 0") and any("ppl@256" in ms for ms in data["metrics"].get(rid, {}).values())
     }  # its perplexity run
     tape, rope = ids["tape @cpu"], ids["rope @cpu"]
     key = "|".join(sorted((tape, rope)))
@@ -142,6 +142,18 @@ def test_published_tape_and_rope_perplexity_are_compared(tmp_path):
         data["metrics"][tape][t] and set(data["metrics"][tape][t]) & set(data["metrics"][rope][t]) for t in shared
     )
     assert len(set(options.values())) == len(options)  # no two dropdown entries read the same
+    # entries are named by what ran: the row's name, its tasks (as read), the checkpoint's folder (issue 58)
+    assert options[tape].startswith("tape @cpu · Gutenberg books") and " · tape · seed 0" in options[tape], options[
+        tape
+    ]
+    assert sum(rid in options[rid] for rid in options) < len(options) / 2  # a run id only where two would read alike
+    # the page opens on a pair that differs (it opened on two runs at 1.000 everywhere)
+    a = re.search(r'id="run-a">.*?<option value="([0-9a-f]+)" selected', html, re.S)[1]
+    b = re.search(r'id="run-b">.*?<option value="([0-9a-f]+)" selected', html, re.S)[1]
+    key = "|".join(sorted((a, b)))
+    differ = [p for p in data["pairs"].get(key, []) if p["a_only_count"] or p["b_only_count"]]
+    differ += [p for p in data["ppl_pairs"].get(key, []) if p["ratio"] != 1]
+    assert a != b and differ, (options[a], options[b])
 
 
 def test_tape_vs_rope_perplexity_in_chromium(tmp_path):
@@ -157,7 +169,7 @@ def test_tape_vs_rope_perplexity_in_chromium(tmp_path):
     data = json.loads(re.search(r'<script type="application/json" id="compare-data">(.*?)</script>', html, re.S)[1])
     options = dict(re.findall(r'<option value="([0-9a-f]+)"[^>]*>([^<]*)</option>', html))
     ppl_run = {label.split(" · ")[0]: rid for rid, label in options.items()
-               if " · pretrain · seed 0 · " in label
+               if label.endswith(" · seed 0")
                and any(t.startswith("Gutenberg books") for t in data["metrics"].get(rid, {}))}  # fmt: skip
     with compare_page(site) as (page, errors):
 
@@ -172,6 +184,17 @@ def test_tape_vs_rope_perplexity_in_chromium(tmp_path):
         page.select_option("#run-a", ppl_run["tape @cpu"])
         page.select_option("#run-b", ppl_run["rope @cpu"])
         forward = rows()
+        # the comparison has an address: the permalink opens the same pair (issue 58)
+        link = page.locator("#permalink").get_attribute("href")
+        assert link == f"#a={ppl_run['tape @cpu']}&b={ppl_run['rope @cpu']}"
+        page.goto((site / "compare.html").as_uri() + link)
+        page.reload()
+        assert page.locator("#run-a").input_value() == ppl_run["tape @cpu"]
+        assert page.locator("#run-b").input_value() == ppl_run["rope @cpu"]
+        assert rows() == forward
+        # lengths sort as numbers in the side-by-side table (it read ppl@1024, ppl@2048, ppl@256)
+        side = [c for c in page.locator("#side td:nth-child(2)").all_inner_texts() if c.startswith("ppl@")]
+        assert side == sorted(side, key=lambda m: int(m.split("@")[1])) and len(side) >= 3, side
         assert {r[1] for r in forward} >= {"256", "4096"}, forward
         for r in forward:
             ratio = float(r[5].lstrip("×"))

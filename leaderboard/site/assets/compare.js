@@ -5,10 +5,21 @@
   function esc(s) { var d = document.createElement('div'); d.textContent = s == null ? '' : String(s); return d.innerHTML; }
   function num(v, digits) { return v == null ? '–' : (Math.abs(v) >= 1000 ? v.toFixed(0) : v.toPrecision(digits || 4)); }
   function table(head, rows) {
-    return '<table><thead><tr>' + head.map(function (h) { return '<th>' + esc(h) + '</th>'; }).join('') +
-      '</tr></thead><tbody>' + rows.map(function (r) { return '<tr>' + r.join('') + '</tr>'; }).join('') + '</tbody></table>';
+    return '<div class="wide"><table class="compare"><thead><tr>' + head.map(function (h) { return '<th>' + esc(h) + '</th>'; }).join('') +
+      '</tr></thead><tbody>' + rows.map(function (r) { return '<tr>' + r.join('') + '</tr>'; }).join('') + '</tbody></table></div>';
+  }
+  // names with numbers in them sort as numbers: ppl@256, ppl@1024, ppl@2048 (not @1024, @2048, @256)
+  function natural(x, y) { return x.localeCompare(y, 'en', {numeric: true}); }
+  // the comparison's address: #a=<run>&b=<run> picks the pair; changing a picker updates it
+  function fromHash() {
+    var m = /a=([0-9a-f]+)&b=([0-9a-f]+)/.exec(location.hash);
+    var has = function (sel, v) { return Array.prototype.some.call(sel.options, function (o) { return o.value === v; }); };
+    if (m && has(a, m[1]) && has(b, m[2])) { a.value = m[1]; b.value = m[2]; }
   }
   function render() {
+    var link = '#a=' + a.value + '&b=' + b.value;
+    document.getElementById('permalink').setAttribute('href', link);
+    if (location.hash !== link && history.replaceState) history.replaceState(null, '', link);
     var ra = a.value, rb = b.value, flip = ra > rb, key = flip ? rb + '|' + ra : ra + '|' + rb;
     var pairs = data.pairs[key] || [], paired = {}, rows = [], ex = [];
     pairs.forEach(function (p) {
@@ -47,9 +58,9 @@
         '95 % interval'], prows) : '') ||
       '<p class="empty">these two runs share no examples with per-example outcomes, nor perplexity target blocks</p>';
     var ma = data.metrics[ra] || {}, mb = data.metrics[rb] || {}, side = [];
-    Object.keys(ma).sort().forEach(function (t) {
+    Object.keys(ma).sort(natural).forEach(function (t) {
       if (!(t in mb)) return;
-      Object.keys(ma[t]).sort().forEach(function (m) {
+      Object.keys(ma[t]).sort(natural).forEach(function (m) {
         if (!(m in mb[t])) return;
         var x = ma[t][m], y = mb[t][m];
         side.push(['<td>' + esc(t) + '</td>', '<td>' + esc(m) + '</td>',
@@ -64,5 +75,7 @@
   }
   a.addEventListener('change', render);
   b.addEventListener('change', render);
+  window.addEventListener('hashchange', function () { fromHash(); render(); });
+  fromHash();
   render();
 })();
