@@ -257,6 +257,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--metadata", default=None, help="JSON passed to the tasks, e.g. '{\"lengths\": [512, 1024]}'")
     e.add_argument("--seed", type=int, default=0)
+    e.add_argument("-v", "--verbose", action="store_true",
+                   help="also show the known-benign lm-eval / transformers warnings peeval/quiet.py lists")  # fmt: skip
     e.add_argument(
         "--overwrite",
         action="store_true",

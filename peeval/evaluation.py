@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import logging
 import math
 import os
 import re
@@ -382,8 +381,9 @@ def _evaluate_recorded(args, metadata: dict, limit, model_args: dict, out: Path,
     from lm_eval.api.registry import get_model
     from lm_eval.loggers import EvaluationTracker
 
-    # lm-eval's two-line hint on every custom-dataset task (peeval's read --metadata already)
-    logging.getLogger("lm_eval.api.task").addFilter(lambda r: "Custom kwargs can be passed" not in r.getMessage())
+    from peeval.quiet import quiet
+
+    quiet(getattr(args, "verbose", False))  # the known-benign lm-eval / transformers warnings (peeval/quiet.py)
     # the model's tokenizer reaches the tasks as under plain lm_eval (passkey counts lengths in its tokens)
     model_source = {k: model_args[k] for k in ("pretrained", "gguf_file", "tokenizer") if model_args.get(k)}
     flags = lm_eval_flags(args)
