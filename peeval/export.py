@@ -212,13 +212,12 @@ def is_export(folder: Path) -> bool:
         return False
 
 
-def model_card(ckpt: Path, cfg: dict, fmt: str, summary: dict | None, tokenizer: bool) -> str:
+def model_card(ckpt: Path, cfg: dict, fmt: str, summary: dict | None, tokenizer: bool, where: str = ".") -> str:
+    """The folder's README.md; its code block runs as written (``where``: the folder, as ``path``), and a remote-code
+    export passes ``trust_remote_code=True`` to both loads (without it transformers stops at a "[y/N]" prompt)."""
     pe = cfg.get("pe")
-    load = (
-        "AutoModelForCausalLM.from_pretrained(path)"
-        if fmt == "llama"
-        else "AutoModelForCausalLM.from_pretrained(path, trust_remote_code=True)"
-    )
+    trust = "" if fmt == "llama" else ", trust_remote_code=True"
+    load = f"AutoModelForCausalLM.from_pretrained(path{trust})"
     front = ["---", "library_name: transformers", "tags:", "- peeval", f"- pe-{pe}", "---", ""]
     body = [
         f"# peeval checkpoint: pe={pe}",
@@ -231,8 +230,9 @@ def model_card(ckpt: Path, cfg: dict, fmt: str, summary: dict | None, tokenizer:
         "```python",
         "from transformers import AutoModelForCausalLM" + (", AutoTokenizer" if tokenizer else ""),
         "",
+        f"path = {json.dumps(where)}  # this folder (on the hub: its repo id)",
         f"model = {load}",
-        *(["tokenizer = AutoTokenizer.from_pretrained(path)"] if tokenizer else []),
+        *([f"tokenizer = AutoTokenizer.from_pretrained(path{trust})"] if tokenizer else []),
         "```",
         "",
     ]
@@ -294,7 +294,7 @@ def export(
         tokenizer = _save_tokenizer(ckpt, tmp)
         if summary is not None:
             shutil.copyfile(ckpt / SUMMARY, tmp / SUMMARY)
-        (tmp / "README.md").write_text(model_card(ckpt, cfg, fmt, summary, tokenizer), encoding="utf-8")
+        (tmp / "README.md").write_text(model_card(ckpt, cfg, fmt, summary, tokenizer, str(out)), encoding="utf-8")
         replace_dir(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -203,7 +203,21 @@ def test_the_tokenizer_travels_with_the_export(tmp_path):
     ex.export(tmp_path / "ckpt", tmp_path / "out")
     before = AutoTokenizer.from_pretrained(tmp_path / "ckpt")(text)["input_ids"]
     assert AutoTokenizer.from_pretrained(tmp_path / "out")(text)["input_ids"] == before
-    assert "AutoTokenizer.from_pretrained(path)" in (tmp_path / "out" / "README.md").read_text()
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "AutoTokenizer.from_pretrained(path, trust_remote_code=True)" in card
+    # the card's code runs as written, where peeval is not installed and no one answers a prompt (issue 58: the
+    # load line lacked trust_remote_code and stopped at "[y/N] run custom code?")
+    code = card.split("```python\n", 1)[1].split("```", 1)[0]
+    script = (
+        "import sys\nsys.modules['peeval'] = None\n"
+        + code
+        + "\nprint(type(model).__name__, len(tokenizer('a b')['input_ids']))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env.update(PEEVAL_LM_EVAL_HOOK="0", HF_HUB_OFFLINE="1", HF_MODULES_CACHE=str(tmp_path / "modules"))
+    run = subprocess.run([sys.executable, "-I", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         stdin=subprocess.DEVNULL, timeout=300)  # fmt: skip
+    assert run.returncode == 0 and run.stdout.startswith("PeevalForCausalLM"), run.stderr[-2000:]
 
 
 HUB_LOADER = """
