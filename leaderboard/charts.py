@@ -8,6 +8,7 @@ Every text that reaches the SVG goes through :func:`html.escape`; each mark carr
 from __future__ import annotations
 
 import math
+import re
 import zlib
 from html import escape
 
@@ -46,8 +47,17 @@ def legend_text(name: str, n: int = 31) -> str:
     names of one family differ at their end, and a cut head made four entries read the same."""
     if len(name) <= n:
         return name
-    tail = n * 3 // 5
-    return name[: n - tail - 1] + "…" + name[-tail:]
+    words = [w for w in re.split(r"(?<=[ (=,])", name) if w]  # whole words: never "SmolLM2-135M-Ins…"
+    head, tail = words[0], []
+    if len(head) < n - 4:
+        for w in reversed(words[1:]):  # the end first: names of one family differ there
+            if len(head) + 1 + len(w) + sum(map(len, tail)) > n:
+                break
+            tail.insert(0, w)
+        if tail:
+            return f"{head.rstrip()}…{''.join(tail).lstrip()}"
+    cut = n * 3 // 5  # one word longer than the room: cut it in its middle, keeping both ends
+    return name[: n - cut - 1] + "…" + name[-cut:]
 
 
 def _fmt(v: float) -> str:
@@ -358,3 +368,35 @@ def _wrap(text: str, n: int) -> list[str]:
         else:
             lines.append(word)
     return lines or [""]
+
+
+#: at most this many lines on one chart (colours stay apart); more become small multiples
+MAX_SERIES = 8
+
+
+def _is_rope(name: str) -> bool:
+    """RoPE's own line: ``rope``, ``rope @cpu``, ``rope (mean of 3 seeds)`` (not an extension of a rope model)."""
+    return re.fullmatch(r"rope(?: \(mean of \d+ seeds\))?(?: @\S+)?", name) is not None
+
+
+def line_charts(series: dict[str, list[tuple[float, float]]], *, title: str, **kw) -> list[str]:
+    """:func:`line_chart`, as small multiples of at most ``MAX_SERIES`` lines each when there are more (25 lines
+    shared a few colours): RoPE, the reference, on every panel; the others in name order, 7 a panel; each panel
+    titled with its place ("2 of 4") and its bands kept with their lines."""
+    if len(series) <= MAX_SERIES:
+        return [line_chart(series, title=title, **kw)]
+    ref = [n for n in series if _is_rope(n)][:1]
+    rest = [n for n in series if n not in ref]
+    per = MAX_SERIES - len(ref)
+    chunks = [rest[i : i + per] for i in range(0, len(rest), per)]
+    out = []
+    for i, chunk in enumerate(chunks, 1):
+        names = [*ref, *chunk]
+        part = {n: series[n] for n in names}
+        extra = dict(kw)
+        if kw.get("bands"):
+            extra["bands"] = {n: b for n, b in kw["bands"].items() if n in part}
+        if kw.get("styles"):
+            extra["styles"] = {n: s for n, s in kw["styles"].items() if n in part}
+        out.append(line_chart(part, title=f"{title} ({i} of {len(chunks)})", **extra))
+    return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from leaderboard.charts import line_chart
+from leaderboard.charts import line_charts
 from leaderboard.site.context import Page, SiteStore
 from leaderboard.site.tables import chart_page
 from peeval.tasks.family import families
@@ -27,7 +27,7 @@ def render(store: SiteStore, family: str) -> Page | None:
                 series[r["name"]].append((r["length"], r["value"]))
         xs = [x for pts in series.values() for x, _ in pts]
         marks = [(train_len, f"training length {train_len}")] if train_len and min(xs) <= train_len <= max(xs) else []
-        charts.append(line_chart(series, title=f"{task}: {ylabel} vs context length", xlabel="context length (tokens)",
-                                 ylabel=ylabel, logx=True, vlines=marks))  # fmt: skip
+        charts += line_charts(series, title=f"{task}: {ylabel} vs context length", xlabel="context length (tokens)",
+                              ylabel=ylabel, logx=True, vlines=marks)  # fmt: skip
     return chart_page(store, page.href, page.title or page.text, charts, note=page.note, empty=f"no {page.text} runs",
                       tid=f"{family}_table", rows=rows, headers=store.columns("family_lengths"))  # fmt: skip

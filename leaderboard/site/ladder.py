@@ -109,8 +109,8 @@ def ladder_charts(points: list[dict]) -> list[str]:
         series: dict[str, list] = defaultdict(list)
         bands: dict[str, list] = defaultdict(list)
         styles: dict[str, tuple[str, str]] = {}
-        for p in mine:
-            name = f"{p['corpus']}, {p['kind']}"
+        for p in mine:  # one corpus: named in the title, so the legend reads whole ("in distribution", "longest")
+            name = p["kind"] if len(corpora) == 1 else f"{p['corpus']}, {p['kind']}"
             styles[name] = (colours[corpora.index(p["corpus"]) % len(colours)], DASH_ADAPTED if p["kind"] == "longest"
                             else "")  # fmt: skip
             series[name].append((p["params"], p["ratio"]))
@@ -120,7 +120,8 @@ def ladder_charts(points: list[dict]) -> list[str]:
         series[PARITY] = [(xs[0], 1.0), (xs[-1], 1.0)]
         styles[PARITY] = ("#636363", DASH_OTHER)
         where = "" if source == "local" else f" ({source})"
-        charts.append(line_chart(dict(series), title=f"{label} ÷ rope by model size{where}",
+        on = f" on {corpora[0]}" if len(corpora) == 1 else ""
+        charts.append(line_chart(dict(series), title=f"{label} ÷ rope by model size{on}{where}",
                                  xlabel="parameters (the rung's RoPE model)", ylabel=f"ppl {label} ÷ ppl rope",
                                  logx=True, logy=True, bands=dict(bands), styles=styles))  # fmt: skip
     return charts

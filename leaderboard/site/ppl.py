@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from leaderboard.charts import line_chart
+from leaderboard.charts import line_charts
 from leaderboard.site.context import Page, SiteStore
 from leaderboard.site.tables import chart_page
 
@@ -35,9 +35,9 @@ def loss_by_position_charts(store: SiteStore, corpus: str, groups) -> list[str]:
             xs = sorted({x for pts in series.values() for x, _ in pts})  # bucket starts: the last reaches a step on
             end = xs[-1] + (xs[-1] - xs[-2] if len(xs) > 1 else 0)
             inside = [m for m in marks if xs[0] <= m[0] <= end]
-            charts.append(line_chart(series, title=f"{corpus}: loss by position in the longest windows, {group}",
-                                     xlabel="position (tokens of context)", ylabel="mean NLL (nats)",
-                                     vlines=inside))  # fmt: skip
+            charts += line_charts(series, title=f"{corpus}: loss by position in the longest windows, {group}",
+                                  xlabel="position (tokens of context)", ylabel="mean NLL (nats)",
+                                  vlines=inside)  # fmt: skip
     return charts
 
 
@@ -90,16 +90,16 @@ def render(store: SiteStore) -> Page:
                 title = f"{corpus}: ppl vs context length, {group}"
                 if beyond:  # e.g. "pg19: ppl, adapted / external models (own tokenizer; trained at 8,192)"
                     title = f"{corpus}: ppl, {group[:-1]}; trained at {', '.join(beyond)})"
-                charts.append(line_chart(series, title=title, xlabel="context length (tokens)", ylabel="ppl",
-                                         logx=True, logy=True, vlines=inside))  # fmt: skip
+                charts += line_charts(series, title=title, xlabel="context length (tokens)", ylabel="ppl",
+                                      logx=True, logy=True, vlines=inside)  # fmt: skip
         series = defaultdict(list)
         for r in rows:
             if r["corpus"] == corpus:
                 series[r["name"]].append((r["length"], r["bpb"]))
         lengths = sorted({m[0] for _, _, marks in groups[:-1] for m in marks})  # each group's own, on one axis
         bmark = [(L, f"training length {L} (models trained here)") for L in lengths]
-        charts.append(line_chart(series, title=f"{corpus}: bits per byte vs context length (every model)",
-                                 xlabel="context length (tokens)", ylabel="bpb", logx=True, vlines=bmark))  # fmt: skip
+        charts += line_charts(series, title=f"{corpus}: bits per byte vs context length (every model)",
+                              xlabel="context length (tokens)", ylabel="bpb", logx=True, vlines=bmark)  # fmt: skip
         charts += loss_by_position_charts(store, corpus, groups)
     protocols = [r["p"] for r in store.view("ppl_protocols")]
     how = ("Protocol of these runs: " + "; ".join(sorted(protocols)) + ". ") if protocols else ""

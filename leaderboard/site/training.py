@@ -8,7 +8,7 @@ import json
 import math
 from collections import defaultdict
 
-from leaderboard.charts import line_chart
+from leaderboard.charts import line_charts
 from leaderboard.site.context import Page, SiteStore
 from leaderboard.site.tables import chart_page
 from peeval.records import adapt_label, adapted_name, base_model_label, encoding_label
@@ -56,8 +56,8 @@ def charts(rows: list[dict]) -> list[str]:
                     bands[name] = [(st, min(vs.values()), max(vs.values())) for st, vs in sorted(steps.items())]
             if series:
                 note = ", band: range over seeds" if bands else ""
-                out.append(line_chart(series, title=f"{task or 'text pretraining'}: {col}{note}", xlabel="step",
-                                      ylabel=col, bands=bands))  # fmt: skip
+                out += line_charts(series, title=f"{task or 'text pretraining'}: {col}{note}", xlabel="step",
+                                   ylabel=col, bands=bands)  # fmt: skip
     return out
 
 
