@@ -111,3 +111,21 @@ TERMS = (
 
 def render(store: SiteStore) -> Page:
     return page(store, "glossary.html", "glossary", "glossary.html", terms=TERMS)
+
+
+def markdown() -> str:
+    """docs/glossary.md: the same terms for readers of the repository (``python -m leaderboard.site.glossary``
+    writes it; tests/test_docs_commands.py fails when it is stale)."""
+    lines = ["# Glossary", "", "The terms of the leaderboard site (its glossary page), generated from",
+             "`leaderboard/site/glossary.py` by `python -m leaderboard.site.glossary`.", ""]  # fmt: skip
+    for _anchor, term, meaning in TERMS:
+        lines += [f"## {term}", "", meaning, ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    from pathlib import Path
+
+    out = Path(__file__).resolve().parents[2] / "docs" / "glossary.md"
+    out.write_text(markdown(), encoding="utf-8")
+    print(f"glossary: {out}")
