@@ -48,14 +48,21 @@ def legend_text(name: str, n: int = 31) -> str:
     if len(name) <= n:
         return name
     words = [w for w in re.split(r"(?<=[ (=,])", name) if w]  # whole words: never "SmolLM2-135M-Ins…"
-    head, tail = words[0], []
-    if len(head) < n - 4:
-        for w in reversed(words[1:]):  # the end first: names of one family differ there
-            if len(head) + 1 + len(w) + sum(map(len, tail)) > n:
-                break
-            tail.insert(0, w)
+    head, tail, k, m = [words[0]], [], 1, len(words)
+    room = lambda extra: sum(map(len, head)) + sum(map(len, tail)) + 1 + len(extra) <= n  # noqa: E731
+    if len(words[0]) < n - 4:
+        # the end first, to 3/5 of the room (names of one family differ there), then the start, then the end again
+        while m - 1 > k and room(words[m - 1]) and sum(map(len, tail)) + len(words[m - 1]) <= n * 3 // 5:
+            m -= 1
+            tail.insert(0, words[m])
+        while k < m and room(words[k]):
+            head.append(words[k])
+            k += 1
+        while m - 1 > k and room(words[m - 1]):
+            m -= 1
+            tail.insert(0, words[m])
         if tail:
-            return f"{head.rstrip()}…{''.join(tail).lstrip()}"
+            return f"{''.join(head).rstrip()}…{''.join(tail).lstrip()}"
     cut = n * 3 // 5  # one word longer than the room: cut it in its middle, keeping both ends
     return name[: n - cut - 1] + "…" + name[-cut:]
 
