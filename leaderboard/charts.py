@@ -170,7 +170,7 @@ def line_chart(
     pad = (y1 - y0) * 0.05
     y0, y1 = y0 - pad, y1 + pad
     width = max(width, 660)  # two charts side by side in the 1400 px page, legends of 31 characters
-    shown = _wrap(title, (width - 8) // 7)  # the whole title, in as many lines as it needs (never cut)
+    shown = _wrap(title, (width - 16) // 8)  # the whole title, in as many lines as it needs (never cut)
     L, R, T, B = 64, 240, 28 + 15 * (len(shown) - 1), 44
     height = max(height, T + 12 + 16 * len(clean) + 8)  # every legend entry inside the picture
     W, H = width - L - R, height - T - B
