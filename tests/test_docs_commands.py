@@ -81,3 +81,25 @@ def test_docs_glossary_is_the_sites():
     assert (ROOT / "docs" / "glossary.md").read_text(encoding="utf-8") == markdown(), (
         "run python -m leaderboard.site.glossary"
     )
+
+
+def test_make_test_says_in_one_line_when_the_browser_tests_are_skipped():
+    """Without Chromium, `make test` prints one line saying the browser tests are skipped and how to install it
+    (they were skipped silently but for pytest's summary); with one, it says nothing. pytest replaced by `true`."""
+    import os
+    import subprocess
+    import sys
+
+    venv = Path(sys.executable).parent.parent
+    if not (venv / ".peeval-installed").exists():
+        pytest.skip("not the make venv (no .peeval-installed stamp)")
+
+    def run(chromium: str) -> list[str]:
+        env = {**os.environ, "PEEVAL_CHROMIUM": chromium}
+        out = subprocess.run(["make", "-s", "test", f"VENV={venv}", "PY=true"], cwd=ROOT, env=env, capture_output=True,
+                             text=True, check=True).stdout  # fmt: skip
+        return [line for line in out.splitlines() if "Chromium" in line]
+
+    (line,) = run("/nonexistent/chromium")
+    assert "browser tests are skipped" in line and "apt-get install chromium" in line
+    assert run("/bin/true") == []
