@@ -38,11 +38,9 @@ def yours(store: SiteStore) -> dict[str, str]:
         if published_profile(str(r["source"])) or str(r["name"]) in out:
             continue
         size = f"{r['params']:,} parameters" if r["params"] else "size not recorded"
-        trained = (
-            f"trained at {r['training_length']:,} tokens" if r["training_length"] else "training length not recorded"
-        )
+        trained = f"context {r['training_length']:,}" if r["training_length"] else "training length not recorded"
         if r["tokens"]:
-            trained += f" on {r['tokens']:,}"
+            trained += f", {r['tokens']:,} training tokens"
         tok = (f"tokenizer {r['tokenizer']}" + (f" ({int(r['vocab_size']):,})" if r["vocab_size"] else "")
                if r["tokenizer"] else "tokenizer not recorded")  # fmt: skip
         run = str(r["results_path"] or "").replace("\\", "/").rsplit("/", 2)[-2:-1]  # its results folder: the run name

@@ -83,7 +83,7 @@ def test_a_smoke_run_on_a_published_board_leaves_every_published_cell_unchanged(
         r'<td class="yours"[^>]*>' + re.escape(html.escape(mine)) + r'<span class="sub">([^<]*)<', page
     )[:1]
     assert cell.startswith("yours") and "run smoke-tape" in cell and "34,000 parameters" in cell, cell
-    assert "trained at 256 tokens on 5,000" in cell, cell
+    assert "context 256, 5,000 training tokens" in cell, cell
     said = "rows are encodings trained with identical data"
     assert said not in " ".join(page.split()) and said in " ".join(
         (tmp_path / "before" / "index.html").read_text().split()

@@ -17,13 +17,19 @@ SEEN = {
 }
 
 
-@pytest.fixture
-def clean_loggers():
-    yield
+def _remove_filters():
     for name in {n for n, _, _ in Q.BENIGN_LOGS}:
         log = logging.getLogger(name)
         for f in [f for f in log.filters if isinstance(f, Q._Benign)]:
             log.removeFilter(f)
+
+
+@pytest.fixture
+def clean_loggers():
+    """No filter before (a `peeval eval` earlier in this process installed them) and none left after."""
+    _remove_filters()
+    yield
+    _remove_filters()
 
 
 def test_benign_messages_are_hidden_and_others_kept(caplog, clean_loggers):
