@@ -516,7 +516,8 @@ def test_axes_and_legends_stay_inside_the_chart_and_read_apart():
     shared = [(a, b) for i, a in enumerate(apart) for b in apart[i + 1 :] if styles[a] == styles[b]]
     assert shared == [], shared
     # an adaptation with a method keeps the method's colour whatever the base (tape's red, dashed)
-    assert styles["SmolLM2-135M-Instruct (GGUF Q4_1) + tape"] == styles["rope (256 tokens) + tape @cpu"]
+    assert styles["SmolLM2-135M-Instruct (GGUF Q4_1) + tape"][0] == styles["rope (256 tokens) + tape @cpu"][0]
+    assert styles["rope (256 tokens) + tape @cpu"][0] == ENCODING_COLORS["tape"]
 
 
 def test_cells_past_a_learned_table_say_not_applicable(tmp_path):
