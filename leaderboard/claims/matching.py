@@ -233,7 +233,7 @@ def _run_params_match(r: dict, want: dict) -> bool:
             got = _find_key([r["params"], r.get("summary") or {}], key)
         except KeyError:
             got = generator_default(r, key)
-        if got != value:
+        if (got not in value) if isinstance(value, list) else (got != value):  # a list: any of its values
             return False
     return True
 

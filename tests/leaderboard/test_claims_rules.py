@@ -377,3 +377,26 @@ def test_zero_training_tokens_are_an_untrained_base_not_an_unknown_one(tmp_path)
     (row,) = _verdicts(con, path).values()
     assert row["verdict"] == "not decidable here", row["setting_diff"]
     assert "saw 0 tokens per parameter" in row["setting_diff"]
+
+
+def test_run_params_list_takes_any_of_its_values(tmp_path):
+    """TAPE table 2 (scaled) extends three rope seeds: run_params base as a list takes the extensions of each, so
+    each side has 3 runs (01ea20b compared the list with each run's one base and found none)."""
+    con = _db()
+    bases = [f"checkpoints/pretrain/rope{t}" for t in ("", "-s1", "-s2")]
+    for s, base in enumerate(bases):
+        _run(con, f"b{s}", "rope", s, kind="pretrain", training_length=256)
+        con.execute("UPDATE runs SET checkpoint = ? WHERE run_id = ?", [base, f"b{s}"])
+        _metric(con, f"b{s}", "peeval_ppl_pg19", "ppl@1024", 300.0)
+        for m, v in (("tape", 100.0), ("lora", 130.0)):
+            params = {"adapt": {"method": m, "seq_len": 1024, "base": base}, "model_args": {"pretrained": base},
+                      "base_train": {"params": 100_000, "tokens": 3_000_000}}  # fmt: skip
+            _run(con, f"{m}{s}", "rope", s, kind="adapt", params=params, training_length=1024)
+            for L in (1024, 4096):
+                _metric(con, f"{m}{s}", "peeval_ppl_pg19", f"ppl@{L}", v + 7 * s * (m == "tape") + L / 1024)
+    path = write_claims_file(tmp_path, [{"id": "ext", "task": "peeval_ppl_pg19", "metric": "ppl@{max}", "unit": "ppl",
+                                         "higher_is_better": False, "focus": "tape", "run_params": {"base": bases},
+                                         "variants": {"tape": {"method": "tape", "paper": None},
+                                                      "lora": {"method": "lora", "paper": None}}}])  # fmt: skip
+    (row,) = _verdicts(con, path).values()
+    assert row["seeds"] == 3 and row["test"] == "runs-t" and row["df"] == 4, row["setting_diff"]
