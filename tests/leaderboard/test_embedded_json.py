@@ -24,6 +24,9 @@ class _Store:
     def view(self, *a, **k):
         return []
 
+    def nav(self):
+        return []
+
 
 def test_hostile_names_stay_inside_the_compare_pages_json(monkeypatch):
     monkeypatch.setattr(page, "compare_data", lambda store: HOSTILE)
