@@ -1,7 +1,6 @@
-"""Paired verdicts, with ``stats`` the third step of a claim (schema -> matching -> stats, paired ->
-verdicts): where both encodings of a pair answered the same examples, compare them example by example
-instead of as two independent means; :func:`differences` gives every comparison of a claim its difference
-and standard error, paired where it can be and unpaired (the two estimates' errors combined) otherwise.
+"""Per-example and per-document comparisons of two encodings' runs (McNemar, the crossed seeds x examples
+standard error, paired documents, a paired bootstrap of ROUGE). Since issue 55 they decide no verdict (the training
+run is the unit: ``replication``); ``calibration`` runs them on A/A pairs of seeds to show why they were retired.
 
 Two encodings evaluated on the same test examples see the same easy and hard examples; their
 per-example outcomes are correlated, and the standard error of the *difference* of the paired
@@ -53,9 +52,7 @@ from dataclasses import dataclass
 from peeval import records
 from peeval.records.stats import sample_variance
 
-from . import decision as D
-from .matching import Evidence, Store
-from .stats import Estimate, to_unit
+from .matching import Store
 
 #: fewest shared examples for the normal-approximation paired test (McNemar is exact for any n)
 MIN_EXAMPLES = 10
@@ -298,88 +295,3 @@ def compare_rouge(
     idx = np.random.default_rng(0).integers(0, len(docs), size=(BOOTSTRAP, len(docs)))
     se = float(np.std(rouge_gm(tf[idx]) - rouge_gm(to[idx]), ddof=1))  # the same documents on both sides
     return (diff, se, float(len(docs) - 1), len(docs)), ""
-
-
-def paired_df(pair: Paired) -> float | None:
-    """The t's degrees of freedom of a paired comparison (:func:`paired_anova`); None for McNemar (exact)."""
-    return None if pair.test == "mcnemar" else pair.df
-
-
-def seed_df(e: Estimate) -> float | None:
-    """One estimate's degrees of freedom: seeds − 1 for a standard error across seeds, else None (normal: a run's
-    stderr over its examples, lm-eval's or binomial, or several such pooled)."""
-    return float(e.seeds - 1) if e.method == "seeds" and e.seeds >= 2 else None
-
-
-@dataclass
-class Difference:
-    """One comparison of a claim in the paper's unit: focus − other, its standard error, the paired test's
-    p-value where it decides, which test (``claims.test``), and what the setting column says about it."""
-
-    diff: float | None
-    se: float | None
-    p: float | None  # an exact p-value where the test gives one (McNemar), else None: from diff / se / df
-    test: str | None
-    notes: list[str]
-    #: degrees of freedom of the t behind ``se`` (None: normal, many examples, or exact)
-    df: float | None = None
-    #: why the pair has no test at all ('' when it has one): fewer than ``decision.MIN_RUNS`` runs per side
-    undecidable: str = ""
-
-
-def differences(
-    ev: Evidence, ests: dict[str, tuple[Estimate | None, Estimate | None]], store: Store
-) -> dict[str, Difference]:
-    """Per variant compared with the focus: the difference of the two estimates (``stats.estimate_pairs``),
-    its se paired (:func:`compare`) where both answered the same examples, else the two estimates' standard
-    errors combined as independent."""
-    c = ev.claim
-    scale = abs(to_unit(c.unit, 1.0, None)[0] - to_unit(c.unit, 0.0, None)[0])  # the unit is linear in the accuracy
-    out = {}
-    for name in c.others:
-        (fe, oe), notes = ests[name], []
-        for side, e in ((c.focus, fe), (name, oe)):
-            if e is None:
-                notes.append(f"no peeval number for {side} ({c.variants[side].label()})")
-        if fe is None or oe is None:
-            out[name] = Difference(None, None, None, None, notes)
-            continue
-        se = p = test = df = None
-        pair, why = compare(store, c.task, ev.metrics[name], ev.units[c.focus], ev.units[name], c.against(name)[2])
-        docs, why_docs = (None, "") if pair is not None or c.unit != "ppl" else compare_ppl(
-            store, c.task, ev.metrics[name], ev.units[c.focus], ev.units[name])  # fmt: skip
-        rouge, why_rouge = (None, "") if pair is not None or ev.metrics[name] != "rouge_gm" else compare_rouge(
-            store, c.task, ev.metrics[name], ev.units[c.focus], ev.units[name])  # fmt: skip
-        if pair is not None:
-            se, p, test, df = (
-                scale * records.outcome_scale(c.task, ev.metrics[name]) * pair.se,
-                pair.p,
-                pair.test,
-                paired_df(pair),
-            )
-            notes.append(pair.describe())
-        elif docs is not None:  # decided on the log scale (paired t); the se shown in ppl by the delta method
-            log_diff, log_se, df, n_docs, k = docs
-            test, se = "paired-docs", fe.value * log_se
-            p = D.two_sided_p(log_diff, log_se, df) if c.against(name)[2] != "equal" else None
-            notes.append(
-                f"paired over {n_docs} documents (the same target tokens) x {k} seed pair(s): log-ppl "
-                f"difference {log_diff:+.4f} ± {log_se:.4f}, t on {df:g} df"
-                + (" (one seed: the uncertainty is over documents, not training seeds)" if k == 1 else "")
-            )
-        elif rouge is not None:
-            r_diff, se, df, n_docs = rouge
-            test = "paired-bootstrap"  # p from diff / se / df, as paired-se
-            notes.append(f"paired bootstrap over {n_docs} documents ({BOOTSTRAP} resamples, seed 0): "
-                         f"{ev.metrics[name]} difference {r_diff:+.4g} ± {se:.4g}, t on {df:g} df (one seed: the "
-                         "uncertainty is over documents, not training seeds)")  # fmt: skip
-        elif fe.stderr is not None and oe.stderr is not None:
-            se = math.sqrt(fe.stderr**2 + oe.stderr**2)
-            test = fe.method if fe.method == oe.method else f"{fe.method} / {oe.method}"
-            df = D.welch_df([(fe.stderr, seed_df(fe)), (oe.stderr, seed_df(oe))])
-            notes.append(f"unpaired: {why}" + (f"; not paired over documents: {why_docs}" if why_docs else ""))
-        else:
-            why = why_rouge or why
-            notes.append(f"no uncertainty (one seed and no stderr): run >= 2 seeds; unpaired: {why}")
-        out[name] = Difference(fe.value - oe.value, se, p, test, notes, df)
-    return out

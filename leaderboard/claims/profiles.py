@@ -192,5 +192,5 @@ def registered_family(claims: list[Claim], name: str, folder: str = str(PARAMS_D
             continue
         for o in c.others:
             if all(design_runs(p, c, c.variants[v]) >= MIN_RUNS for v in (c.focus, o)):
-                out.append(f"{c.id}:{c.focus}-vs-{o}")
+                out.append(c.pair_id(o))
     return out

@@ -51,6 +51,22 @@ def run_values(claim: Claim, store: Store, units: list[list[str]], metric: str) 
 
 
 @dataclass
+class Difference:
+    """One comparison of a claim in the paper's unit: focus − other, its standard error, the paired test's
+    p-value where it decides, which test (``claims.test``), and what the setting column says about it."""
+
+    diff: float | None
+    se: float | None
+    p: float | None  # an exact p-value where the test gives one (McNemar), else None: from diff / se / df
+    test: str | None
+    notes: list[str]
+    #: degrees of freedom of the t behind ``se`` (None: normal, many examples, or exact)
+    df: float | None = None
+    #: why the pair has no test at all ('' when it has one): fewer than ``decision.MIN_RUNS`` runs per side
+    undecidable: str = ""
+
+
+@dataclass
 class RunsComparison:
     """focus − other over runs: in the test's scale (``diff``, ``se``, ``df``) and in the paper's unit (``shown``:
     for perplexity the difference of the geometric means over runs, whose sign is the log difference's)."""
@@ -83,10 +99,8 @@ def compare(claim: Claim, store: Store, focus_units, other_units, metric: str) -
 
 
 def differences(ev, ests: dict, store: Store) -> dict:
-    """Per variant compared with the focus: a :class:`paired.Difference` over runs (``diff`` and ``se`` in the
+    """Per variant compared with the focus: a :class:`Difference` over runs (``diff`` and ``se`` in the
     paper's unit, ``p`` decided in the test's scale), or one with ``undecidable`` saying why there is no test."""
-    from .paired import Difference
-
     c = ev.claim
     out = {}
     for name in c.others:

@@ -102,6 +102,10 @@ class Claim:
         """The tasks whose numbers the claim reads (a nested list of tasks is their mean)."""
         return _leaf_tasks(self.task)
 
+    def pair_id(self, other: str) -> str:
+        """The id of the pair focus vs ``other`` (the claims table's claim_id, claims.yaml's families)."""
+        return f"{self.id}:{self.focus}-vs-{other}"
+
     @property
     def others(self) -> list[str]:
         """The variants the focus is compared with, in the file's order."""
@@ -380,7 +384,7 @@ def validate(data: Any, source: str = "claims") -> list[Claim]:
             )
         )
     _check_lm_eval_tasks(pending)
-    pairs = {f"{c.id}:{c.focus}-vs-{o}" for c in out for o in c.others}
+    pairs = {c.pair_id(o) for c in out for o in c.others}
     for prof, ids in holm_families.items():
         if unknown := sorted(ids - pairs):
             raise ClaimsError(

@@ -38,7 +38,6 @@ from leaderboard.store import CLAIM_TABLES, schema_columns, table_ddl
 from peeval import records
 
 from . import decision as D
-from . import paired as P
 from . import replication as R
 from .learned import extension_not_learned, no_contrast, not_converged, not_learned, scrolls_not_learned
 from .matching import Evidence, Store, find_runs, measured_length, read_store
@@ -266,7 +265,7 @@ def _positive_controls(claims: list[Claim], rows: list[dict]) -> None:
         if c.claim != "equal":
             continue
         for name in c.others:
-            r = by_id.get(f"{c.id}:{c.focus}-vs-{name}")
+            r = by_id.get(c.pair_id(name))
             if r is None or r["verdict"] != "reproduced":
                 continue
             ctrl = by_id.get(c.positive_control or "")
@@ -282,7 +281,7 @@ def _positive_controls(claims: list[Claim], rows: list[dict]) -> None:
 
 
 def _row(
-    ev: Evidence, name: str, ests: tuple[Estimate | None, Estimate | None], d: P.Difference, store: Store
+    ev: Evidence, name: str, ests: tuple[Estimate | None, Estimate | None], d: R.Difference, store: Store
 ) -> tuple[dict, tuple | None]:
     """The ``claims`` row of focus vs ``name`` before the correction (verdict 'inconclusive', 'not decidable here' or
     'not measured'), and the arguments of :func:`verdict` when the pair is in the corrected family (a p-value, a
@@ -337,7 +336,7 @@ def _row(
         setting += " | " + "; ".join(notes)
     used = sorted(set((fe.run_ids if fe else []) + (oe.run_ids if oe else [])))
     metric = ev.metrics[name] or c.metric
-    row = (f"{c.id}:{c.focus}-vs-{name}", c.paper, c.ref, c.task_label(), metric, f"{c.focus} vs {name}",
+    row = (c.pair_id(name), c.paper, c.ref, c.task_label(), metric, f"{c.focus} vs {name}",
            paper_diff, d.diff, d.se, n, seeds, v, d.test, d.df, p, None, where, setting, json.dumps(used), None,
            None)  # fmt: skip
     return dict(zip(CLAIM_COLUMNS, row, strict=True)), how

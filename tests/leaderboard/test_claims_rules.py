@@ -175,6 +175,15 @@ def _extension(con, rid, method, seed, ppl_new, base="checkpoints/pretrain/rope"
         _metric(con, rid, "peeval_ppl_pg19", f"ppl@{L}", v)
 
 
+def _extension_claims(tmp_path, base):
+    """A TAPE-table-2-like claim: TAPE vs LoRA extensions of the pipeline's rope model(s) ``base``, ppl at the longest
+    length both have."""
+    return write_claims_file(tmp_path, [{"id": "ext", "task": "peeval_ppl_pg19", "metric": "ppl@{max}", "unit": "ppl",
+                                         "higher_is_better": False, "focus": "tape", "run_params": {"base": base},
+                                         "variants": {"tape": {"method": "tape", "paper": None},
+                                                      "lora": {"method": "lora", "paper": None}}}])  # fmt: skip
+
+
 def test_an_extension_that_did_not_learn_the_new_length_is_not_learned(tmp_path):
     """Base ppl@1024 120: lora's extensions reach 40, TAPE's 118 (log gap 0.017 < extension_margin 0.05): 'not
     learned at this scale' (01ea20b decided such a pair)."""
@@ -185,12 +194,7 @@ def test_an_extension_that_did_not_learn_the_new_length_is_not_learned(tmp_path)
     for s in range(3):
         _extension(con, f"tape{s}", "tape", s, 118.0 + s)
         _extension(con, f"lora{s}", "lora", s, 40.0 + s)
-    path = write_claims_file(tmp_path, [{"id": "ext", "task": "peeval_ppl_pg19", "metric": "ppl@{max}", "unit": "ppl",
-                                         "higher_is_better": False, "focus": "tape",
-                                         "run_params": {"base": "checkpoints/pretrain/rope"},
-                                         "variants": {"tape": {"method": "tape", "paper": None},
-                                                      "lora": {"method": "lora", "paper": None}}}])  # fmt: skip
-    (row,) = _verdicts(con, path).values()
+    (row,) = _verdicts(con, _extension_claims(tmp_path, "checkpoints/pretrain/rope")).values()
     assert row["verdict"] == "not learned at this scale", row["setting_diff"]
     assert "tape seed 0: ppl@1024 118 vs the unextended base's 120" in row["setting_diff"]
 
@@ -369,12 +373,7 @@ def test_zero_training_tokens_are_an_untrained_base_not_an_unknown_one(tmp_path)
             _run(con, f"{m}{s}", "rope", s, kind="adapt", params=params, training_length=1024)
             for L in (1024, 4096):
                 _metric(con, f"{m}{s}", "peeval_ppl_pg19", f"ppl@{L}", v + 3 * s + L / 1024)
-    path = write_claims_file(tmp_path, [{"id": "ext", "task": "peeval_ppl_pg19", "metric": "ppl@{max}", "unit": "ppl",
-                                         "higher_is_better": False, "focus": "tape",
-                                         "run_params": {"base": "checkpoints/pretrain/rope"},
-                                         "variants": {"tape": {"method": "tape", "paper": None},
-                                                      "lora": {"method": "lora", "paper": None}}}])  # fmt: skip
-    (row,) = _verdicts(con, path).values()
+    (row,) = _verdicts(con, _extension_claims(tmp_path, "checkpoints/pretrain/rope")).values()
     assert row["verdict"] == "not decidable here", row["setting_diff"]
     assert "saw 0 tokens per parameter" in row["setting_diff"]
 
@@ -394,9 +393,5 @@ def test_run_params_list_takes_any_of_its_values(tmp_path):
             _run(con, f"{m}{s}", "rope", s, kind="adapt", params=params, training_length=1024)
             for L in (1024, 4096):
                 _metric(con, f"{m}{s}", "peeval_ppl_pg19", f"ppl@{L}", v + 7 * s * (m == "tape") + L / 1024)
-    path = write_claims_file(tmp_path, [{"id": "ext", "task": "peeval_ppl_pg19", "metric": "ppl@{max}", "unit": "ppl",
-                                         "higher_is_better": False, "focus": "tape", "run_params": {"base": bases},
-                                         "variants": {"tape": {"method": "tape", "paper": None},
-                                                      "lora": {"method": "lora", "paper": None}}}])  # fmt: skip
-    (row,) = _verdicts(con, path).values()
+    (row,) = _verdicts(con, _extension_claims(tmp_path, bases)).values()
     assert row["seeds"] == 3 and row["test"] == "runs-t" and row["df"] == 4, row["setting_diff"]
