@@ -75,22 +75,34 @@ def device_info() -> dict:
             "commit_dirty": dirty}  # fmt: skip
 
 
-def run_one(work: Path, run: str, seed: int, threads: int) -> dict:
-    """Train, then evaluate, one run x seed; the status and each step's seconds (a failure keeps its log)."""
+def run_one(work: Path, run: str, seed: int, threads: int, stop_at: float | None = None) -> dict:
+    """Train, then evaluate, one run x seed; the status and each step's seconds (a failure keeps its log).
+    ``stop_at`` (a ``time.monotonic()``): a step not started by then is skipped, one still running then is
+    killed, so that the window always ends with the results of the runs that finished."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
            "TORCHINDUCTOR_CACHE_DIR": str(work / ".cache" / "inductor"), "HF_HUB_OFFLINE": "1",
            "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
     row: dict = {"run": run, "seed": seed}
     for step, cmd in (("train", ["diagnostics.py", run, str(seed)]), ("eval", ["eval.py", "diag", run, str(seed)])):
+        if stop_at is not None and time.monotonic() >= stop_at:
+            row["status"] = f"not run: the window ended before its {step}"
+            row["log_tail"] = []
+            return row
         log = work / "logs" / f"{run}-s{seed}.{step}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         t = time.perf_counter()
         with open(log, "w") as f:
-            rc = subprocess.run([sys.executable, str(REPO / "pipelines" / cmd[0]), *cmd[1:]], cwd=work, env=env,
-                                stdout=f, stderr=subprocess.STDOUT).returncode  # fmt: skip
+            proc = subprocess.Popen([sys.executable, str(REPO / "pipelines" / cmd[0]), *cmd[1:]], cwd=work, env=env,
+                                    stdout=f, stderr=subprocess.STDOUT)  # fmt: skip
+            try:
+                rc = proc.wait(None if stop_at is None else max(1.0, stop_at - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                rc = None
         row[f"{step}_s"] = round(time.perf_counter() - t, 1)
         if rc != 0:
-            row["status"] = f"{step} failed (exit {rc})"
+            row["status"] = f"{step} killed at the window's end" if rc is None else f"{step} failed (exit {rc})"
             row["log_tail"] = log.read_text(errors="replace").splitlines()[-15:]
             return row
     row["status"] = "ok"
@@ -130,10 +142,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=None, help="runs at once (default: 8 on CUDA, 2 with --cpu)")
     ap.add_argument("--cpu", action="store_true", help="a dry run on the CPU at tiny sizes")
     ap.add_argument("--runs", nargs="*", default=None, help="only these diagnostics.runs entries")
+    ap.add_argument("--window_s", type=float, default=None, help="seconds after which no step starts and running "
+                    "ones are killed, so that the results of the finished runs are packed in time (default: none)")
     a = ap.parse_args(argv)
     jobs = a.jobs if a.jobs is not None else (2 if a.cpu else 8)
     if jobs < 1:
         print(f"gpu_diag: --jobs {jobs}: allowed an integer >= 1", file=sys.stderr)
+        return 2
+    if a.window_s is not None and not a.window_s > 0:
+        print(f"gpu_diag: --window_s {a.window_s}: allowed a number of seconds > 0", file=sys.stderr)
         return 2
     if a.out.exists() and any(a.out.iterdir()):
         print(f"gpu_diag: --out {a.out}: not empty (never overwritten: name an empty or new folder)", file=sys.stderr)
@@ -146,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.perf_counter()
+    stop_at = None if a.window_s is None else time.monotonic() + a.window_s
     with tempfile.TemporaryDirectory(prefix="gpu-diag.") as tmp:
         work = Path(tmp)
         text = yaml.safe_dump(params, sort_keys=False, default_flow_style=None, width=120)
@@ -161,12 +179,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu_diag: {len(jobs_list)} runs, {jobs} at once, on {info['device']} (torch {info['torch']})",
               flush=True)  # fmt: skip
         with ThreadPoolExecutor(jobs) as pool:
-            rows = list(pool.map(lambda j: run_one(work, j[0], j[1], threads), jobs_list))
+            rows = list(pool.map(lambda j: run_one(work, j[0], j[1], threads, stop_at), jobs_list))
         for r in rows:
             print(f"  {r['run']} seed {r['seed']}: {r['status']} (train {r.get('train_s')} s, eval "
                   f"{r.get('eval_s', '-')} s)", flush=True)  # fmt: skip
         manifest = {**info, "profile": "gpu-diag", "dry_run_cpu": a.cpu, "jobs": jobs, "started": started,
-                    "wall_s": round(time.perf_counter() - t0, 1), "runs": [{k: v for k, v in r.items()
+                    "wall_s": round(time.perf_counter() - t0, 1), "window_s": a.window_s, "runs": [{k: v for k, v in r.items()
                     if k != "log_tail"} for r in rows]}  # fmt: skip
         pack(work, a.out, manifest)
         (a.out / "gpu_diag.json").write_text(json.dumps(manifest, indent=1) + "\n")

@@ -46,6 +46,7 @@ from peeval.settings import (
 from peeval.tasks.diagnostics import generators
 from peeval.tasks.metadata_keys import check_requested
 from peeval.training.profiles import TRAIN_PROFILES, get_profile
+from peeval.training.speed import check_compile
 
 #: lm-eval tasks that cannot run on the offline mirror -> the peeval task that runs the same prompts
 #: (lm-eval's `hellaswag` builds its train split even at 0-shot; the mirror holds only validation)
@@ -142,8 +143,14 @@ def _task_key(v: str) -> str:  # a task no run trains is allowed: parameter file
     return v
 
 
+def _compile(v: str) -> str:
+    return check_compile(v)
+
+
 class DiagTrain(Strict):
     set: SetMap = {}  # every run (on top of the diag profile)
+    # the training step's path (peeval train --compile): gpu-diag trains eagerly, its runs too short to pay a compile
+    compile: Annotated[str, AfterValidator(_compile)] = "auto"
     task_set: Annotated[dict[Annotated[str, AfterValidator(_task_key)], SetMap], BeforeValidator(null_is_empty)] = {}
 
     def overrides(self, task: str) -> dict[str, Any]:

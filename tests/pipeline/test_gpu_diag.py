@@ -109,3 +109,33 @@ def test_the_dry_run_end_to_end_and_its_tarball_published(tmp_path):
     source = json.loads((published / "gpu-diag" / "SOURCE.json").read_text())
     assert source["runs"] == 2 and source["run"]["torch"] == manifest["torch"]
     assert source["run"]["device"] == "cpu" and source["run"]["commit"] == manifest["commit"]
+
+
+def test_the_window_skips_what_it_cannot_start_and_kills_what_it_cannot_finish(tmp_path, monkeypatch):
+    """``--window_s``: a step not started by the window's end is not run, one running then is killed; both are
+    reported as such (never as a failure of the run), so the finished runs are packed in time."""
+    import time
+
+    sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+    import gpu_diag
+
+    assert gpu_diag.run_one(tmp_path, "rope-flip_flop", 0, 1, stop_at=time.monotonic() - 1)["status"] == (
+        "not run: the window ended before its train")
+    slow = tmp_path / "pipelines"
+    slow.mkdir()
+    (slow / "diagnostics.py").write_text("import time\ntime.sleep(60)\n")
+    monkeypatch.setattr(gpu_diag, "REPO", tmp_path)
+    t = time.monotonic()
+    row = gpu_diag.run_one(tmp_path, "rope-flip_flop", 0, 1, stop_at=time.monotonic() + 1.5)
+    assert row["status"] == "train killed at the window's end" and time.monotonic() - t < 20
+    assert gpu_diag.main(["--out", str(tmp_path / "o"), "--window_s", "0"]) == 2
+
+
+def test_diagnostics_train_compile_is_validated_where_it_enters():
+    from pipeline_params import DiagTrain
+
+    assert DiagTrain(compile="off").compile == "off" and DiagTrain().compile == "auto"
+    with pytest.raises(ValueError, match="allowed auto, on, off"):
+        DiagTrain(compile="fast")
+    _, p = load(FILE)
+    assert p.diagnostics.train.compile == "off"  # gpu-diag's runs are too short to pay a compile (the file's header)
