@@ -142,8 +142,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=None, help="runs at once (default: 8 on CUDA, 2 with --cpu)")
     ap.add_argument("--cpu", action="store_true", help="a dry run on the CPU at tiny sizes")
     ap.add_argument("--runs", nargs="*", default=None, help="only these diagnostics.runs entries")
-    ap.add_argument("--window_s", type=float, default=None, help="seconds after which no step starts and running "
-                    "ones are killed, so that the results of the finished runs are packed in time (default: none)")
+    ap.add_argument(
+        "--window_s",
+        type=float,
+        default=None,
+        help="seconds after which no step starts and running "
+        "ones are killed, so that the results of the finished runs are packed in time (default: none)",
+    )
     a = ap.parse_args(argv)
     jobs = a.jobs if a.jobs is not None else (2 if a.cpu else 8)
     if jobs < 1:
@@ -184,8 +189,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {r['run']} seed {r['seed']}: {r['status']} (train {r.get('train_s')} s, eval "
                   f"{r.get('eval_s', '-')} s)", flush=True)  # fmt: skip
         manifest = {**info, "profile": "gpu-diag", "dry_run_cpu": a.cpu, "jobs": jobs, "started": started,
-                    "wall_s": round(time.perf_counter() - t0, 1), "window_s": a.window_s, "runs": [{k: v for k, v in r.items()
-                    if k != "log_tail"} for r in rows]}  # fmt: skip
+                    "wall_s": round(time.perf_counter() - t0, 1), "window_s": a.window_s,
+                    "runs": [{k: v for k, v in r.items() if k != "log_tail"} for r in rows]}  # fmt: skip
         pack(work, a.out, manifest)
         (a.out / "gpu_diag.json").write_text(json.dumps(manifest, indent=1) + "\n")
         failed = [r for r in rows if r["status"] != "ok"]

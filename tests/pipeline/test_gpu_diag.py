@@ -120,7 +120,8 @@ def test_the_window_skips_what_it_cannot_start_and_kills_what_it_cannot_finish(t
     import gpu_diag
 
     assert gpu_diag.run_one(tmp_path, "rope-flip_flop", 0, 1, stop_at=time.monotonic() - 1)["status"] == (
-        "not run: the window ended before its train")
+        "not run: the window ended before its train"
+    )
     slow = tmp_path / "pipelines"
     slow.mkdir()
     (slow / "diagnostics.py").write_text("import time\ntime.sleep(60)\n")
