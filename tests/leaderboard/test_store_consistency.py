@@ -2,8 +2,8 @@
 however its bytes were copied, a seed mean never overflows, one cell averages runs of one protocol only."""
 
 import hashlib
-import math
 import json
+import math
 import shutil
 
 import duckdb
@@ -219,9 +219,11 @@ def _hand_store(tmp_path):
     cells = {"ppl@64": math.exp(2.0), "bpb@64": 0.5 / math.log(2.0), "tokens@64": 8.0}
     insert_rows(con, "metrics", [{"run_id": "r", "task": "peeval_ppl_pg19", "metric": m, "filter": "none", "value": v}
                                  for m, v in cells.items()]
-                + [{"run_id": "r", "task": "arc_easy", "metric": "acc", "filter": "none", "value": 0.75, "n": 4}])
+                + [{"run_id": "r", "task": "arc_easy", "metric": "acc", "filter": "none", "value": 0.75,
+                    "n": 4}])  # fmt: skip
     insert_rows(con, "efficiency", [{"checkpoint": "ck", "pe": "rope", "steps": 10, "tokens": 5120,
-                                     "final_val_loss": math.log(3.0), "final_val_ppl": 3.0, "summary": "{}"}])
+                                     "final_val_loss": math.log(3.0), "final_val_ppl": 3.0,
+                                     "summary": "{}"}])  # fmt: skip
     insert_rows(con, "training_curves", [{"checkpoint": "ck", "step": s, "tokens": 512 * s} for s in range(1, 11)])
     return con
 
@@ -237,8 +239,11 @@ def _hand_store(tmp_path):
         ("UPDATE efficiency SET final_val_ppl = 3.1", "final_val_ppl is 3.1", 1),
         ("UPDATE efficiency SET steps = 11", "11 steps / 5120 tokens, its training curve ends at step 10", 1),
         # a row changed under its aggregates: ll -17 over 8 tokens, 32 bytes (bpb@64 = 17 / (32 ln 2), ppl@64 too)
-        ("UPDATE ppl_blocks SET ll = -7 WHERE doc_id = 1", f"bpb@64 is {0.5 / math.log(2.0)!r}, its documents' "
-         f"blocks give {17 / (32 * math.log(2.0))!r}", 2),
+        (
+            "UPDATE ppl_blocks SET ll = -7 WHERE doc_id = 1",
+            f"bpb@64 is {0.5 / math.log(2.0)!r}, its documents' blocks give {17 / (32 * math.log(2.0))!r}",
+            2,
+        ),
     ],
 )
 def test_an_aggregate_is_recomputed_from_its_rows(tmp_path, tamper, named, k):
