@@ -148,7 +148,7 @@ def ppl_unpaired(
             bytes_a, bytes_b = blocks[a][(t, L)][d][0][4], blocks[b][(t, L)][d][0][4]
             text = (f"{t} @ {L}: the same target tokens cover other text ({bytes_a} vs {bytes_b} bytes of document "
                     f"{d}): another tokenizer, so per-token perplexities are not comparable, nor are bits per byte "
-                    "over the same bytes (each run's bits per byte, over its own targets, are side by side)")  # fmt: skip
+                    "over the same bytes (each run's bits per byte over its own targets side by side)")  # fmt: skip
             out[key] = {"task": t, "length": L, "why": "tokenizer", "doc": d, "a_bytes": bytes_a, "b_bytes": bytes_b,
                         "text": text}  # fmt: skip
         else:
