@@ -63,13 +63,13 @@ def test_every_perplexity_row_shows_its_own_training_length_and_tokenizer(tmp_pa
     """A run trained at 64 tokens was drawn under "training length 256" beside `tape @cpu`, in its colour and
     line: each row now carries its own training length and tokenizer, each tokenizer gets its own chart marked
     with its own training length, and no two lines of a chart look alike."""
+    store = _store_of_two_setups(tmp_path)
+    rows = store.view("ppl_by_length", order="name, length")
+    assert {(r["name"], r.get("training_length"), r.get("tokenizer")) for r in rows} == {
+        ("tape", 64, "bpe 384"), ("tape @cpu", 256, "bpe 2048")}  # fmt: skip
     from leaderboard.charts import distinct_styles, series_style
     from leaderboard.site.ppl import here_groups
 
-    store = _store_of_two_setups(tmp_path)
-    rows = store.view("ppl_by_length", order="name, length")
-    assert {(r["name"], r["training_length"], r["tokenizer"]) for r in rows} == {
-        ("tape", 64, "bpe 384"), ("tape @cpu", 256, "bpe 2048")}  # fmt: skip
     groups = here_groups(rows, {"tape", "tape @cpu"}, 256)
     by_label = {label: ([n for n in ("tape", "tape @cpu") if member(n)], marks) for label, member, marks in groups}
     assert by_label == {
