@@ -68,10 +68,11 @@ def all_pairs(outcomes: dict[str, dict[str, dict[int, tuple[str, bool]]]]) -> di
 
 def headline(metrics: dict[str, tuple[float | None, float | None]]) -> list[str]:
     """The metrics of one task shown side by side: its headline ones, else every plain non-count metric; a
-    perplexity task (whose numbers are all cells) its perplexity at each length."""
+    perplexity task (whose numbers are all cells) its perplexity and bits per byte at each length."""
     plain = [m for m in metrics if not is_cell(m) and not is_count(m)]
-    ppl = sorted((pm[1], m) for m in metrics if (pm := parse_ppl_metric(m)) and pm[0] == "ppl")
-    return headline_metrics(plain) or sorted(plain) or [m for _, m in ppl]
+    # a perplexity task: ppl@L, and bpb@L (what two tokenizers are compared by when per-token ppl is not)
+    ppl = sorted((pm[1], pm[0], m) for m in metrics if (pm := parse_ppl_metric(m)) and pm[0] in ("ppl", "bpb"))
+    return headline_metrics(plain) or sorted(plain) or [m for *_, m in ppl]
 
 
 @dataclass
@@ -125,11 +126,15 @@ def all_ppl_pairs(blocks: dict[str, dict[tuple[str, int], Blocks]]) -> dict[str,
     return out
 
 
-def ppl_unpaired(blocks: dict[str, dict[tuple[str, int], Blocks]], pairs: dict[str, list[PairedPpl]]) -> dict[str, str]:
-    """Why two runs that scored the same corpus at the same length have no paired perplexity: per pair key, one
-    line (their target blocks cover other bytes: another tokenizer, whose tokens per document are other text, so a
-    per-token perplexity is not comparable; or another protocol or target run)."""
-    out: dict[str, str] = {}
+def ppl_unpaired(
+    blocks: dict[str, dict[tuple[str, int], Blocks]], pairs: dict[str, list[PairedPpl]]
+) -> dict[str, dict]:
+    """Why two runs that scored the same corpus at the same length have no paired perplexity, per pair key: the
+    first such (task, length), ``why`` (``tokenizer``: their target blocks are the same token positions over other
+    bytes, ``a_bytes`` vs ``b_bytes`` of document ``doc``: another tokenizer, whose tokens are other text, so neither
+    a per-token perplexity nor bits per byte over the same bytes compare; ``protocol``: no document scored on the
+    same targets) and ``text``, the line the compare page shows (A and B in key order)."""
+    out: dict[str, dict] = {}
     for a, b in itertools.combinations(sorted(blocks), 2):
         key = f"{a}|{b}"
         shared = sorted(blocks[a].keys() & blocks[b].keys())
@@ -141,9 +146,12 @@ def ppl_unpaired(blocks: dict[str, dict[tuple[str, int], Blocks]], pairs: dict[s
         if same_tokens:
             d = same_tokens[0]
             bytes_a, bytes_b = blocks[a][(t, L)][d][0][4], blocks[b][(t, L)][d][0][4]
-            out[key] = (f"{t} @ {L}: the same target tokens cover other text ({bytes_a} vs {bytes_b} bytes of "
-                        f"document {d}): another tokenizer, so per-token perplexities are not comparable; compare "
-                        "bits per byte")  # fmt: skip
+            text = (f"{t} @ {L}: the same target tokens cover other text ({bytes_a} vs {bytes_b} bytes of document "
+                    f"{d}): another tokenizer, so per-token perplexities are not comparable, nor are bits per byte "
+                    "over the same bytes (each run's bits per byte over its own targets side by side)")  # fmt: skip
+            out[key] = {"task": t, "length": L, "why": "tokenizer", "doc": d, "a_bytes": bytes_a, "b_bytes": bytes_b,
+                        "text": text}  # fmt: skip
         else:
-            out[key] = f"{t} @ {L}: no document scored on the same targets (another protocol or target run)"
+            text = f"{t} @ {L}: no document scored on the same targets (another protocol or target run)"
+            out[key] = {"task": t, "length": L, "why": "protocol", "text": text}
     return out

@@ -197,6 +197,102 @@ def check_claims_store(con, claims_con, claims_db: str | Path) -> None:
                          "(python pipelines/claims.py --db <store>)")  # fmt: skip
 
 
+#: relative tolerance of an aggregate against its rows: the same float64 sums in another order (a few ulps per term)
+AGGREGATE_RTOL = 1e-9
+
+
+def _differs(stored, want) -> bool:
+    import math
+
+    if stored is None or want is None:
+        return stored is not want
+    if math.isnan(stored) or math.isnan(want):
+        return not (math.isnan(stored) and math.isnan(want))
+    return stored != want and not math.isclose(stored, want, rel_tol=AGGREGATE_RTOL)
+
+
+def aggregate_mismatches(con, run_ids: list[str] | None = None, checkpoints: list[str] | None = None) -> list[str]:
+    """Every aggregate the store holds that disagrees with the per-row data it summarises, one line each (empty:
+    consistent); ``run_ids`` / ``checkpoints``: only those (None: all; ingest and the site check the runs' own, a
+    test the published stores' checkpoints too). Recomputed here:
+
+    - a perplexity cell from its (document, length) blocks: ``tokens@L`` = sum tokens, ``ppl@L`` =
+      exp(-sum ll / sum tokens), ``bpb@L`` = -sum ll / (ln 2 * sum bytes) (peeval/tasks/ppl/ppl.py);
+    - a task's outcome share (acc, else exact_match, else em: the key its samples' ``correct`` came from) from its
+      samples, one per document: the mean of ``correct`` (x 100 for a percent) and its ``n``;
+    - a checkpoint's ``final_val_ppl`` = exp(``final_val_loss``), its ``steps`` and ``tokens`` the last of its
+      training curve.
+
+    Seed means and seed counts are never stored: the site's views and board compute them from these rows."""
+    import math
+
+    from peeval.records import OUTCOME_KEYS, outcome_scale
+
+    runs = "" if run_ids is None else "AND list_contains($ids, b.run_id)"
+    args = {} if run_ids is None else {"ids": list(run_ids)}
+    out = []
+    q = f"""WITH b AS (SELECT run_id, task, length, sum(ll) ll, sum(tokens) tokens, sum(bytes) bytes FROM ppl_blocks b
+                       WHERE ll IS NOT NULL {runs} GROUP BY ALL)
+            SELECT r.results_path, b.task, m.metric, m.value, b.ll, b.tokens, b.bytes FROM b
+            JOIN metrics m ON m.run_id = b.run_id AND m.task = b.task AND m.filter = 'none'
+             AND m.metric IN ('ppl@' || b.length, 'bpb@' || b.length, 'tokens@' || b.length)
+            LEFT JOIN runs r ON r.run_id = b.run_id ORDER BY ALL"""
+    for path, task, metric, value, ll, tokens, nbytes in con.execute(q, args).fetchall():
+        base = metric.split("@")[0]
+        if base == "tokens":
+            want = float(tokens)
+        elif base == "ppl":
+            try:
+                want = math.exp(-ll / tokens) if tokens else None
+            except OverflowError:  # an exploding model: ppl.py reports inf
+                want = math.inf
+        else:
+            want = -ll / (nbytes * math.log(2)) if nbytes else None
+        if want is not None and _differs(value, want):
+            out.append(f"{path}: {task} {metric} is {value!r}, its documents' blocks give {want!r}")
+    q = f"""WITH s AS (SELECT run_id, task, count(*) n, count(DISTINCT doc_id) docs, avg(correct::DOUBLE) frac
+                       FROM samples b WHERE correct IS NOT NULL {runs} GROUP BY ALL),
+            o AS (SELECT run_id, task, metric, value, n FROM metrics WHERE filter = 'none'
+                  AND list_contains($keys, metric))
+            SELECT r.results_path, s.task, list(o.metric ORDER BY list_position($keys, o.metric)),
+                   list(o.value ORDER BY list_position($keys, o.metric)),
+                   list(o.n ORDER BY list_position($keys, o.metric)), s.n, s.frac
+            FROM s JOIN o USING (run_id, task) LEFT JOIN runs r ON r.run_id = s.run_id
+            WHERE s.n = s.docs GROUP BY ALL ORDER BY ALL"""
+    for path, task, metrics, values, ns, n, frac in con.execute(q, {**args, "keys": list(OUTCOME_KEYS)}).fetchall():
+        metric, value, stored_n = metrics[0], values[0], ns[0]
+        want = frac * outcome_scale(task, metric)
+        if _differs(value, want):
+            out.append(f"{path}: {task} {metric} is {value!r}, its {n} samples give {want!r}")
+        elif stored_n is not None and stored_n != n:
+            out.append(f"{path}: {task} {metric} counts n={stored_n}, its samples {n}")
+    if checkpoints is not None and not checkpoints:
+        return out
+    cks = "" if checkpoints is None else "WHERE list_contains($cks, e.checkpoint)"
+    q = f"""SELECT e.checkpoint, e.final_val_loss, e.final_val_ppl, e.steps, e.tokens, max(c.step), max(c.tokens),
+                   count(c.step)
+            FROM efficiency e LEFT JOIN training_curves c USING (checkpoint) {cks} GROUP BY ALL ORDER BY ALL"""
+    for ck, loss, ppl, steps, tokens, last_step, last_tokens, points in con.execute(
+        q, {} if checkpoints is None else {"cks": list(checkpoints)}
+    ).fetchall():
+        if loss is not None and ppl is not None:
+            want = math.inf if loss >= 700 else math.exp(loss)  # peeval/training/loop.py
+            if _differs(ppl, want):
+                out.append(f"{ck}: final_val_ppl is {ppl!r}, exp(final_val_loss {loss!r}) is {want!r}")
+        if points and (steps, tokens) != (last_step, last_tokens):
+            out.append(f"{ck}: {steps} steps / {tokens} tokens, its training curve ends at step {last_step} / "
+                       f"{last_tokens} tokens")  # fmt: skip
+    return out
+
+
+def check_aggregates(con, what: str, run_ids: list[str] | None = None, checkpoints: list[str] | None = ()) -> None:
+    """StoreError, one line naming the first mismatch and how many more, unless :func:`aggregate_mismatches` finds
+    none: a number the board shows never disagrees with the rows it summarises."""
+    if bad := aggregate_mismatches(con, run_ids, checkpoints):
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise StoreError(f"{what}: an aggregate disagrees with the rows it summarises: {bad[0]}{more}")
+
+
 def insert_rows(con, table: str, rows: list[dict]) -> None:
     if not rows:
         return

@@ -439,6 +439,8 @@ def patch_lm_eval_tasks(task_module=None) -> None:
     def from_mirror(self, local, dataset_kwargs=None, **kwargs):
         hub_id = self.DATASET_PATH
         self.DATASET_PATH = self._peeval_read_from = str(local)
+        # lm-eval's own tasks too: the cache keyed by the folder's content, never a changed copy's stale rows
+        dataset_kwargs = {"cache_dir": content_cache_dir(local), **(dataset_kwargs or {})}
         try:
             return original(self, dataset_kwargs, **kwargs)
         finally:

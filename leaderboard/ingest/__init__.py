@@ -13,7 +13,9 @@ from its model's name. Idempotent: a run's id is the sha256 of its results.json,
 every ingest first deletes the rows it is about to write (plus older runs read from the same results path), so
 the same input twice gives the same rows. Transactional (``writer``): every file is parsed and checked before
 the database is opened; a malformed or partial file raises :class:`IngestError` naming it and the database is
-left as it was. The inserts then run in one transaction.
+left as it was. The inserts then run in one transaction, which is refused when a run's aggregates disagree with
+the rows they summarise (a perplexity cell and its blocks, an accuracy and its samples:
+``leaderboard.store.aggregate_mismatches``; issue 56).
 
 Sources kept apart (issue 42): every run carries its source, ``local`` (``peeval eval`` here), ``external`` (plain
 lm_eval) or ``published/<profile>`` (a folder with a SOURCE.json, whether found under ``published`` or named as a

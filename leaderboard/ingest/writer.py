@@ -13,6 +13,7 @@ from leaderboard.store import (
     VIEWS,
     WRITTEN,
     StoreError,
+    check_aggregates,
     connect,
     insert_rows,
     open_store,
@@ -96,6 +97,10 @@ def _write(con, rows: dict[str, list[dict]], whole: dict[str, str]) -> dict[str,
         insert_rows(con, t, rows[t])
     counts = {t: len(rs) for t, rs in rows.items()}
     run_ids = sorted({r["run_id"] for r in rows["runs"]})
+    try:  # a results.json whose numbers are not its samples' (edited, or beside another run's samples): refused
+        check_aggregates(con, "ingest", run_ids)
+    except StoreError as e:
+        raise IngestError(f"{e}; nothing was written") from None
     for t in VIEWS:
         q = f"SELECT count(*) FROM {t} WHERE list_contains(?, run_id)"
         counts[t] = con.execute(q, [run_ids]).fetchone()[0] if run_ids else 0

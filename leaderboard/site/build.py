@@ -11,7 +11,7 @@ from leaderboard import pages
 from leaderboard._cli import run_command
 from leaderboard.site.context import SiteStore
 from leaderboard.site.output import SiteOutError, write_tree
-from leaderboard.store import StoreError, check_claims_store, open_store
+from leaderboard.store import StoreError, check_aggregates, check_claims_store, open_store
 
 LEADERBOARD = Path(__file__).resolve().parents[1]
 #: where the pipeline's site goes (the package leaderboard/site/ is the code that builds it)
@@ -52,6 +52,7 @@ def build_site(db: str | Path, out: str | Path = DEFAULT_OUT, claims_db: str | P
             f"--claims-db {claims_db}: cannot open as a DuckDB database ({str(e).splitlines()[0]})"
         ) from None
     try:
+        check_aggregates(con, f"--db {db}")  # a number shown never disagrees with the rows it summarises
         if ccon is not None:  # verdicts of another store are never shown beside this one's runs
             check_claims_store(con, ccon, claims_db)
         return write_tree(Path(out), render_all(SiteStore(con, ccon)))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from .._io import atomic_write, save_dir_atomically
+from .._io import save_dir_atomically
 from .profiles import get_profile
 
 EOS = "<|endoftext|>"
@@ -177,8 +177,10 @@ def pack_cached(texts: list[str], tok, seq_len: int) -> torch.Tensor:
             print(f"peeval: cached corpus blocks {path} unreadable ({type(e).__name__}): tokenising again")
     blocks = pack(texts, tok, seq_len)
     small = blocks.to(torch.int32) if int(blocks.max()) < 2**31 else blocks
+    from .state import atomic_torch_save  # a full disk: torch's RuntimeError made an OSError
+
     try:
-        atomic_write(path, lambda tmp: torch.save(small, tmp))
+        atomic_torch_save(small, path)
     except OSError as e:  # a read-only or full cache folder costs the time, never the run
         print(f"peeval: cannot cache corpus blocks in {path.parent} ({e}); set {CACHE_ENV} to a writable folder")
     return blocks

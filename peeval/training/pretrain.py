@@ -175,7 +175,16 @@ def run_train(
 
     def save_model(m) -> None:
         def write(tmp: Path) -> None:
-            m.save_pretrained(tmp)
+            try:
+                m.save_pretrained(tmp)
+            except Exception as e:  # safetensors on a full disk: "SafetensorError: ... I/O error: No space left on
+                # device (os error 28)", measured on a full tmpfs: a traceback, now the OSError it reports
+                import re
+
+                code = re.search(r"\(os error (\d+)\)", str(e))
+                if code is None:
+                    raise
+                raise OSError(int(code[1]), os.strerror(int(code[1])), str(tmp / "model.safetensors")) from e
             tok.save_pretrained(tmp)
 
         save_dir_atomically(out, write)

@@ -131,16 +131,16 @@ def test_a_rerun_replaces_the_old_run_of_the_same_results_path(tree):
     ingest([tree / "results"], db, root=tree)
     f = tree / "results" / "lm" / "results.json"
     doc = json.loads(f.read_text())
-    doc["results"]["peeval_passkey"]["acc,none"] = 0.75
+    doc["results"]["peeval_passkey"]["acc_stderr,none"] = 0.25  # a rerun (its acc is its samples': 2 of 4)
     f.write_text(json.dumps(doc))
     ingest([tree / "results"], db, root=tree)
     con = duckdb.connect(str(db))
     assert con.execute("select count(*) from runs").fetchone() == (2,)
     q = (
-        "select value from metrics join runs using (run_id) where task='peeval_passkey' and metric='acc' "
+        "select stderr from metrics join runs using (run_id) where task='peeval_passkey' and metric='acc' "
         "and source='local'"
     )
-    assert con.execute(q).fetchall() == [(0.75,)]
+    assert con.execute(q).fetchall() == [(0.25,)]
 
 
 @pytest.mark.parametrize(
@@ -233,7 +233,7 @@ def test_impossible_metric_values_are_rejected_naming_file_and_cell(tree, capsys
 def test_exploded_perplexity_and_edge_values_are_kept(tree):
     """+inf ppl is the perplexity task's documented 'model exploded' value; 1.0 and 0/1 accuracies are valid."""
     _set_result(tree, "lm", "peeval_ppl_pg19", "ppl@32,none", 1.0)
-    _set_result(tree, "lm", "peeval_passkey", "acc,none", 1)
+    _set_result(tree, "diag", "peeval_diag_addition_test", "acc,none", 1)  # (passkey's acc is its samples')
     db = tree / "p.duckdb"
     ingest([tree / "results"], db, root=tree)
     con = duckdb.connect(str(db))
@@ -342,15 +342,16 @@ def test_stage_keeps_the_old_store_when_an_input_is_bad(layout):
     assert len(lines) == 1 and "results/lm/results.json" in lines[0] and "accuracy" in lines[0], r.stderr
     assert dump(db) == before
     assert sorted(p.name for p in (layout / "leaderboard").iterdir()) == ["peeval.duckdb"]  # no temporary left
-    _set_result(layout, "lm", "peeval_passkey", "acc,none", 0.75)  # fixed: the store is replaced
+    _set_result(layout, "lm", "peeval_passkey", "acc,none", 0.5)  # fixed (its samples' 2 of 4) ...
+    _set_result(layout, "lm", "peeval_passkey", "acc_stderr,none", 0.25)  # ... and rerun: the store is replaced
     r = _stage(layout)
     assert r.returncode == 0, r.stderr
     con = duckdb.connect(str(db), read_only=True)
     q = (
-        "select value from metrics join runs using (run_id) where task='peeval_passkey' and metric='acc' "
+        "select value, stderr from metrics join runs using (run_id) where task='peeval_passkey' and metric='acc' "
         "and source='local'"
     )
-    assert con.execute(q).fetchall() == [(0.75,)]
+    assert con.execute(q).fetchall() == [(0.5, 0.25)]
     con.close()
     assert sorted(p.name for p in (layout / "leaderboard").iterdir()) == ["peeval.duckdb"]
 

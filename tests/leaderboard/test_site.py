@@ -63,9 +63,10 @@ def make_store(root: Path) -> Path:
             "peeval_passkey": {"acc,none": pk, "acc_stderr,none": 0.1}
             | {f"acc@{L}@{d},none": min(1.0, pk * (1.5 - d) * 64 / L) for L in (64, 128, 256) for d in (0.0, 1.0)},
         }
+        # ten documents, pk of them right: the passkey acc is its samples' share (ingest checks it, issue 56)
         samples = [{"doc_id": i, "target": "4242", "arguments": [[f"{EVIL} The pass key is 4242 #{i}", {}]],
-                    "filtered_resps": [f"</td>{EVIL}"], "filter": "none", "metrics": ["acc"], "acc": 0.0}
-                   for i in range(3)]  # fmt: skip
+                    "filtered_resps": [f"</td>{EVIL}"], "filter": "none", "metrics": ["acc"],
+                    "acc": float(i < round(pk * 10))} for i in range(10)]  # fmt: skip
         _results(root / "results" / pe, ck, res, samples, MIRROR_PG19)
         diag = {
             "peeval_diag_addition_test": {"acc,none": add}

@@ -3,6 +3,7 @@ however its bytes were copied, a seed mean never overflows, one cell averages ru
 
 import hashlib
 import json
+import math
 import shutil
 
 import duckdb
@@ -195,3 +196,139 @@ def test_a_run_that_measured_nothing_and_a_fifo_samples_file_are_refused(tmp_pat
     with pytest.raises(IngestError, match="not a regular file"):
         ingest([results, ck], tmp_path / "s.duckdb")
     assert not (tmp_path / "s.duckdb").exists()
+
+
+# ----------------------------------------------------------------------------- aggregates agree with their rows
+def _hand_store(tmp_path):
+    """A store of one run whose aggregates were worked out by hand in float64 from its rows: perplexity blocks
+    (ll -10 over 5 tokens / 20 bytes, ll -6 over 3 / 12: sum ll -16, 8 tokens, 32 bytes, so ppl@64 = e^2, bpb@64 =
+    16 / (32 ln 2) = 0.5 / ln 2, tokens@64 = 8), four samples right, right, wrong, right (acc 3/4, n 4), and a
+    checkpoint with final_val_loss ln 3 (final_val_ppl 3) whose curve ends at step 10, 5,120 tokens."""
+    from leaderboard.store import connect, insert_rows
+
+    con = connect(tmp_path / "hand.duckdb")
+    insert_rows(con, "runs", [{"run_id": "r", "name": "rope", "kind": "pretrain", "source": "local",
+                               "checkpoint": "ck", "results_path": "results/r/results.json"}])  # fmt: skip
+    insert_rows(con, "ppl_blocks", [
+        {"run_id": "r", "task": "peeval_ppl_pg19", "doc_id": 0, "length": 64, "ll": -10.0, "tokens": 5, "bytes": 20,
+         "protocol": "targets"},
+        {"run_id": "r", "task": "peeval_ppl_pg19", "doc_id": 1, "length": 64, "ll": -6.0, "tokens": 3, "bytes": 12,
+         "protocol": "targets"}])  # fmt: skip
+    insert_rows(con, "samples", [{"run_id": "r", "task": "arc_easy", "doc_id": d, "correct": c}
+                                 for d, c in enumerate([True, True, False, True])])  # fmt: skip
+    cells = {"ppl@64": math.exp(2.0), "bpb@64": 0.5 / math.log(2.0), "tokens@64": 8.0}
+    insert_rows(con, "metrics", [{"run_id": "r", "task": "peeval_ppl_pg19", "metric": m, "filter": "none", "value": v}
+                                 for m, v in cells.items()]
+                + [{"run_id": "r", "task": "arc_easy", "metric": "acc", "filter": "none", "value": 0.75,
+                    "n": 4}])  # fmt: skip
+    insert_rows(con, "efficiency", [{"checkpoint": "ck", "pe": "rope", "steps": 10, "tokens": 5120,
+                                     "final_val_loss": math.log(3.0), "final_val_ppl": 3.0,
+                                     "summary": "{}"}])  # fmt: skip
+    insert_rows(con, "training_curves", [{"checkpoint": "ck", "step": s, "tokens": 512 * s} for s in range(1, 11)])
+    return con
+
+
+@pytest.mark.parametrize(
+    ("tamper", "named", "k"),
+    [
+        ("UPDATE metrics SET value = value * 1.001 WHERE metric = 'ppl@64'", "peeval_ppl_pg19 ppl@64 is", 1),
+        ("UPDATE metrics SET value = 0.9 WHERE metric = 'bpb@64'", "peeval_ppl_pg19 bpb@64 is 0.9", 1),
+        ("UPDATE metrics SET value = 9 WHERE metric = 'tokens@64'", "tokens@64 is 9.0", 1),
+        ("UPDATE metrics SET value = 0.8 WHERE metric = 'acc'", "arc_easy acc is 0.8, its 4 samples give 0.75", 1),
+        ("UPDATE metrics SET n = 5 WHERE metric = 'acc'", "arc_easy acc counts n=5, its samples 4", 1),
+        ("UPDATE efficiency SET final_val_ppl = 3.1", "final_val_ppl is 3.1", 1),
+        ("UPDATE efficiency SET steps = 11", "11 steps / 5120 tokens, its training curve ends at step 10", 1),
+        # a row changed under its aggregates: ll -17 over 8 tokens, 32 bytes (bpb@64 = 17 / (32 ln 2), ppl@64 too)
+        (
+            "UPDATE ppl_blocks SET ll = -7 WHERE doc_id = 1",
+            f"bpb@64 is {0.5 / math.log(2.0)!r}, its documents' blocks give {17 / (32 * math.log(2.0))!r}",
+            2,
+        ),
+    ],
+)
+def test_an_aggregate_is_recomputed_from_its_rows(tmp_path, tamper, named, k):
+    """Issue 56 item 4: every aggregate the store holds (a perplexity cell, an outcome share and its n, a
+    checkpoint's final perplexity, steps and tokens) agrees with the rows it summarises; one tampered row is named."""
+    from leaderboard.store import StoreError, aggregate_mismatches, check_aggregates
+
+    con = _hand_store(tmp_path)
+    assert aggregate_mismatches(con) == []
+    con.execute(tamper)
+    bad = aggregate_mismatches(con)
+    assert len(bad) == k and named in bad[0], bad
+    assert aggregate_mismatches(con, run_ids=["other"], checkpoints=["other"]) == []  # only the rows asked for
+    with pytest.raises(StoreError, match="disagrees with the rows it summarises") as e:
+        check_aggregates(con, "--db x", checkpoints=None)
+    assert "\n" not in str(e.value)
+    con.close()
+
+
+def _run_with_samples(tmp_path, scale: float):
+    """The smoke TAPE run with the published run's perplexity samples beside it: its ppl@L ``scale`` times theirs."""
+    from test_sources import PUBLISHED_CPU, TAPE
+
+    results, ck = _smoke_tape(tmp_path, scale=scale)
+    shutil.copyfile(PUBLISHED_CPU / TAPE.replace("results.json", "samples_peeval_ppl_pg19.jsonl"),
+                    results / "samples_peeval_ppl_pg19.jsonl")  # fmt: skip
+    return results, ck
+
+
+def test_ingest_refuses_a_run_whose_numbers_are_not_its_samples(tmp_path, monkeypatch):
+    """A results.json whose perplexities were edited (x 1.25) beside the samples it was computed from was stored
+    and shown: now one line naming the run and the cell, and no store."""
+    monkeypatch.chdir(tmp_path)
+    results, ck = _run_with_samples(tmp_path, scale=1.25)
+    with pytest.raises(IngestError, match=r"smoke-tape/results.json: peeval_ppl_pg19 ppl@\d+ is .*blocks give") as e:
+        ingest([results, ck], tmp_path / "s.duckdb")
+    assert "\n" not in str(e.value) and "nothing was written" in str(e.value)
+    assert not (tmp_path / "s.duckdb").exists()
+
+
+def test_the_site_refuses_a_store_whose_aggregate_was_tampered(tmp_path, monkeypatch, capsys):
+    """A store edited after ingest (one ppl cell) was built into a site that showed it: one line, exit 2, no site."""
+    from leaderboard.site.build import main as site_main
+
+    monkeypatch.chdir(tmp_path)
+    results, ck = _run_with_samples(tmp_path, scale=1.0)
+    db = tmp_path / "s.duckdb"
+    ingest([results, ck], db)  # its own numbers: stored
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE metrics SET value = value * 2 WHERE metric = (SELECT min(metric) FROM metrics "
+                "WHERE metric LIKE 'ppl@%')")  # fmt: skip
+    con.close()
+    capsys.readouterr()
+    assert site_main(["--db", str(db), "--out", str(tmp_path / "site")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "disagrees with the rows it summarises" in err[0] and "ppl@" in err[0], err
+    assert not (tmp_path / "site").exists()
+
+
+@pytest.mark.parametrize("profile", ["cpu", "cpu-claims"])
+def test_the_published_stores_agree_with_themselves(tmp_path, profile):
+    """The published stores (`make site`'s ingest) pass the check, and the board's means over seeds and its seed
+    counts ("3 seeds") are the float64 means and counts of the per-run rows of the metrics table."""
+    from conftest import REPO
+
+    from leaderboard.site.context import SiteStore
+    from leaderboard.site.stats import board
+    from leaderboard.store import aggregate_mismatches
+
+    db = tmp_path / "s.duckdb"
+    ingest([f"{REPO}/leaderboard/published/{profile}"], db, root=tmp_path)  # runs the check on every run written
+    con = duckdb.connect(str(db), read_only=True)
+    assert aggregate_mismatches(con) == []
+    checked, store = 0, SiteStore(con)
+    for kind in ("pretrain", "diagnostic"):
+        b = board(store, (kind,))
+        for name, by in b.stats.items():
+            for label, est in by.items():
+                task, metric = b.chosen[label]
+                per_run = [v for (v,) in con.execute(
+                    "SELECT m.value FROM metrics m JOIN runs r USING (run_id) WHERE r.name = ? AND r.kind = ? "
+                    "AND m.task = ? AND m.metric = ? AND m.filter = 'none' AND m.value IS NOT NULL",
+                    [name, kind, task, metric]).fetchall()]  # fmt: skip
+                assert est.seeds == len(per_run), (name, label)
+                assert est.value == pytest.approx(math.fsum(per_run) / len(per_run), rel=1e-12), (name, label)
+                checked += 1
+    assert checked > 50 and any(est.seeds >= 3 for by in b.stats.values() for est in by.values())
+    con.close()

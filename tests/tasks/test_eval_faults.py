@@ -263,3 +263,37 @@ def test_a_config_whose_pe_was_edited_after_training_is_refused(ck, tmp_path, ca
     assert not (tmp_path / "out").exists()
     (mine / "config.json").write_text(json.dumps(cfg))  # restored: evaluated
     assert run(capsys, *base(mine, tmp_path / "out"))[0] == 0
+
+
+def _swapped_tokenizer(ck, tmp_path, vocab_size: int):
+    """A copy of ``ck`` whose training summary records its own tokenizer, then another tokenizer (trained on other
+    text, ``vocab_size`` tokens) copied over it."""
+    import json
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    from peeval.training.data import tokenizer_fingerprint
+
+    d = tmp_path / "ck"
+    shutil.copytree(ck, d)
+    own = tokenizer_fingerprint(AutoTokenizer.from_pretrained(d))
+    (d / "train_summary.json").write_text(json.dumps({"pe": "rope", "seed": 0, "tokenizer_hash": own}))
+    other = save_tiny_checkpoint(tmp_path / "other", ["zebra quilt jumps over vexing fog 9876 lorem ipsum"],
+                                 pe="rope", vocab_size=vocab_size, max_positions=64)  # fmt: skip
+    for f in other.glob("tokenizer*"):
+        shutil.copyfile(f, d / f.name)
+    shutil.rmtree(other)
+    return d
+
+
+@pytest.mark.parametrize(("vocab_size", "needle"), [(280, "not the one it was trained with"),
+                                                    (300, "more than the model's vocab_size")])  # fmt: skip
+def test_a_checkpoint_read_with_another_tokenizer_is_one_line(ck, tmp_path, capsys, vocab_size, needle):
+    """Issue 56, end to end: a checkpoint evaluated with another tokenizer of the same size copied in scored exit 0
+    under the checkpoint's sha256 (bpb 4.80 instead of 4.09); a larger one was an IndexError traceback. Now one line
+    naming the tokenizer, exit 2, nothing written."""
+    d = _swapped_tokenizer(ck, tmp_path, vocab_size)
+    out = tmp_path / "out"
+    one_line(*run(capsys, *base(d, out)), needle)
+    assert not out.exists()

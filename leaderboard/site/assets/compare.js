@@ -52,12 +52,34 @@
         '<td class="num diff">×' + num(r) + '</td>',
         '<td class="num">' + (lo == null ? 'no interval' : '[×' + num(lo) + ', ×' + num(hi) + ']') + '</td>'];
     });
+    var ma = data.metrics[ra] || {}, mb = data.metrics[rb] || {}, side = [];
+    // perplexity of the same corpus not paired (another tokenizer: the same token positions are other text): why,
+    // and each run's bits per byte over its own targets beside each other, never a ratio of per-token perplexities
+    var un = (data.ppl_unpaired || {})[key], unpaired = '';
+    if (un) {
+      var bytes = flip ? [un.b_bytes, un.a_bytes] : [un.a_bytes, un.b_bytes];
+      unpaired = '<p class="unpaired" id="ppl-unpaired">Perplexity not paired: ' + esc(un.task) + ' @ ' + un.length + ': ' +
+        (un.why === 'tokenizer' ? 'the same target tokens cover other text (A ' + bytes[0] + ' bytes, B ' + bytes[1] +
+          ' bytes of document ' + un.doc + '): another tokenizer, so per-token perplexities are not comparable, nor are ' +
+          'bits per byte over the same bytes; each run\'s bits per byte over its own targets:'
+          : 'no document scored on the same targets (another protocol or target run)') + '</p>';
+      var brows = [];
+      Object.keys(ma).sort(natural).forEach(function (t) {
+        if (!(t in mb)) return;
+        Object.keys(ma[t]).sort(natural).forEach(function (m) {
+          if (m.indexOf('bpb@') !== 0 || !(m in mb[t])) return;
+          brows.push(['<td>' + esc(t) + '</td>', '<td class="num">' + esc(m.slice(4)) + '</td>',
+            '<td class="num">' + num(ma[t][m][0]) + '</td>', '<td class="num">' + num(mb[t][m][0]) + '</td>']);
+        });
+      });
+      if (un.why === 'tokenizer') unpaired += brows.length ? table(['corpus', 'length', 'A bits per byte (its own targets)',
+        'B bits per byte (its own targets)'], brows) : '<p class="empty">neither run recorded bits per byte</p>';
+    }
     document.getElementById('paired').innerHTML = (rows.length ? table(['task', 'shared examples', 'A acc', 'B acc',
       'A − B', '95 % interval', 'McNemar p', 'A-only / B-only right'], rows) : '') +
       (prows.length ? table(['corpus', 'length', 'documents (same targets)', 'A ppl', 'B ppl', 'A ÷ B',
-        '95 % interval'], prows) : '') ||
+        '95 % interval'], prows) : '') + unpaired ||
       '<p class="empty">these two runs share no examples with per-example outcomes, nor perplexity target blocks</p>';
-    var ma = data.metrics[ra] || {}, mb = data.metrics[rb] || {}, side = [];
     Object.keys(ma).sort(natural).forEach(function (t) {
       if (!(t in mb)) return;
       Object.keys(ma[t]).sort(natural).forEach(function (m) {
