@@ -163,6 +163,12 @@ def test_peeval_eval_writes_results_with_provenance(ckpt, tmp_path, data_mirror)
     assert prov["pe"] == "tape" and prov["training_length"] == 64 and prov["max_length"] == 128
     assert len(prov["checkpoint_sha256"]) == 64 and prov["versions"]["lm_eval"] == "0.4.13"
     assert prov["protocol"]["ppl"] == "disjoint windows" and prov["seed"] == 0
+    # its size and tokenizer (issue 58: a checkpoint without a training summary shows them from here)
+    from peeval.models import PeevalForCausalLM
+
+    assert prov["model_params"] == sum(p.numel() for p in PeevalForCausalLM.from_pretrained(ckpt).parameters())
+    assert prov["tokenizer"] == {"name": "tape", "vocab_size": len(json.loads((ckpt / "tokenizer.json").read_text())
+                                                                   ["model"]["vocab"])}  # fmt: skip
     assert res["results"]["peeval_ppl_proof_pile"]["windows@64,none"] == 2
     assert (tmp_path / "tiny" / "samples_peeval_passkey.jsonl").exists()
     assert not list(tmp_path.rglob("*.tmp"))
