@@ -264,8 +264,9 @@ def heatmap(
     if not rows or not cols:
         return f'<p class="empty">{escape(title)}: no data</p>'
     L, T = min(220, 16 + 7 * max(len(str(r)) for r in rows)), 40
-    width = max(L + cell * len(cols) + 20, 16 + 8 * len(title), 20 + 7 * (len(col_label) + len(row_label) + 14))
-    height = T + cell * len(rows) + 40
+    width = max(L + cell * len(cols) + 20, 16 + 8 * len(title), 20 + 7 * (len(col_label) + len(row_label) + 14),
+                KEY_WIDTH)  # fmt: skip
+    height = T + cell * len(rows) + 40 + 22  # the colour key below the axes' names
     out = [f'<svg class="chart" role="img" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
            f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>',
            f'<text x="4" y="16" class="ctitle">{escape(title)}</text>']  # fmt: skip
@@ -287,8 +288,24 @@ def heatmap(
                        f'<text x="{x + cell / 2}" y="{y + cell / 2 + 4}" class="cell" fill="{fg}" '
                        f'text-anchor="middle">{label}</text>')  # fmt: skip
     axes = f"columns: {escape(col_label)}, rows: {escape(row_label)}"
-    out.append(f'<text x="4" y="{height - 8}" class="label">{axes}</text>')
+    out.append(f'<text x="4" y="{height - 30}" class="label">{axes}</text>')
+    out.append(_color_key(4, height - 8))
     out.append("</svg>")
+    return "".join(out)
+
+
+#: the accuracies the heatmap's colour key shows, and the width it needs
+KEY_STEPS = (0.0, 0.25, 0.5, 0.75, 1.0)
+KEY_WIDTH = 64 + 44 * len(KEY_STEPS) + 60
+
+
+def _color_key(x: float, y: float) -> str:
+    """The heatmap's legend: a swatch of the colour of each accuracy in ``KEY_STEPS``, and grey for no run."""
+    out = [f'<text x="{x}" y="{y}" class="legend">accuracy</text>']
+    for i, v in enumerate([*KEY_STEPS, None]):
+        left = x + 60 + 44 * i
+        out.append(f'<rect x="{left}" y="{y - 10}" width="12" height="12" fill="{_color(v)}" stroke="#999"/>'
+                   f'<text x="{left + 15}" y="{y}" class="legend">{"none" if v is None else _fmt(v)}</text>')  # fmt: skip
     return "".join(out)
 
 

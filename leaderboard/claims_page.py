@@ -147,15 +147,24 @@ def forest_svg(claims: list[dict], title: str) -> str:
     rows = [c for c in claims if _num(c.get("peeval_value")) is not None]
     if not rows:
         return ""
-    label_w, plot_w, text_w, row_h, top = 380, 360, 330, 26, 28
+    label_w, plot_w, text_w, row_h, head = 380, 360, 330, 26, 40
+    top = head + 28
     width, height = label_w + plot_w + text_w, top + row_h * len(rows) + 8
     x0 = label_w + plot_w / 2
     out = [
         f'<svg class="forest" role="img" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
         f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>',
-        f'<text x="{label_w}" y="14" class="label">← focus lower</text>',
-        f'<text x="{label_w + plot_w}" y="14" class="label" text-anchor="end">focus higher →</text>',
-        f'<text x="{label_w + plot_w + 10}" y="14" class="label">peeval ± 95 % · paper · verdict</text>',
+        f'<text x="4" y="16" class="ctitle">{escape(title)}</text>',
+        # the legend: what the marks are (the page's text says it too; the picture alone must)
+        f'<circle cx="10" cy="{head - 5}" r="4.5" class="unk"/>'
+        f'<text x="20" y="{head}" class="legend">peeval\'s difference, line: its 95 % interval</text>'
+        f'<path d="M330 {head - 11}L335 {head - 5}L330 {head + 1}L325 {head - 5}Z" class="paper"/>'
+        f'<text x="340" y="{head}" class="legend">the paper\'s difference</text>'
+        f'<text x="520" y="{head}" class="legend">colour: the verdict · each row on its own scale, 0 at the '
+        "dashed line</text>",
+        f'<text x="{label_w}" y="{head + 20}" class="label">← focus lower</text>',
+        f'<text x="{label_w + plot_w}" y="{head + 20}" class="label" text-anchor="end">focus higher →</text>',
+        f'<text x="{label_w + plot_w + 10}" y="{head + 20}" class="label">peeval ± 95 % · paper · verdict</text>',
     ]
     for i, c in enumerate(rows):
         y = top + row_h * i + row_h / 2
