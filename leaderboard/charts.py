@@ -304,8 +304,9 @@ def _color_key(x: float, y: float) -> str:
     out = [f'<text x="{x}" y="{y}" class="legend">accuracy</text>']
     for i, v in enumerate([*KEY_STEPS, None]):
         left = x + 60 + 44 * i
+        shown = "none" if v is None else _fmt(v)
         out.append(f'<rect x="{left}" y="{y - 10}" width="12" height="12" fill="{_color(v)}" stroke="#999"/>'
-                   f'<text x="{left + 15}" y="{y}" class="legend">{"none" if v is None else _fmt(v)}</text>')  # fmt: skip
+                   f'<text x="{left + 15}" y="{y}" class="legend">{shown}</text>')  # fmt: skip
     return "".join(out)
 
 

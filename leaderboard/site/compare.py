@@ -2,7 +2,8 @@
 script (assets/compare.js) only looks them up for the two runs picked. Each run's metrics and the examples are
 embedded; the rest (the pairs, the responses) is one script per run, ``compare/<run_id>.js``, loaded when the run is
 picked (the page embedded 6.3 MB). A ``<script src>``, not ``fetch()``: Chromium refuses ``fetch`` from file://,
-where the site is opened too. Each pair lives in the file of its first run id (the ``a|b`` key's ``a``), written once."""
+where the site is opened too. Each pair lives in the file of its first run id (the ``a|b`` key's ``a``), written
+once."""
 
 from __future__ import annotations
 

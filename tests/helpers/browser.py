@@ -89,7 +89,8 @@ PAGE_PROBLEMS_JS = r"""
     const clips = ['hidden', 'clip'].includes(s.overflowX) || s.textOverflow === 'ellipsis';
     if (clips && e.scrollWidth > e.clientWidth + 1 && s.display !== 'none')
       out.push(`text cut: <${e.tagName.toLowerCase()}> "${e.textContent.trim().slice(0, 40)}"`);
-    if ((e.tagName === 'TD' || e.tagName === 'TH') && e.getBoundingClientRect().width < 24 && e.textContent.trim().length > 3)
+    const cell = e.tagName === 'TD' || e.tagName === 'TH';
+    if (cell && e.getBoundingClientRect().width < 24 && e.textContent.trim().length > 3)
       out.push(`a cell ${Math.round(e.getBoundingClientRect().width)} px wide: "${e.textContent.trim().slice(0, 30)}"`);
   }
   // every chart: a title and a legend drawn inside it, and no text outside its picture

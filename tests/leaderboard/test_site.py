@@ -407,7 +407,8 @@ def test_every_page_of_both_published_boards_reads_whole_at_1400_and_390_px(publ
             for profile, site in published_sites.items():
                 runs = json.loads((site / "data" / "runs_list.json").read_text())
                 one_per_kind = {r["kind"]: r["run"] for r in runs}
-                pages = [*sorted(site.glob("*.html")), *(site / "runs" / f"{rid}.html" for rid in one_per_kind.values())]
+                run_pages = [site / "runs" / f"{rid}.html" for rid in one_per_kind.values()]
+                pages = [*sorted(site.glob("*.html")), *run_pages]
                 assert len(pages) >= 14, pages
                 for width, height in ((1400, 900), (390, 844)):
                     page = browser.new_page(viewport={"width": width, "height": height})

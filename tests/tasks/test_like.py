@@ -120,8 +120,7 @@ def test_like_cpu_fills_the_published_boards_columns(tmp_path, capsys, monkeypat
     assert _eval("--like", "cpu", "--model_args", f"pretrained={ck}", "--output_path", str(out),
                  "--run_name", "my-rope") == 0, capsys.readouterr().err[-3000:]  # fmt: skip
     got = json.loads((out / "my-rope" / "results.json").read_text())
-    published = [json.loads(p.read_text()) for p in (PUBLISHED / "cpu" / "results" / "pretrain").glob("*/*/results.json")]
-    want = published[0]
+    want = json.loads(next((PUBLISHED / "cpu" / "results" / "pretrain").glob("*/*/results.json")).read_text())
     assert got["peeval"]["protocol"] == want["peeval"]["protocol"]  # lengths, targets, skip (read from the runs)
     assert got["peeval"]["like"] == "cpu"
     for task, reads in want["peeval"]["data"].items():
@@ -135,6 +134,7 @@ def test_like_cpu_fills_the_published_boards_columns(tmp_path, capsys, monkeypat
     ingest([PUBLISHED / "cpu"], db, root=PUBLISHED / "cpu")  # `make site MINE=...`'s two ingests
     ingest([out / "my-rope"], db)
     site = build_site(db, tmp_path / "site").parent
+
     def filled(table: str) -> dict[str, set[str]]:  # per row, its perplexity columns that hold a number
         rows = json.loads((site / "data" / f"{table}.json").read_text())
         return {next(iter(r.values())): {c for c, v in r.items() if "ppl@" in c and v not in ("–", None, "")}

@@ -120,8 +120,9 @@ def test_peeval_eval_refuses_a_short_max_length_before_loading(ckpt, tmp_path, c
     """The same check under `peeval eval`: one line naming both numbers, exit 2, nothing written."""
     from peeval.cli import main
 
-    rc = main(["eval", "--model", "peeval-tape", "--model_args", f"pretrained={ckpt},max_length=100", "--tasks",
-               "peeval_ppl_pg19", "--metadata", '{"lengths": [128]}', "--output_path", str(tmp_path / "o")])  # fmt: skip
+    rc = main(["eval", "--model", "peeval-tape", "--model_args", f"pretrained={ckpt},max_length=100",
+               "--tasks", "peeval_ppl_pg19", "--metadata", '{"lengths": [128]}',
+               "--output_path", str(tmp_path / "o")])  # fmt: skip
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and err == ["peeval eval: error: " + err[0].removeprefix("peeval eval: error: ")], err
     assert "peeval_ppl length 128 exceeds the model's max_length=100" in err[0]
