@@ -394,9 +394,10 @@ NAME_CHARS = 23
 
 
 def wrap_name(name: str, n: int) -> list[str]:
-    """``name`` whole, in lines of at most ``n`` characters broken after a space, ``(``, ``=`` or ``,``
-    (``tape(equivariant=`` / ``False) @cpu-claims``); a longer run of characters is broken every ``n``."""
-    words = [w for w in re.split(r"(?<=[ (=,])", name) if w]
+    """``name`` whole, in lines of at most ``n`` characters broken after a space, ``=``, ``,`` or a ``(`` that ends
+    a word (``tape(equivariant=`` / ``False) @cpu-claims``; never ``books (`` / ``PG-19``); a longer run of
+    characters is broken every ``n``."""
+    words = [w for w in re.split(r"(?<=[ =,])|(?<=[^ ]\()", name) if w]
     lines: list[str] = []
     for word in words:
         while len(word) > n:
