@@ -40,7 +40,7 @@ def compare_data(store: SiteStore) -> dict:
     for r in rows:
         if r["doc_id"] in shown.get(r["task"], ()):
             examples[r["task"]][r["doc_id"]] = [(r["prompt"] or "")[-compare.CLIP :], r["target"]]
-            responses[r["run_id"]][r["task"]][r["doc_id"]] = r["response"]
+            responses[r["run_id"]][r["task"]][r["doc_id"]] = clip_response(r["response"])
     by_run: dict[str, dict[str, dict[str, tuple]]] = defaultdict(lambda: defaultdict(dict))
     for m in values:
         by_run[m["run_id"]][m["task"]][m["metric"]] = (m["value"], m["stderr"])
@@ -120,9 +120,32 @@ def split(data: dict, run_ids: list[str]) -> tuple[dict, dict[str, dict]]:
     return {k: data.get(k) or {} for k in EMBEDDED}, parts
 
 
+def clip_response(text: str | None) -> str | None:
+    """A response as the page shows it: its first ``compare.CLIP`` characters (the prompt shows its last as many;
+    the run's page has both whole)."""
+    if text is None or len(text) <= compare.CLIP:
+        return text
+    return text[: compare.CLIP] + "…"
+
+
+#: significant digits of the numbers in the runs' scripts (the page prints 4)
+DIGITS = 6
+
+
+def rounded(value):
+    """``value`` with every float to ``DIGITS`` significant digits (17 were written: a third of the bytes)."""
+    if isinstance(value, float):
+        return float(f"{value:.{DIGITS}g}")
+    if isinstance(value, dict):
+        return {k: rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [rounded(v) for v in value]
+    return value
+
+
 def run_script(run_id: str, part: dict) -> str:
     """``compare/<run_id>.js``: hands its part to the page (``peevalCompare`` in assets/compare.js)."""
-    return f"peevalCompare({json.dumps(run_id)},{script_json(part)});\n"
+    return f"peevalCompare({json.dumps(run_id)},{script_json(rounded(part))});\n"
 
 
 def read_site(site: Path) -> dict:

@@ -241,6 +241,11 @@ def test_the_compare_page_loads_each_runs_numbers_when_picked(tmp_path):
             assert all(k.split("|")[0] == path.stem for k in part[kind]), (path, kind)  # its own pairs only
             keys += [(kind, k) for k in part[kind]]
     assert len(keys) == len(set(keys)) and any(k == "ppl_pairs" for k, _ in keys)  # each pair written once
+    # what the page prints (4 digits, a response's head) is what the scripts hold: 6 digits, 400 characters
+    from leaderboard.site.compare import clip_response, rounded
+
+    assert rounded({"r": [2.2443108659219875, 1e-7 / 3, 7]}) == {"r": [2.24431, 3.33333e-08, 7]}
+    assert clip_response("x" * 401) == "x" * 400 + "…" and clip_response("x" * 400) == "x" * 400
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium)")
     with compare_page(site) as (page, errors):  # from file://: the default pair's scripts load and it shows
