@@ -17,7 +17,8 @@ STAGES ?=
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml $(LOCK)
+# the hook is copied into site-packages at install (setup.py): a changed hook reinstalls
+$(STAMP): pyproject.toml $(LOCK) setup.py peeval/_lm_eval_hook.py
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c $(LOCK) torch==2.13.0   # the CPU wheel on disk; never an unpinned torch

@@ -264,8 +264,9 @@ def heatmap(
     if not rows or not cols:
         return f'<p class="empty">{escape(title)}: no data</p>'
     L, T = min(220, 16 + 7 * max(len(str(r)) for r in rows)), 40
-    width = max(L + cell * len(cols) + 20, 16 + 8 * len(title), 20 + 7 * (len(col_label) + len(row_label) + 14))
-    height = T + cell * len(rows) + 40
+    width = max(L + cell * len(cols) + 20, 16 + 8 * len(title), 20 + 7 * (len(col_label) + len(row_label) + 14),
+                KEY_WIDTH)  # fmt: skip
+    height = T + cell * len(rows) + 40 + 22  # the colour key below the axes' names
     out = [f'<svg class="chart" role="img" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
            f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>',
            f'<text x="4" y="16" class="ctitle">{escape(title)}</text>']  # fmt: skip
@@ -287,8 +288,25 @@ def heatmap(
                        f'<text x="{x + cell / 2}" y="{y + cell / 2 + 4}" class="cell" fill="{fg}" '
                        f'text-anchor="middle">{label}</text>')  # fmt: skip
     axes = f"columns: {escape(col_label)}, rows: {escape(row_label)}"
-    out.append(f'<text x="4" y="{height - 8}" class="label">{axes}</text>')
+    out.append(f'<text x="4" y="{height - 30}" class="label">{axes}</text>')
+    out.append(_color_key(4, height - 8))
     out.append("</svg>")
+    return "".join(out)
+
+
+#: the accuracies the heatmap's colour key shows, and the width it needs
+KEY_STEPS = (0.0, 0.25, 0.5, 0.75, 1.0)
+KEY_WIDTH = 64 + 44 * len(KEY_STEPS) + 60
+
+
+def _color_key(x: float, y: float) -> str:
+    """The heatmap's legend: a swatch of the colour of each accuracy in ``KEY_STEPS``, and grey for no run."""
+    out = [f'<text x="{x}" y="{y}" class="legend">accuracy</text>']
+    for i, v in enumerate([*KEY_STEPS, None]):
+        left = x + 60 + 44 * i
+        shown = "none" if v is None else _fmt(v)
+        out.append(f'<rect x="{left}" y="{y - 10}" width="12" height="12" fill="{_color(v)}" stroke="#999"/>'
+                   f'<text x="{left + 15}" y="{y}" class="legend">{shown}</text>')  # fmt: skip
     return "".join(out)
 
 
@@ -307,10 +325,13 @@ def ratio_chart(rows: list[dict], panels: list[str], *, title: str, width: int =
     lo_v, hi_v = min([*vals, 1.0]), max([*vals, 1.0])
     x0, x1 = math.log2(lo_v) - 0.15, math.log2(hi_v) + 0.15
     head = _wrap(title, (width - 8) // 8)
-    names_w, gap, T, row_h = 172, 18, 14 + 15 * len(head), 20
+    names_w, gap, T, line_h = 172, 18, 14 + 15 * len(head), 13
+    names = [wrap_name(r["name"], NAME_CHARS) for r in rows]  # whole names: "tape(…@cpu-claims" read as no encoding
+    heights = [max(20, line_h * len(n) + 7) for n in names]
+    tops = [T + sum(heights[:i]) for i in range(len(rows))]
     legend_h = 36
     pw = (width - names_w - gap * len(panels)) / len(panels)
-    height = T + row_h * len(rows) + 36 + legend_h
+    height = T + sum(heights) + 36 + legend_h
 
     def px(p: int, v: float) -> float:
         return names_w + p * (pw + gap) + (math.log2(v) - x0) / (x1 - x0) * pw
@@ -318,14 +339,14 @@ def ratio_chart(rows: list[dict], panels: list[str], *, title: str, width: int =
     out = [f'<svg class="chart ratio-chart" role="img" viewBox="0 0 {width} {height}" width="{width}" '
            f'height="{height}" xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>']  # fmt: skip
     out += [f'<text x="4" y="{15 + 15 * i}" class="ctitle">{escape(line)}</text>' for i, line in enumerate(head)]
-    bottom = T + row_h * len(rows)
+    bottom = T + sum(heights)
     ticks = [t for t in (0.125, 0.25, 0.5, 1, 2, 4, 8) if lo_v / 1.12 <= t <= hi_v * 1.12]
     for p, panel in enumerate(panels):
         left = names_w + p * (pw + gap)
         if len(panels) > 1:  # one panel: the title names it
             out.append(f'<text x="{left + pw / 2:.1f}" y="{T - 6}" class="label" text-anchor="middle">'
                        f"{escape(panel)}</text>")  # fmt: skip
-        out.append(f'<rect x="{left:.1f}" y="{T}" width="{pw:.1f}" height="{row_h * len(rows)}" class="frame"/>')
+        out.append(f'<rect x="{left:.1f}" y="{T}" width="{pw:.1f}" height="{bottom - T}" class="frame"/>')
         for t in ticks:
             x = px(p, t)
             cls = "parity" if t == 1 else "grid"
@@ -336,7 +357,7 @@ def ratio_chart(rows: list[dict], panels: list[str], *, title: str, width: int =
             )
         for i, r in enumerate(rows):
             cell = r["cells"].get(panel)
-            y = T + row_h * i + row_h / 2
+            y = tops[i] + heights[i] / 2
             if not cell:
                 out.append(f'<text x="{left + 6:.1f}" y="{y + 4:.1f}" class="tick">not run</text>')
                 continue
@@ -350,9 +371,11 @@ def ratio_chart(rows: list[dict], panels: list[str], *, title: str, width: int =
             out.append(f'<circle cx="{px(p, ratio):.1f}" cy="{y:.1f}" r="4" fill="{c}" class="mark">'
                        f"<title>{tip}</title></circle>")  # fmt: skip
     for i, r in enumerate(rows):
-        y = T + row_h * i + row_h / 2 + 4
+        y = tops[i] + heights[i] / 2 + 4 - line_h * (len(names[i]) - 1) / 2
+        lines = "".join(f'<tspan x="{names_w - 6}" dy="{0 if k == 0 else line_h}">{escape(line)}</tspan>'
+                        for k, line in enumerate(names[i]))  # fmt: skip
         out.append(f'<text x="{names_w - 6}" y="{y:.1f}" class="legend" text-anchor="end">'
-                   f"{escape(legend_text(r['name'], 23))}<title>{escape(r['name'])}</title></text>")  # fmt: skip
+                   f"{lines}<title>{escape(r['name'])}</title></text>")  # fmt: skip
     out.append(
         f'<text x="{width / 2:.1f}" y="{bottom + 30}" class="label" text-anchor="middle">'
         "perplexity ÷ RoPE's (log scale; left of ×1: better)</text>"
@@ -364,6 +387,33 @@ def ratio_chart(rows: list[dict], panels: list[str], *, title: str, width: int =
                    f'<text x="{x + 13:.1f}" y="{ly}" class="legend">{escape(label)}</text>')  # fmt: skip
     out.append("</svg>")
     return "".join(out)
+
+
+#: characters of a row name per line in the front page's picture (11 px text in its 166 px name column)
+NAME_CHARS = 23
+
+
+def wrap_name(name: str, n: int) -> list[str]:
+    """``name`` whole, in lines of at most ``n`` characters broken after a space, ``=``, ``,`` or a ``(`` that ends
+    a word (``tape(equivariant=`` / ``False) @cpu-claims``; never ``books (`` / ``PG-19``); a longer run of
+    characters is broken every ``n``."""
+    words = [w for w in re.split(r"(?<=[ =,])|(?<=[^ ]\()", name) if w]
+    lines: list[str] = []
+    for word in words:
+        while len(word) > n:
+            if lines and len(lines[-1]) < n:
+                room = n - len(lines[-1])
+                lines[-1] += word[:room]
+                word = word[room:]
+            else:
+                lines.append(word[:n])
+                word = word[n:]
+        if lines and len(lines[-1]) + len(word) <= n:
+            lines[-1] += word
+        elif word:
+            lines.append(word)
+    lines = [line.strip() for line in lines]
+    return [line for line in lines if line] or [""]
 
 
 def _wrap(text: str, n: int) -> list[str]:

@@ -23,7 +23,7 @@ from html import escape
 from typing import Any
 
 from leaderboard import pages
-from leaderboard.charts import legend_text
+from leaderboard.charts import wrap_name
 from peeval.records import fmt_number, t_quantile
 
 PAPER_ORDER = ("PoPE", "CoPE", "TAPE")
@@ -147,18 +147,31 @@ def forest_svg(claims: list[dict], title: str) -> str:
     rows = [c for c in claims if _num(c.get("peeval_value")) is not None]
     if not rows:
         return ""
-    label_w, plot_w, text_w, row_h, top = 380, 360, 330, 26, 28
-    width, height = label_w + plot_w + text_w, top + row_h * len(rows) + 8
+    label_w, plot_w, text_w, head, line_h = 380, 360, 330, 40, 15
+    top = head + 28
+    # each row's label whole, over as many lines as it needs (52 characters of 12 px text in the 380 px column)
+    labels = [wrap_name(f"{c['compared']} · {c['task']}", 52) for c in rows]
+    heights = [max(26, line_h * len(lines) + 11) for lines in labels]
+    width, height = label_w + plot_w + text_w, top + sum(heights) + 8
     x0 = label_w + plot_w / 2
     out = [
         f'<svg class="forest" role="img" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
         f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>',
-        f'<text x="{label_w}" y="14" class="label">← focus lower</text>',
-        f'<text x="{label_w + plot_w}" y="14" class="label" text-anchor="end">focus higher →</text>',
-        f'<text x="{label_w + plot_w + 10}" y="14" class="label">peeval ± 95 % · paper · verdict</text>',
+        f'<text x="4" y="16" class="ctitle">{escape(title)}</text>',
+        # the legend: what the marks are (the page's text says it too; the picture alone must)
+        f'<circle cx="10" cy="{head - 5}" r="4.5" class="unk"/>'
+        f'<text x="20" y="{head}" class="legend">peeval\'s difference, line: its 95 % interval</text>'
+        f'<path d="M330 {head - 11}L335 {head - 5}L330 {head + 1}L325 {head - 5}Z" class="paper"/>'
+        f'<text x="340" y="{head}" class="legend">the paper\'s difference</text>'
+        f'<text x="520" y="{head}" class="legend">colour: the verdict · each row on its own scale, 0 at the '
+        "dashed line</text>",
+        f'<text x="{label_w}" y="{head + 20}" class="label">← focus lower</text>',
+        f'<text x="{label_w + plot_w}" y="{head + 20}" class="label" text-anchor="end">focus higher →</text>',
+        f'<text x="{label_w + plot_w + 10}" y="{head + 20}" class="label">peeval ± 95 % · paper · verdict</text>',
     ]
     for i, c in enumerate(rows):
-        y = top + row_h * i + row_h / 2
+        row_h = heights[i]
+        y = top + sum(heights[:i]) + row_h / 2
         d, pd = _num(c["peeval_value"]), _num(c.get("paper_value"))
         hw = half_width(c.get("stderr"), c.get("df"))
         reach = max(abs(d) + (hw or 0.0), abs(pd) if pd is not None else 0.0) or 1.0
@@ -166,10 +179,11 @@ def forest_svg(claims: list[dict], title: str) -> str:
         cls = VERDICT_CLASS.get(str(c["verdict"]), "unk")
         if i % 2:
             out.append(f'<rect x="0" y="{y - row_h / 2:.1f}" width="{width}" height="{row_h}" class="band"/>')
-        label = f"{c['compared']} · {c['task']}"
-        hover = f"{label} ({c['claim_id']})"  # the whole label where the row shows it cut
-        out.append(f'<text x="4" y="{y + 4:.1f}" class="rowlabel"><title>{escape(hover)}</title>'
-                   f"{escape(legend_text(label, 52))}</text>")  # fmt: skip
+        hover = f"{c['compared']} · {c['task']} ({c['claim_id']})"  # with the claim's id
+        first = y + 4 - line_h * (len(labels[i]) - 1) / 2
+        lines = "".join(f'<tspan x="4" dy="{0 if k == 0 else line_h}">{escape(line)}</tspan>'
+                        for k, line in enumerate(labels[i]))  # fmt: skip
+        out.append(f'<text x="4" y="{first:.1f}" class="rowlabel"><title>{escape(hover)}</title>{lines}</text>')
         out.append(f'<line x1="{x0}" x2="{x0}" y1="{y - row_h / 2:.1f}" y2="{y + row_h / 2:.1f}" class="zero"/>')
         if hw is not None:
             a, b = x0 + (d - hw) * scale, x0 + (d + hw) * scale

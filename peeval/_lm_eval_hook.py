@@ -21,6 +21,11 @@ finder that waits for those libraries' own modules and then
   registers the installed entry points does so without a conflict, in either order;
 - after ``lm_eval.tasks.manager`` runs: puts peeval's task folder on every TaskManager's
   include path, before the user's paths so those can still override;
+- after ``lm_eval.evaluator`` runs: ``simple_evaluate`` first checks a peeval model's ``peeval_ppl`` lengths
+  against its ``max_length`` (``peeval.tasks.ppl.ppl.check_fits``), before the model is loaded, as
+  ``peeval eval`` does;
+- after ``lm_eval.__main__`` runs: the ``lm_eval`` command prints a ``ValueError`` raised in peeval's own code
+  (bad metadata, model_args, lengths) as one line and exits 2, as ``peeval eval`` does, not a 50-line traceback;
 - after ``lm_eval.api.task`` runs: routes the dataset download of lm-eval's own YAML tasks
   through the offline mirror (``peeval.data.patch_lm_eval_tasks``: a named mirror, else the hub, else
   the mirror beside the repository, else one error naming the dataset).
@@ -110,6 +115,63 @@ def _on_task(module) -> None:
     patch_lm_eval_tasks(module)
 
 
+def _on_evaluator(module) -> None:
+    original = module.simple_evaluate
+    if getattr(original, "_peeval_checked", False):
+        return
+    import functools
+    import inspect
+
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def simple_evaluate(*args, **kwargs):
+        a = signature.bind_partial(*args, **kwargs).arguments
+        model, model_args = a.get("model"), a.get("model_args")
+        if isinstance(model, str) and model.startswith("peeval"):
+            from lm_eval.utils import simple_parse_args_string
+
+            from peeval.tasks.ppl.ppl import check_fits
+
+            margs = simple_parse_args_string(model_args) if isinstance(model_args, str) else dict(model_args or {})
+            tm = a.get("task_manager")
+            metadata = getattr(tm, "metadata", None) if tm is not None else {**margs, **(a.get("metadata") or {})}
+            check_fits(model, margs, list(a.get("tasks") or ()), dict(metadata or {}))
+        return original(*args, **kwargs)
+
+    simple_evaluate._peeval_checked = True
+    module.simple_evaluate = simple_evaluate
+
+
+def raised_in_peeval(e: BaseException) -> bool:
+    """``e`` was raised by a line of peeval's own code (its innermost frame is in the package)."""
+    root = _peeval_dir()
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = os.path.abspath(tb.tb_frame.f_code.co_filename) if tb is not None else ""
+    return bool(root) and where.startswith(os.path.abspath(root) + os.sep)
+
+
+def _on_main(module) -> None:
+    original = module.cli_evaluate
+    if getattr(original, "_peeval_one_line", False):
+        return
+
+    def cli_evaluate(*args, **kwargs):
+        try:
+            return original(*args, **kwargs)
+        except ValueError as e:
+            if not raised_in_peeval(e):
+                raise  # lm-eval's, transformers' own: as they print them
+            print(f"lm_eval: error: {' '.join(str(e).split()) or type(e).__name__}", file=sys.stderr)
+            raise SystemExit(2) from None
+
+    cli_evaluate._peeval_one_line = True
+    cli_evaluate.__doc__ = original.__doc__
+    module.cli_evaluate = cli_evaluate
+
+
 class _PendingPeeval(dict):
     """transformers' ``CONFIG_MAPPING._extra_content`` with ``peeval`` known before it is loaded.
 
@@ -179,6 +241,8 @@ WATCH = {
     "lm_eval.api.registry": _on_registry,
     "lm_eval.tasks.manager": _on_task_manager,
     "lm_eval.api.task": _on_task,
+    "lm_eval.evaluator": _on_evaluator,
+    "lm_eval.__main__": _on_main,
 }
 
 

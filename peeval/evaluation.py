@@ -314,6 +314,12 @@ def run_eval(args) -> int:
     if "max_length" not in model_args and auto_len and args.model.startswith("peeval"):
         # a passkey prompt of length L must not be left-truncated to the training length
         model_args["max_length"] = auto_len
+    from peeval.tasks.ppl.ppl import check_fits
+
+    try:  # a model_args max_length shorter than a perplexity length: before any weights are read
+        check_fits(args.model, model_args, args.tasks, metadata)
+    except ValueError as e:
+        raise EvalInputError(str(e)) from None
     out = Path(args.output_path) / run_name(args, model_args)
     _check_output(out, args.overwrite)
     if int(os.environ.get("RANK", "0")) != 0:  # a launch's other processes: rank 0 claims and writes

@@ -267,11 +267,9 @@ class _PeevalHFLM(HFLM):
             return out
         too_long = max((int(doc["peeval_window"]) for _, doc in rows), default=0)
         if too_long > self.max_length:  # scored anyway, the run would record a max_length it did not apply
-            raise ValueError(
-                f"peeval_ppl length {too_long} exceeds the model's max_length={self.max_length}: set model_args "
-                f"max_length >= {too_long} (beyond the training length is allowed: extrapolation is what is "
-                "measured), or leave that length out"
-            )
+            from peeval.tasks.ppl.ppl import exceeds
+
+            raise ValueError(exceeds(too_long, self.max_length))
         cache: dict[str, torch.Tensor] = {}  # each document's token ids, once (its rows share them)
         plans, work = [], []  # work: (length, full logits?, row, window)
         for r, (text, doc) in enumerate(rows):

@@ -159,4 +159,21 @@ def provenance(
         cpu=cpu_identity(),
         run_kind=run_kind(args.model, model_args),
         tokenizer_hash=tokenizer_hash,
+        model_params=model_size(lm),
+        tokenizer=tokenizer_name(lm),
     ).to_json()
+
+
+def model_size(lm) -> int | None:
+    """The parameters of the model scored (every tensor, embeddings included, as train_summary.json counts)."""
+    model = getattr(lm, "model", None)
+    return sum(p.numel() for p in model.parameters()) if model is not None and hasattr(model, "parameters") else None
+
+
+def tokenizer_name(lm) -> dict | None:
+    """The tokenizer scored with: its name as loaded (a hub id, or the folder's name) and its vocabulary."""
+    tok = getattr(lm, "tokenizer", None)
+    if tok is None:
+        return None
+    name = str(getattr(tok, "name_or_path", "") or "").rstrip("/\\")
+    return {"name": name.replace("\\", "/").rsplit("/", 1)[-1] or type(tok).__name__, "vocab_size": len(tok)}

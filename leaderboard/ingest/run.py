@@ -155,6 +155,11 @@ def _params(doc: dict, path: Path, prov: dict, model_args: dict, record: RunReco
         "eval_metadata": obj(prov, "protocol", "peeval").get("metadata"),
         "versions": obj(prov, "versions", "peeval"),
     }
+    # the size and tokenizer measured when the run was evaluated (any checkpoint; a Hugging Face one has no summary)
+    if prov.get("model_params") is not None:
+        params["model_params"] = whole(prov["model_params"], "peeval.model_params", 1)
+    if isinstance(prov.get("tokenizer"), dict):
+        params["tokenizer"] = {**prov["tokenizer"], "hash": prov.get("tokenizer_hash")}
     if record.base_train is not None:  # the budget of the model an extension started from (claims' scale criterion)
         params["base_train"] = record.base_train
     if subtasks := summarised_subtasks(doc, path):

@@ -1,5 +1,9 @@
-"""The compare page: any two runs, task by task (:mod:`leaderboard.compare`): the numbers are computed here and
-embedded as JSON; the page's script (assets/compare.js) only looks them up for the two runs picked."""
+"""The compare page: any two runs, task by task (:mod:`leaderboard.compare`): the numbers are computed here; the page's
+script (assets/compare.js) only looks them up for the two runs picked. Each run's metrics and the examples are
+embedded; the rest (the pairs, the responses) is one script per run, ``compare/<run_id>.js``, loaded when the run is
+picked (the page embedded 6.3 MB). A ``<script src>``, not ``fetch()``: Chromium refuses ``fetch`` from file://,
+where the site is opened too. Each pair lives in the file of its first run id (the ``a|b`` key's ``a``), written
+once."""
 
 from __future__ import annotations
 
@@ -36,7 +40,7 @@ def compare_data(store: SiteStore) -> dict:
     for r in rows:
         if r["doc_id"] in shown.get(r["task"], ()):
             examples[r["task"]][r["doc_id"]] = [(r["prompt"] or "")[-compare.CLIP :], r["target"]]
-            responses[r["run_id"]][r["task"]][r["doc_id"]] = r["response"]
+            responses[r["run_id"]][r["task"]][r["doc_id"]] = clip_response(r["response"])
     by_run: dict[str, dict[str, dict[str, tuple]]] = defaultdict(lambda: defaultdict(dict))
     for m in values:
         by_run[m["run_id"]][m["task"]][m["metric"]] = (m["value"], m["stderr"])
@@ -97,10 +101,78 @@ def default_pair(data: dict, run_ids: list[str]) -> tuple[str | None, str | None
     return (run_ids + [None, None])[0], (run_ids + [None, None])[1]
 
 
+#: what the page embeds; the rest of compare_data is in the runs' scripts (``split``)
+EMBEDDED = ("metrics", "examples")
+#: the keys of compare_data held per pair (``a|b``), in the file of ``a``
+PER_PAIR = ("pairs", "ppl_pairs", "ppl_unpaired")
+
+
+def split(data: dict, run_ids: list[str]) -> tuple[dict, dict[str, dict]]:
+    """``data`` as (what the page embeds, {run_id: what its script holds}): each pair once, in its first run's
+    script, each run's responses in its own; every run picked has a script (an empty one at least)."""
+    parts: dict[str, dict] = {rid: {k: {} for k in (*PER_PAIR, "responses")} for rid in run_ids}
+    for kind in PER_PAIR:
+        for key, value in (data.get(kind) or {}).items():
+            rid = key.split("|", 1)[0]
+            parts.setdefault(rid, {k: {} for k in (*PER_PAIR, "responses")})[kind][key] = value
+    for rid, responses in (data.get("responses") or {}).items():
+        parts.setdefault(rid, {k: {} for k in (*PER_PAIR, "responses")})["responses"] = responses
+    return {k: data.get(k) or {} for k in EMBEDDED}, parts
+
+
+def clip_response(text: str | None) -> str | None:
+    """A response as the page shows it: its first ``compare.CLIP`` characters (the prompt shows its last as many;
+    the run's page has both whole)."""
+    if text is None or len(text) <= compare.CLIP:
+        return text
+    return text[: compare.CLIP] + "…"
+
+
+#: significant digits of the numbers in the runs' scripts (the page prints 4)
+DIGITS = 6
+
+
+def rounded(value):
+    """``value`` with every float to ``DIGITS`` significant digits (17 were written: a third of the bytes)."""
+    if isinstance(value, float):
+        return float(f"{value:.{DIGITS}g}")
+    if isinstance(value, dict):
+        return {k: rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [rounded(v) for v in value]
+    return value
+
+
+def run_script(run_id: str, part: dict) -> str:
+    """``compare/<run_id>.js``: hands its part to the page (``peevalCompare`` in assets/compare.js)."""
+    return f"peevalCompare({json.dumps(run_id)},{script_json(rounded(part))});\n"
+
+
+def read_site(site: Path) -> dict:
+    """compare_data as a built site holds it (the page's JSON and every run's script, merged back): for tests and
+    anyone reading the numbers without a browser."""
+    import re
+
+    html = (site / "compare.html").read_text(encoding="utf-8")
+    data = json.loads(re.search(r'<script type="application/json" id="compare-data">(.*?)</script>', html, re.S)[1])
+    data.update({k: {} for k in (*PER_PAIR, "responses")})
+    for path in sorted((site / "compare").glob("*.js")):
+        m = re.fullmatch(r"peevalCompare\((\"[0-9a-f]+\"),(.*)\);\n", path.read_text(encoding="utf-8"), re.S)
+        rid, part = json.loads(m[1]), json.loads(m[2])
+        for kind in PER_PAIR:
+            data[kind].update(part[kind])
+        if part["responses"]:
+            data["responses"][rid] = part["responses"]
+    return data
+
+
 def render(store: SiteStore) -> Page:
     runs = store.view("compare_runs", order="kind, name, seed, run_id")
     data = compare_data(store)
-    text = script_json(data)
+    embedded, parts = split(data, [r["run_id"] for r in runs])
+    text = script_json(embedded)
+    for rid, part in parts.items():
+        store.files[f"compare/{rid}.js"] = run_script(rid, part)
     first, second = default_pair(data, [r["run_id"] for r in runs])
     labels = run_labels(runs, data["metrics"])
     store.files["assets/compare.js"] = COMPARE_JS.read_text(encoding="utf-8")

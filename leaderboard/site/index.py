@@ -42,6 +42,7 @@ def yours(store: SiteStore) -> dict[str, str]:
         if r["tokens"]:
             trained += f", {r['tokens']:,} training tokens"
         tok = (f"tokenizer {r['tokenizer']}" + (f" ({int(r['vocab_size']):,})" if r["vocab_size"] else "")
+               + (f" hash {r['tokenizer_hash']}" if r.get("tokenizer_hash") else "")
                if r["tokenizer"] else "tokenizer not recorded")  # fmt: skip
         run = str(r["results_path"] or "").replace("\\", "/").rsplit("/", 2)[-2:-1]  # its results folder: the run name
         out[str(r["name"])] = " · ".join(["yours", *(f"run {x}" for x in run), size, trained, tok])

@@ -86,10 +86,15 @@ SELECT checkpoint, pe, pe_options, method, task, params, total_params, flops_per
 FROM efficiency;
 
 -- a run added beside a published profile's (make site MINE=...): what its row says under its name (site/index.py)
+-- (a checkpoint without a training summary, e.g. Hugging Face's: the size and tokenizer its evaluation recorded)
 CREATE TEMP VIEW site_run_scale AS
-SELECT r.name, r.source, r.training_length, r.checkpoint, r.results_path, e.params, e.tokens,
-       json_extract_string(e.summary, '$.settings.tokenizer') AS tokenizer,
-       json_extract_string(e.summary, '$.settings.vocab_size') AS vocab_size
+SELECT r.name, r.source, r.training_length, r.checkpoint, r.results_path,
+       coalesce(e.params, try_cast(json_extract_string(r.params, '$.model_params') AS BIGINT)) AS params, e.tokens,
+       coalesce(json_extract_string(e.summary, '$.settings.tokenizer'),
+                json_extract_string(r.params, '$.tokenizer.name')) AS tokenizer,
+       coalesce(json_extract_string(e.summary, '$.settings.vocab_size'),
+                json_extract_string(r.params, '$.tokenizer.vocab_size')) AS vocab_size,
+       json_extract_string(r.params, '$.tokenizer.hash') AS tokenizer_hash
 FROM runs r LEFT JOIN efficiency e ON e.checkpoint = r.checkpoint AND e.task IS NULL AND e.method IS NULL;
 
 -- a run's page: its metrics, its first samples per task (k: the rank by doc_id), the data it read

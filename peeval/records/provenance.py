@@ -49,6 +49,10 @@ class Provenance:
     #: the tokenizer the run scored with (peeval.training.data.tokenizer_fingerprint), beside checkpoint_sha256: the
     #: same weights read with another tokenizer are other numbers; checked against train_summary.json before scoring
     tokenizer_hash: str | None = None
+    #: the model's size and its tokenizer (name as loaded, vocabulary), recorded for any checkpoint: a Hugging Face
+    #: one has no train_summary.json to say them, and the board shows them beside a run of yours
+    model_params: int | None = None
+    tokenizer: dict | None = None
     extra: dict = field(default_factory=dict)  # keys of a newer writer, kept on a round trip
 
     def to_json(self) -> dict:

@@ -74,3 +74,44 @@ def check_in_browser(
         finally:
             browser.close()
     assert not errors, errors
+
+
+#: run in a page: what a visitor at this width cannot read whole (issue 58's Done-when), as a list of problems
+PAGE_PROBLEMS_JS = r"""
+(width) => {
+  const out = [];
+  const doc = document.documentElement;
+  if (doc.scrollWidth > width + 1) out.push(`the page scrolls sideways: ${doc.scrollWidth} px wide`);
+  // HTML text clipped by its own box (overflow hidden or an ellipsis); a box that scrolls is not a cut
+  for (const e of document.body.querySelectorAll('*')) {
+    if (e.closest('svg') || !e.textContent.trim()) continue;
+    const s = getComputedStyle(e);
+    const clips = ['hidden', 'clip'].includes(s.overflowX) || s.textOverflow === 'ellipsis';
+    if (clips && e.scrollWidth > e.clientWidth + 1 && s.display !== 'none')
+      out.push(`text cut: <${e.tagName.toLowerCase()}> "${e.textContent.trim().slice(0, 40)}"`);
+    const cell = e.tagName === 'TD' || e.tagName === 'TH';
+    if (cell && e.getBoundingClientRect().width < 24 && e.textContent.trim().length > 3)
+      out.push(`a cell ${Math.round(e.getBoundingClientRect().width)} px wide: "${e.textContent.trim().slice(0, 30)}"`);
+  }
+  // every chart: a title and a legend drawn inside it, and no text outside its picture
+  for (const svg of document.querySelectorAll('svg.chart, svg.forest')) {
+    const name = (svg.querySelector(':scope > title') || {}).textContent || '(no title element)';
+    if (!svg.querySelector(':scope > title')) out.push(`a chart without a <title>: ${name}`);
+    if (!svg.querySelector('text.ctitle')) out.push(`a chart whose title is not drawn: ${name}`);
+    if (!svg.querySelector('.legend')) out.push(`a chart without a legend: ${name}`);
+    const box = svg.getBoundingClientRect();  // on screen: a rotated axis label measured as drawn
+    for (const t of svg.querySelectorAll('text')) {
+      if (!t.textContent.trim()) continue;
+      const b = t.getBoundingClientRect();
+      if (b.left < box.left - 1 || b.top < box.top - 1 || b.right > box.right + 1 || b.bottom > box.bottom + 1)
+        out.push(`text outside its chart (${name.slice(0, 50)}): "${t.textContent.trim().slice(0, 40)}"`);
+    }
+  }
+  return out;
+}
+"""
+
+
+def page_problems(page, width: int) -> list[str]:
+    """:data:`PAGE_PROBLEMS_JS` on the page open in ``page`` (a Playwright page at ``width`` px)."""
+    return page.evaluate(PAGE_PROBLEMS_JS, width)

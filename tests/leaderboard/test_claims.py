@@ -788,9 +788,9 @@ def test_stage_script_on_a_full_disk_keeps_the_old_verdicts(tmp_path, capsys, mo
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == files
 
 
-def test_a_long_forest_label_keeps_both_ends_and_hovers_whole():
-    """The forest plot's row label is cut in its middle (the compared pair and the task's end both stay), and its
-    hover text holds the whole label with the claim id."""
+def test_a_long_forest_label_is_written_whole_and_hovers_with_its_claim():
+    """The forest plot's row label is written whole over as many lines as it needs (issue 58: it was cut in its
+    middle, "pope vs rope ·…· Gutenberg"), each at most 52 characters, and its hover holds it with the claim id."""
     from leaderboard.claims_page import forest_svg
 
     task = "peeval_ppl_pg19 · Gutenberg books (PG-19 substitute) @ 4096 tokens"
@@ -798,5 +798,7 @@ def test_a_long_forest_label_keeps_both_ends_and_hovers_whole():
              "paper_value": -2.0, "stderr": 0.5, "df": 4, "verdict": "inconclusive"}  # fmt: skip
     svg = forest_svg([claim], "t")
     shown = svg.split('class="rowlabel">', 1)[1].split("</text>", 1)[0].split("</title>", 1)[1]
-    assert len(shown) <= 52 and shown.startswith("pope vs rope") and shown.endswith("4096 tokens") and "…" in shown
+    lines = re.findall(r"<tspan[^>]*>([^<]*)</tspan>", shown)
+    assert len(lines) == 2 and all(len(x) <= 52 for x in lines) and "…" not in shown, lines
+    assert "".join(lines).replace(" ", "") == f"pope vs rope · {task}".replace(" ", "")  # every character, in order
     assert f"<title>pope vs rope · {task} (c:a-vs-b)</title>" in svg

@@ -15,6 +15,7 @@ from helpers.browser import CHROMIUM, CHROMIUM_FLAGS
 from leaderboard import compare  # noqa: E402
 from leaderboard.ingest import ingest  # noqa: E402
 from leaderboard.site import build_site  # noqa: E402
+from leaderboard.site.compare import read_site  # noqa: E402
 
 #: per-example outcomes of two runs on the same 12 prompts, chosen by hand: A right on 9, B right on 5;
 #: A-only right on docs 0, 1, 2, 3, 4 (5), B-only right on doc 11 (1), both right on 5..8, both wrong on 9, 10
@@ -82,12 +83,22 @@ def site(tmp_path_factory):
     return build_site(db, root / "site").parent
 
 
+def pick(page, selector: str, value: str) -> None:
+    """Pick a run and wait for its numbers (compare/<run>.js, loaded when first picked)."""
+    page.select_option(selector, value)
+    settled(page)
+
+
+def settled(page) -> None:
+    page.wait_for_function("!document.getElementById('paired').textContent.includes('loading')")
+
+
 def test_compare_page_in_chromium(site):
     with compare_page(site) as (page, errors):
         run = {t.split(" · ")[0]: v for t, v in zip(page.locator("#run-a option").all_inner_texts(),
                page.locator("#run-a option").evaluate_all("os => os.map(o => o.value)"))}  # fmt: skip
-        page.select_option("#run-a", run["hf:a"])
-        page.select_option("#run-b", run["hf:b"])
+        pick(page, "#run-a", run["hf:a"])
+        pick(page, "#run-b", run["hf:b"])
         paired = page.locator("#paired tbody tr td").all_inner_texts()
         assert paired[:2] == ["peeval_passkey", "12"], paired
         assert paired[4] == "+0.3333" and paired[7] == "5 / 1", paired
@@ -95,8 +106,8 @@ def test_compare_page_in_chromium(site):
         assert "A right, B wrong (5)" in examples and "answer a0" in examples and "answer b11" in examples
         # swap the runs: the difference changes sign, the counts swap
         a, b = page.locator("#run-a").input_value(), page.locator("#run-b").input_value()
-        page.select_option("#run-a", b)
-        page.select_option("#run-b", a)
+        pick(page, "#run-a", b)
+        pick(page, "#run-b", a)
         paired = page.locator("#paired tbody tr td").all_inner_texts()
         assert paired[4] == "-0.3333" and paired[7] == "1 / 5", paired
         assert page.locator("a[href='compare.html']").count() == 1  # in the navigation
@@ -124,8 +135,9 @@ def test_published_tape_and_rope_perplexity_are_compared(tmp_path):
     by both". Now their perplexities are paired per target block and shown side by side."""
     db = tmp_path / "s.duckdb"
     ingest([Path(REPO) / "leaderboard" / "published" / "cpu"], db, root=tmp_path)
-    html = (build_site(db, tmp_path / "site").parent / "compare.html").read_text()
-    data = json.loads(re.search(r'<script type="application/json" id="compare-data">(.*?)</script>', html, re.S)[1])
+    site = build_site(db, tmp_path / "site").parent
+    html = (site / "compare.html").read_text()
+    data = read_site(site)  # the page's JSON and the runs' scripts (compare/<run>.js)
     options = dict(re.findall(r'<option value="([0-9a-f]+)"[^>]*>([^<]*)</option>', html))
     ids = {
         label.split(" · ")[0]: rid
@@ -166,7 +178,7 @@ def test_tape_vs_rope_perplexity_in_chromium(tmp_path):
     ingest([Path(REPO) / "leaderboard" / "published" / "cpu"], db, root=tmp_path)
     site = build_site(db, tmp_path / "site").parent
     html = (site / "compare.html").read_text()
-    data = json.loads(re.search(r'<script type="application/json" id="compare-data">(.*?)</script>', html, re.S)[1])
+    data = read_site(site)
     options = dict(re.findall(r'<option value="([0-9a-f]+)"[^>]*>([^<]*)</option>', html))
     ppl_run = {label.split(" · ")[0]: rid for rid, label in options.items()
                if label.endswith(" · seed 0")
@@ -181,14 +193,15 @@ def test_tape_vs_rope_perplexity_in_chromium(tmp_path):
                     out.append(cells)
             return out
 
-        page.select_option("#run-a", ppl_run["tape @cpu"])
-        page.select_option("#run-b", ppl_run["rope @cpu"])
+        pick(page, "#run-a", ppl_run["tape @cpu"])
+        pick(page, "#run-b", ppl_run["rope @cpu"])
         forward = rows()
         # the comparison has an address: the permalink opens the same pair (issue 58)
         link = page.locator("#permalink").get_attribute("href")
         assert link == f"#a={ppl_run['tape @cpu']}&b={ppl_run['rope @cpu']}"
         page.goto((site / "compare.html").as_uri() + link)
         page.reload()
+        settled(page)
         assert page.locator("#run-a").input_value() == ppl_run["tape @cpu"]
         assert page.locator("#run-b").input_value() == ppl_run["rope @cpu"]
         assert rows() == forward
@@ -200,9 +213,43 @@ def test_tape_vs_rope_perplexity_in_chromium(tmp_path):
             ratio = float(r[5].lstrip("×"))
             lo, hi = (float(x.strip(" ×")) for x in re.match(r"\[(.*), (.*)\]", r[6]).groups())
             assert lo < ratio < hi and int(r[2]) >= 2, r
-        page.select_option("#run-a", ppl_run["rope @cpu"])
-        page.select_option("#run-b", ppl_run["tape @cpu"])
+        pick(page, "#run-a", ppl_run["rope @cpu"])
+        pick(page, "#run-b", ppl_run["tape @cpu"])
         back = {r[1]: float(r[5].lstrip("×")) for r in rows()}
         for r in forward:
             assert math.isclose(back[r[1]], 1 / float(r[5].lstrip("×")), rel_tol=2e-3), (r, back)
+    assert not errors, errors
+
+
+def test_the_compare_page_loads_each_runs_numbers_when_picked(tmp_path):
+    """Issue 58: compare.html embedded 6.3 MB of JSON (every pair of runs). It now embeds each run's metrics and the
+    examples; each pair is written once, in the script of its first run, loaded when that run is picked (a <script>,
+    which file:// allows, where fetch() is refused)."""
+    db = tmp_path / "s.duckdb"
+    ingest([Path(REPO) / "leaderboard" / "published" / "cpu"], db, root=tmp_path)
+    site = build_site(db, tmp_path / "site").parent
+    html = (site / "compare.html").read_text()
+    options = re.findall(r'<option value="([0-9a-f]+)"', html)
+    scripts = {p.stem for p in (site / "compare").glob("*.js")}
+    assert scripts == set(options)  # one per run in the pickers: none missing (a failed load), none extra
+    embedded = json.loads(re.search(r'id="compare-data">(.*?)</script>', html, re.S)[1])
+    assert set(embedded) == {"metrics", "examples"} and len(html) < 400_000, len(html)
+    keys = []
+    for path in (site / "compare").glob("*.js"):
+        part = json.loads(re.fullmatch(r"peevalCompare\(\"[0-9a-f]+\",(.*)\);\n", path.read_text(), re.S)[1])
+        for kind in ("pairs", "ppl_pairs", "ppl_unpaired"):
+            assert all(k.split("|")[0] == path.stem for k in part[kind]), (path, kind)  # its own pairs only
+            keys += [(kind, k) for k in part[kind]]
+    assert len(keys) == len(set(keys)) and any(k == "ppl_pairs" for k, _ in keys)  # each pair written once
+    # what the page prints (4 digits, a response's head) is what the scripts hold: 6 digits, 400 characters
+    from leaderboard.site.compare import clip_response, rounded
+
+    assert rounded({"r": [2.2443108659219875, 1e-7 / 3, 7]}) == {"r": [2.24431, 3.33333e-08, 7]}
+    assert clip_response("x" * 401) == "x" * 400 + "…" and clip_response("x" * 400) == "x" * 400
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium)")
+    with compare_page(site) as (page, errors):  # from file://: the default pair's scripts load and it shows
+        page.wait_for_selector("#paired table, #paired p.empty:not(:has-text('loading'))")
+        assert "loading" not in page.locator("#paired").inner_text()
+        assert page.locator("#paired table").count() >= 1
     assert not errors, errors

@@ -18,7 +18,7 @@ import duckdb
 import pytest
 from helpers.browser import CHROMIUM, CHROMIUM_FLAGS
 
-from leaderboard.charts import ENCODING_COLORS, OUTCOME_COLORS, heatmap, line_chart  # noqa: E402
+from leaderboard.charts import ENCODING_COLORS, OUTCOME_COLORS, heatmap, line_chart, ratio_chart  # noqa: E402
 from leaderboard.ingest import ingest  # noqa: E402
 from leaderboard.site import build_site  # noqa: E402
 from leaderboard.store import table_ddl  # noqa: E402
@@ -334,6 +334,30 @@ def test_the_front_page_opens_with_each_encodings_ratio_to_rope_as_a_picture(sit
     assert sum(counted.values()) >= 2, counted
     caption = re.sub(r"<[^>]+>", "", fig.split("<figcaption>", 1)[1])
     assert f"{counted['win']} of " in caption and f"beat RoPE and {counted['loss']} lose" in caption, caption
+
+
+def test_the_pictures_row_names_are_whole():
+    """Issue 58: the picture cut "tape(equivariant=False) @cpu-claims" to "tape(…@cpu-claims" (23 characters), so
+    TAPE without its equivariance read as no encoding at all. Each name is now written whole, over as many lines as
+    it needs (at most 23 characters each: what the 166 px name column holds at 11 px), and no two rows overlap."""
+    names = ["tape @cpu-claims", "tape(equivariant=False) @cpu-claims",
+             "randpe(eval_length=4096,max_positions=8192) @cpu-claims", "a" * 50]  # fmt: skip
+    rows = [{"name": n, "cells": {"p": (1.0 + i / 10, 0.9, 1.5, "within noise")}} for i, n in enumerate(names)]
+    svg = ratio_chart(rows, ["p"], title="t")
+    labels = re.findall(r'<text x="[\d.]+" y="([\d.]+)" class="legend" text-anchor="end">(.*?)<title>', svg)
+    assert len(labels) == len(names) and "…" not in svg
+    last = 0.0
+    for (y, body), name in zip(labels, names):
+        lines = re.findall(r"<tspan[^>]*>([^<]*)</tspan>", body)
+        assert "".join(lines).replace(" ", "") == name.replace(" ", ""), (lines, name)  # every character, in order
+        assert all(len(x) <= 23 for x in lines), lines
+        dys = [float(d) for d in re.findall(r'dy="([\d.]+)"', body)]
+        top, bottom = float(y) - 11, float(y) + sum(dys)  # the first line's cap height to the last line's baseline
+        assert top > last, (name, top, last)  # below the row above
+        last = bottom
+    assert [len(re.findall("<tspan", b)) for _, b in labels] == [1, 2, 3, 3]
+    height = float(re.search(r'viewBox="0 0 [\d.]+ ([\d.]+)"', svg)[1])
+    assert last < height - 36  # above the axis label and the legend
 
 
 def test_efficiency_pe_is_the_encodings_name(site):

@@ -100,7 +100,8 @@ def test_provenance_round_trip_keeps_order_and_unknown_keys():
          "torch_threads": 1, "versions": {"torch": "2"}, "command": ["peeval"],
          "date": "2026-01-01T00:00:00+00:00", "data": {"t": [{"source": "hub", "location": "a/b"}]},
          "cpu": {"model": "AMD EPYC", "torch_capability": "AVX2"}, "run_kind": "pretrain",
-         "tokenizer_hash": "43b1ed464b26afb4"}  # fmt: skip
+         "tokenizer_hash": "43b1ed464b26afb4", "model_params": 8,
+         "tokenizer": {"name": "SmolLM2-135M", "vocab_size": 49152}}  # fmt: skip
     p = R.Provenance.from_json(d)
     assert p.to_json() == d and list(p.to_json()) == list(d)
     newer = {**d, "future": 1}

@@ -367,3 +367,70 @@ def test_pages_share_one_base_template_that_escapes_by_default(tmp_path):
     assert claims.startswith('<!doctype html><html lang="en"><head><meta charset="utf-8"><title>claims: ')
     assert "<header><h1>peeval · claims: " in claims and '<nav><a href="index.html">Leaderboard</a>' in claims
     assert "<script" not in claims and 'href="assets/site.css"' in claims
+
+
+@pytest.fixture(scope="module")
+def published_sites(tmp_path_factory) -> dict[str, Path]:
+    """Both published boards built as `make site` builds them (ingest, the claims stage, the site): {profile: site}."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    out = {}
+    for profile in ("cpu", "cpu-claims"):
+        d = tmp_path_factory.mktemp(profile)
+        db = d / "peeval.duckdb"
+        ingest([Path(REPO) / "leaderboard" / "published" / profile], db)
+        subprocess.run([sys.executable, str(Path(REPO) / "pipelines" / "claims.py"), "--db", str(db), "--source",
+                        f"published/{profile}"], check=True, capture_output=True, cwd=d)  # fmt: skip
+        out[profile] = build_site(db, d / "site").parent
+    return out
+
+
+@pytest.mark.slow  # two published boards built as `make site` does, ~30 pages at two widths: ~100 s
+def test_every_page_of_both_published_boards_reads_whole_at_1400_and_390_px(published_sites):
+    """Issue 58's Done-when: each page of both published boards (every top-level page, the compare page with its
+    pair loaded, a run page of each kind) at 1400 x 900 and 390 x 844: no page scrolls sideways, no text is cut
+    (clipped HTML, a table cell squeezed to a character a line, a chart's text outside its picture), every chart has
+    a drawn title and a legend inside it (helpers.browser.PAGE_PROBLEMS_JS); the front page's first screen holds the
+    picture, whose row names are whole."""
+    from helpers.browser import CHROMIUM, CHROMIUM_FLAGS, page_problems
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium)")
+    from playwright.sync_api import sync_playwright
+
+    problems, errors = [], []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+        try:
+            for profile, site in published_sites.items():
+                runs = json.loads((site / "data" / "runs_list.json").read_text())
+                one_per_kind = {r["kind"]: r["run"] for r in runs}
+                run_pages = [site / "runs" / f"{rid}.html" for rid in one_per_kind.values()]
+                pages = [*sorted(site.glob("*.html")), *run_pages]
+                assert len(pages) >= 14, pages
+                for width, height in ((1400, 900), (390, 844)):
+                    page = browser.new_page(viewport={"width": width, "height": height})
+                    page.on("pageerror", lambda e: errors.append(str(e)))
+                    for f in pages:
+                        page.goto(f.as_uri())
+                        if f.name == "compare.html":
+                            page.wait_for_function("!document.getElementById('paired').textContent.includes('loading')")
+                        problems += [f"{profile} {width}px {f.name}: {x}" for x in page_problems(page, width)]
+                    page.goto((site / "index.html").as_uri())
+                    pic = page.locator("#picture svg.chart").first.bounding_box()
+                    assert pic and pic["y"] < height / 2 and pic["x"] + pic["width"] <= width + 1, (profile, width, pic)
+                    if width == 1400:  # the whole first chart, and the reading, on the first screen
+                        assert pic["y"] + pic["height"] <= height, (profile, pic)
+                    names = page.locator("#picture svg.chart").first.locator("text.legend[text-anchor=end]")
+                    shown = [" ".join(t.split()) for t in names.evaluate_all("ts => ts.map(t => "
+                             "Array.from(t.querySelectorAll('tspan'), s => s.textContent).join(' '))")]  # fmt: skip
+                    whole = names.evaluate_all("ts => ts.map(t => t.querySelector('title').textContent)")
+                    assert [s.replace(" ", "") for s in shown] == [w.replace(" ", "") for w in whole], shown
+                    page.close()
+        finally:
+            browser.close()
+    assert not problems, "\n".join(problems[:40])
+    assert not errors, errors

@@ -96,6 +96,53 @@ def test_a_smoke_run_on_a_published_board_leaves_every_published_cell_unchanged(
     assert again == after
 
 
+def test_a_hugging_face_checkpoint_of_yours_shows_its_size_training_length_and_tokenizer(tmp_path, monkeypatch):
+    """Issue 58: a Hugging Face checkpoint (SmolLM2: no train_summary.json) scored with `peeval eval --like` showed
+    "size not recorded" and "tokenizer not recorded" under "yours". Its evaluation records them (results.json's
+    peeval.model_params, .tokenizer, .training_length) and the row says them."""
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "peeval.duckdb"
+    ingest([PUBLISHED_CPU], db, root=PUBLISHED_CPU)
+    doc = json.loads((PUBLISHED_CPU / TAPE).read_text())
+    hub = tmp_path / "hub" / "SmolLM2-135M"  # a checkpoint folder without a training summary
+    doc["peeval"].update(model="peeval-llama", checkpoint=str(hub), model_args={"pretrained": str(hub)}, pe="rope",
+                         pe_options=None, checkpoint_sha256="ab" * 32, training_length=8192, run_kind="external",
+                         date="2026-12-01T10:00:00+00:00", model_params=134_515_008, tokenizer_hash="5eed5eed5eed5eed",
+                         tokenizer={"name": "SmolLM2-135M", "vocab_size": 49_152})  # fmt: skip
+    d = tmp_path / "results" / "smol-like-cpu"
+    d.mkdir(parents=True)
+    (d / "results.json").write_text(json.dumps(doc))
+    ingest([d], db)
+    page = (build_site(db, tmp_path / "site").parent / "index.html").read_text()
+    cells = re.findall(r'<td class="yours"[^>]*>[^<]*<span class="sub">([^<]*)<', page)
+    assert cells, "no row of yours"
+    cell = html.unescape(cells[0])
+    assert "run smol-like-cpu" in cell and "134,515,008 parameters" in cell and "context 8,192" in cell, cell
+    assert "tokenizer SmolLM2-135M (49,152) hash 5eed5eed5eed5eed" in cell and "not recorded" not in cell, cell
+
+
+def test_an_evaluation_records_the_models_size_and_tokenizer():
+    """The two numbers provenance() adds, counted by hand: a 3 -> 2 linear layer holds 3*2 weights + 2 biases; the
+    tokenizer's name is the hub id's or folder's last part, its vocabulary its length."""
+    import torch
+
+    from peeval.run_provenance import model_size, tokenizer_name
+
+    class Tok:
+        name_or_path = "/models/HuggingFaceTB/SmolLM2-135M/"
+
+        def __len__(self):
+            return 49_152
+
+    class LM:
+        model = torch.nn.Linear(3, 2)
+        tokenizer = Tok()
+
+    assert model_size(LM()) == 8
+    assert tokenizer_name(LM()) == {"name": "SmolLM2-135M", "vocab_size": 49_152}
+    assert model_size(object()) is None and tokenizer_name(object()) is None
+
+
 #: a stand-in for the venv's python in `make site`: prints each command's arguments as one JSON line
 ECHO_PY = "python3 -c 'import sys,json;print(json.dumps(sys.argv[1:]))'"
 

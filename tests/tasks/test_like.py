@@ -5,6 +5,7 @@ line, exit 2, nothing written."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 from helpers.checkpoints import save_tiny_checkpoint
@@ -102,3 +103,55 @@ def test_an_unknown_profile_is_one_line_naming_the_published_ones(capsys):
     assert _eval("--like", "nope-profile", "--model_args", "pretrained=x") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--like nope-profile" in err[0] and "cpu" in err[0], err
+
+
+@needs_mirror("local", "gutenberg-eval")
+def test_like_cpu_fills_the_published_boards_columns(tmp_path, capsys, monkeypatch):
+    """Issue 58, on the real published board (leaderboard/published/cpu), not a synthetic one: a tiny checkpoint
+    scored with `peeval eval --like cpu` (the profile's own settings: about a minute on one CPU thread) records the
+    published runs' protocol and documents, produces the metrics they have, and on the board built from the
+    published folder plus this run, its row (marked as yours) fills exactly the columns the published rows fill."""
+    from leaderboard.ingest import ingest
+    from leaderboard.site import build_site
+
+    ck = save_tiny_checkpoint(tmp_path / "ck" / "rope", ["the cat sat on the mat 0123456789 and the dog ran"],
+                              pe="rope", vocab_size=300, max_positions=64)  # fmt: skip
+    out = tmp_path / "mine"
+    assert _eval("--like", "cpu", "--model_args", f"pretrained={ck}", "--output_path", str(out),
+                 "--run_name", "my-rope") == 0, capsys.readouterr().err[-3000:]  # fmt: skip
+    got = json.loads((out / "my-rope" / "results.json").read_text())
+    want = json.loads(next((PUBLISHED / "cpu" / "results" / "pretrain").glob("*/*/results.json")).read_text())
+    assert got["peeval"]["protocol"] == want["peeval"]["protocol"]  # lengths, targets, skip (read from the runs)
+    assert got["peeval"]["like"] == "cpu"
+    for task, reads in want["peeval"]["data"].items():
+        assert [r["documents_sha256"] for r in got["peeval"]["data"][task]] == [r["documents_sha256"] for r in reads]
+    assert sorted(got["results"]) == sorted(want["results"])
+    for task in want["results"]:  # every metric the published runs have (ppl@L, bpb@L, tokens@L, ... per length)
+        assert set(got["results"][task]) == set(want["results"][task]), task
+
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "board.duckdb"
+    ingest([PUBLISHED / "cpu"], db, root=PUBLISHED / "cpu")  # `make site MINE=...`'s two ingests
+    ingest([out / "my-rope"], db)
+    site = build_site(db, tmp_path / "site").parent
+
+    def filled(table: str) -> dict[str, set[str]]:  # per row, its perplexity columns that hold a number
+        rows = json.loads((site / "data" / f"{table}.json").read_text())
+        return {next(iter(r.values())): {c for c, v in r.items() if "ppl@" in c and v not in ("–", None, "")}
+                for r in rows}  # fmt: skip
+
+    # the profile's pretrained language models ("rope @cpu", "tape @cpu", ...; its flip-flop models have no perplexity)
+    published_rows = {n: cols for n, cols in filled("leaderboard").items() if cols}
+    assert len(published_rows) >= 10, published_rows
+    (mine,) = [(n, cols) for n, cols in filled("extension").items() if not n.endswith("@cpu")]  # a checkpoint of yours
+    assert published_rows and all(cols == mine[1] for cols in published_rows.values()), (mine, published_rows)
+    assert any("ppl@4096" in c for c in mine[1]) and any("ppl@256" in c for c in mine[1])
+    lengths: dict[str, set[int]] = {}  # and the per-length table: the same lengths, all five
+    for r in json.loads((site / "data" / "ppl_by_length_table.json").read_text()):
+        lengths.setdefault(r["name"], set()).add(r["length"])
+    assert lengths[mine[0]] == set(want["peeval"]["protocol"]["metadata"]["lengths"])
+    # every published model at every length, but a learned table of 256 positions (no cell beyond: not applicable)
+    assert all(lengths[n] == lengths[mine[0]] for n in published_rows if not n.startswith("learned @")), lengths
+    assert lengths["learned @cpu"] == {256}
+    page = (site / "index.html").read_text()
+    assert re.search(r'<td class="yours"[^>]*>' + re.escape(mine[0]), page)  # marked as yours

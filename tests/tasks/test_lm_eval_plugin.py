@@ -4,6 +4,7 @@
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -87,6 +88,63 @@ def test_lm_eval_cli_end_to_end_passkey_and_ppl(ckpt):
     assert "ppl@128" in r.stdout and "bpb@32" in r.stdout
 
 
+def _no_log(stderr: str) -> list[str]:
+    """stderr without lm-eval's own timestamped log lines (``2026-11-28:14:03:17 INFO ...``)."""
+    return [li for li in stderr.splitlines() if li.strip() and not re.match(r"\d{4}-\d\d-\d\d:\d\d:\d\d:\d\d ", li)]
+
+
+@pytest.mark.parametrize(
+    ("model_args", "metadata", "said"),
+    [  # the checkpoint holds 64 positions: its max_length when none is given (HFLM reads config.json)
+        ("", '{"lengths": [128]}', "peeval_ppl length 128 exceeds the model's max_length=64"),
+        (",max_length=100", '{"lengths": [32, 128]}', "peeval_ppl length 128 exceeds the model's max_length=100"),
+        (",max_length=256", '{"lengths": [32, -1]}', "peeval_ppl metadata lengths=-1: must be an integer >= 2"),
+    ],
+)
+def test_plain_lm_eval_is_one_line_before_the_model_loads(ckpt, tmp_path, model_args, metadata, said):
+    """Issue 58: plain `lm_eval` with a perplexity length beyond the model's max_length failed after ~20 s with a
+    50-line traceback (the model and the corpus loaded first). The hook checks it before any weights are read, and
+    the `lm_eval` command prints peeval's own error as one line, exit 2, as `peeval eval` does."""
+    out = tmp_path / "o"
+    r = run([str(BIN / "lm_eval"), "--model", "peeval-tape", "--model_args", f"pretrained={ckpt}{model_args}",
+             "--tasks", "peeval_ppl_pg19", "--device", "cpu", "--metadata", metadata, "--output_path", str(out)],
+            cwd=tmp_path)  # fmt: skip
+    lines = _no_log(r.stderr)
+    assert r.returncode == 2 and lines == [f"lm_eval: error: {lines[0].removeprefix('lm_eval: error: ')}"], r.stderr
+    assert said in lines[0] and "Traceback" not in r.stderr + r.stdout
+    assert "Loading weights" not in r.stderr and "Initializing peeval-tape model" not in r.stderr  # before the model
+    assert not out.exists()
+
+
+def test_peeval_eval_refuses_a_short_max_length_before_loading(ckpt, tmp_path, capsys):
+    """The same check under `peeval eval`: one line naming both numbers, exit 2, nothing written."""
+    from peeval.cli import main
+
+    rc = main(["eval", "--model", "peeval-tape", "--model_args", f"pretrained={ckpt},max_length=100",
+               "--tasks", "peeval_ppl_pg19", "--metadata", '{"lengths": [128]}',
+               "--output_path", str(tmp_path / "o")])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err == ["peeval eval: error: " + err[0].removeprefix("peeval eval: error: ")], err
+    assert "peeval_ppl length 128 exceeds the model's max_length=100" in err[0]
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_traceback_stays_for_errors_not_raised_by_peeval():
+    """Only peeval's own ValueErrors become one line: another library's keeps its traceback (raised_in_peeval)."""
+    import _peeval_lm_eval_hook as hook
+
+    def ours():
+        from peeval.tasks.ppl.ppl import check_metadata
+
+        check_metadata({"lengths": [-1]})
+
+    for fn, want in ((ours, True), (lambda: int("x"), False)):
+        try:
+            fn()
+        except ValueError as e:
+            assert hook.raised_in_peeval(e) is want
+
+
 def test_wrong_pe_is_a_clear_error(ckpt):
     from lm_eval.api.registry import get_model
 
@@ -106,6 +164,12 @@ def test_peeval_eval_writes_results_with_provenance(ckpt, tmp_path, data_mirror)
     assert prov["pe"] == "tape" and prov["training_length"] == 64 and prov["max_length"] == 128
     assert len(prov["checkpoint_sha256"]) == 64 and prov["versions"]["lm_eval"] == "0.4.13"
     assert prov["protocol"]["ppl"] == "disjoint windows" and prov["seed"] == 0
+    # its size and tokenizer (issue 58: a checkpoint without a training summary shows them from here)
+    from peeval.models import PeevalForCausalLM
+
+    assert prov["model_params"] == sum(p.numel() for p in PeevalForCausalLM.from_pretrained(ckpt).parameters())
+    assert prov["tokenizer"] == {"name": "tape", "vocab_size": len(json.loads((ckpt / "tokenizer.json").read_text())
+                                                                   ["model"]["vocab"])}  # fmt: skip
     assert res["results"]["peeval_ppl_proof_pile"]["windows@64,none"] == 2
     assert (tmp_path / "tiny" / "samples_peeval_passkey.jsonl").exists()
     assert not list(tmp_path.rglob("*.tmp"))

@@ -1,7 +1,31 @@
 // The compare page: looks up what leaderboard/compare.py computed for the two runs picked (no statistics here).
+// The page embeds each run's metrics and the examples; a run's pairs and responses come from compare/<run>.js,
+// added as a <script> when the run is first picked (fetch() is refused from file://; a script is not).
 (function () {
   var data = JSON.parse(document.getElementById('compare-data').textContent);
+  data.pairs = {}; data.ppl_pairs = {}; data.ppl_unpaired = {}; data.responses = {};
+  var loaded = {}, asked = {};
+  window.peevalCompare = function (rid, part) {
+    ['pairs', 'ppl_pairs', 'ppl_unpaired'].forEach(function (k) { Object.assign(data[k], part[k] || {}); });
+    data.responses[rid] = part.responses || {};
+    loaded[rid] = true;
+  };
   var a = document.getElementById('run-a'), b = document.getElementById('run-b');
+  // the scripts of the runs picked, then fn(); a run's script is added once, and fn() runs when both are in
+  function need(ids, fn) {
+    var missing = ids.filter(function (id) { return !loaded[id]; });
+    if (!missing.length) { fn(); return; }
+    missing.forEach(function (id) {
+      if (asked[id]) return;
+      asked[id] = true;
+      var s = document.createElement('script');
+      s.src = 'compare/' + id + '.js';
+      s.onload = function () { render(); };
+      s.onerror = function () { loaded[id] = true; render(); };  // shown as "share no examples", not a blank page
+      document.head.appendChild(s);
+    });
+    document.getElementById('paired').innerHTML = '<p class="empty">loading…</p>';
+  }
   function esc(s) { var d = document.createElement('div'); d.textContent = s == null ? '' : String(s); return d.innerHTML; }
   function num(v, digits) { return v == null ? '–' : (Math.abs(v) >= 1000 ? v.toFixed(0) : v.toPrecision(digits || 4)); }
   function table(head, rows) {
@@ -16,7 +40,8 @@
     var has = function (sel, v) { return Array.prototype.some.call(sel.options, function (o) { return o.value === v; }); };
     if (m && has(a, m[1]) && has(b, m[2])) { a.value = m[1]; b.value = m[2]; }
   }
-  function render() {
+  function render() { need([a.value, b.value], show); }
+  function show() {
     var link = '#a=' + a.value + '&b=' + b.value;
     document.getElementById('permalink').setAttribute('href', link);
     if (location.hash !== link && history.replaceState) history.replaceState(null, '', link);

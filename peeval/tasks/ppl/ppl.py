@@ -41,7 +41,7 @@ from peeval.data import HUB_COPIES
 from peeval.perplexity import NOT_APPLICABLE, PROTOCOLS, bucket_starts
 from peeval.records import higher_is_better, position_metric, ppl_metric
 from peeval.settings import Allowed, Invalid, Lenient, choice, integer, nonempty, one_or_list, validated
-from peeval.tasks.metadata_keys import check_keys, chosen_copy
+from peeval.tasks.metadata_keys import LM_EVAL_KEYS, check_keys, chosen_copy
 
 DEFAULT_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384)
 _NO_LIMIT = "an integer >= 1 or null for no limit"
@@ -99,6 +99,54 @@ def check_metadata(metadata: dict) -> dict:
     return {"protocol": w.protocol, "lengths": lengths, "targets": w.targets, "skip": w.skip,
             "targets_seed": w.targets_seed, "position_buckets": w.position_buckets, "stride": w.stride,
             "max_windows": w.max_windows, "max_docs": w.max_docs}  # fmt: skip
+
+
+def exceeds(longest: int, max_length: int) -> str:
+    """The one line for a perplexity length the model's ``max_length`` cannot hold (the plugin's scoring, ``peeval
+    eval`` and plain ``lm_eval`` say the same)."""
+    return (f"peeval_ppl length {longest} exceeds the model's max_length={max_length}: set model_args max_length >= "
+            f"{longest} (beyond the training length is allowed: extrapolation is what is measured), or leave that "
+            "length out")  # fmt: skip
+
+
+#: the config keys HFLM reads, in its order, for the ``max_length`` of a model given none
+_SEQLEN_KEYS = ("n_positions", "max_position_embeddings", "n_ctx")
+
+
+def default_max_length(model_args: dict) -> int | None:
+    """The ``max_length`` a peeval model wrapper will take: model_args' own, else (as HFLM) the first of
+    ``_SEQLEN_KEYS`` in a local checkpoint's config.json; None when it cannot be known before loading (a hub id)."""
+    ml = model_args.get("max_length")
+    if ml is not None:
+        return ml if isinstance(ml, int) and not isinstance(ml, bool) else None  # a bad one: the wrapper's own error
+    pretrained = model_args.get("pretrained")
+    if not isinstance(pretrained, str) or not pretrained:
+        return None
+    import json
+    import os
+
+    config = os.path.join(os.path.expanduser(pretrained), "config.json")
+    try:
+        with open(config, encoding="utf-8") as f:
+            cfg = json.load(f)
+    except (OSError, ValueError):
+        return None  # no such folder / a hub id: the wrapper names it when it loads
+    return next((cfg[k] for k in _SEQLEN_KEYS if isinstance(cfg.get(k), int)), None)
+
+
+def check_fits(model: str, model_args: dict, tasks: list, metadata: dict) -> None:
+    """Before any weights are read: a peeval model (``peeval``, ``peeval-<pe>``, ``peeval-llama``) asked for a
+    ``peeval_ppl`` length beyond its ``max_length`` is one ``ValueError`` (bad metadata too), not a traceback
+    after the model and the corpus were loaded. Called by ``peeval eval`` and, through the import hook, before
+    plain ``lm_eval`` loads the model (``peeval._lm_eval_hook``)."""
+    if not (isinstance(model, str) and model.startswith("peeval")):
+        return
+    if not any(isinstance(t, str) and t.startswith("peeval_ppl") for t in tasks or ()):
+        return
+    lengths = check_metadata({k: v for k, v in (metadata or {}).items() if k not in LM_EVAL_KEYS})["lengths"]
+    max_length = default_max_length(model_args or {})
+    if max_length is not None and max(lengths) > max_length:
+        raise ValueError(exceeds(max(lengths), max_length))
 
 
 def describe_protocol(metadata: dict) -> str:
