@@ -134,7 +134,8 @@ def test_the_compare_page_says_why_perplexity_is_not_paired_and_shows_bits_per_b
     site = tmp_path / "site"
     (site / "assets").mkdir(parents=True)
     (site / "compare.html").write_text(page.render(store).html, encoding="utf-8")
-    for name, text in store.files.items():
+    for name, text in store.files.items():  # compare/<run>.js: each run's pairs, loaded when it is picked
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
         (site / name).write_text(text, encoding="utf-8")
     for name in ("site.css", "site.js"):
         (site / "assets" / name).write_text((ASSETS / name).read_text(encoding="utf-8"), encoding="utf-8")
