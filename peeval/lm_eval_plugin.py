@@ -267,7 +267,7 @@ class _PeevalHFLM(HFLM):
             return out
         too_long = max((int(doc["peeval_window"]) for _, doc in rows), default=0)
         if too_long > self.max_length:  # scored anyway, the run would record a max_length it did not apply
-            from peeval.tasks.ppl.ppl import exceeds
+            from peeval.perplexity import exceeds
 
             raise ValueError(exceeds(too_long, self.max_length))
         cache: dict[str, torch.Tensor] = {}  # each document's token ids, once (its rows share them)

@@ -109,3 +109,11 @@ def lengths_past_table(model, lengths: set[int]) -> dict[int, str]:
         return {}
     rows = pe.wpe.num_embeddings
     return {L: f"pe='{pe.name}' has a {rows}-row position table: no row for length {L}" for L in lengths if rows < L}
+
+
+def exceeds(longest: int, max_length: int) -> str:
+    """The one line for a perplexity length the model's ``max_length`` cannot hold (the plugin's scoring, ``peeval
+    eval`` and plain ``lm_eval`` say the same)."""
+    return (f"peeval_ppl length {longest} exceeds the model's max_length={max_length}: set model_args max_length >= "
+            f"{longest} (beyond the training length is allowed: extrapolation is what is measured), or leave that "
+            "length out")  # fmt: skip

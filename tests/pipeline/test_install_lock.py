@@ -66,7 +66,7 @@ def test_the_core_install_keeps_the_users_torch_and_needs_no_pipeline():
 
 def test_every_install_of_the_venv_goes_through_the_lock():
     make = (REPO / "Makefile").read_text()
-    recipe = make.split("$(STAMP): pyproject.toml $(LOCK)\n", 1)[1].split("\n\n", 1)[0]
+    recipe = make.split("\n$(STAMP): pyproject.toml $(LOCK)", 1)[1].split("\n\n", 1)[0]
     installs = [line for line in recipe.splitlines() if "pip install" in line and "--upgrade pip" not in line]
     assert len(installs) == 3 and all("-c $(LOCK)" in line for line in installs), installs
     assert "make test" in (REPO / ".ci" / "run").read_text()

@@ -38,7 +38,7 @@ from lm_eval.api.task import ConfigurableTask
 from pydantic import BeforeValidator
 
 from peeval.data import HUB_COPIES
-from peeval.perplexity import NOT_APPLICABLE, PROTOCOLS, bucket_starts
+from peeval.perplexity import NOT_APPLICABLE, PROTOCOLS, bucket_starts, exceeds
 from peeval.records import higher_is_better, position_metric, ppl_metric
 from peeval.settings import Allowed, Invalid, Lenient, choice, integer, nonempty, one_or_list, validated
 from peeval.tasks.metadata_keys import LM_EVAL_KEYS, check_keys, chosen_copy
@@ -99,14 +99,6 @@ def check_metadata(metadata: dict) -> dict:
     return {"protocol": w.protocol, "lengths": lengths, "targets": w.targets, "skip": w.skip,
             "targets_seed": w.targets_seed, "position_buckets": w.position_buckets, "stride": w.stride,
             "max_windows": w.max_windows, "max_docs": w.max_docs}  # fmt: skip
-
-
-def exceeds(longest: int, max_length: int) -> str:
-    """The one line for a perplexity length the model's ``max_length`` cannot hold (the plugin's scoring, ``peeval
-    eval`` and plain ``lm_eval`` say the same)."""
-    return (f"peeval_ppl length {longest} exceeds the model's max_length={max_length}: set model_args max_length >= "
-            f"{longest} (beyond the training length is allowed: extrapolation is what is measured), or leave that "
-            "length out")  # fmt: skip
 
 
 #: the config keys HFLM reads, in its order, for the ``max_length`` of a model given none
