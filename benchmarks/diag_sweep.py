@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", nargs="+", default=list(DIAG_TASKS), choices=DIAG_TASKS)
-    from peeval.declarations import encoding_names
+    from peeval.registry.declarations import encoding_names
 
     ap.add_argument("--pe", default="rope", choices=encoding_names(), help="the baseline encoding (default rope)")
     ap.add_argument("--pe-options", type=_options, default={}, help="the encoding's options, a JSON object")

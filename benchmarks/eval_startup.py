@@ -3,7 +3,7 @@
 Each side runs in a fresh interpreter from process start until a ``TaskManager`` that
 holds the named tasks exists (the moment either tool can begin building tasks):
 
-- peeval: ``peeval.cli.build_parser().parse_args(["eval", ...])`` + ``peeval.evaluation.task_manager(tasks)``;
+- peeval: ``peeval.cli.build_parser().parse_args(["eval", ...])`` + ``peeval.evaluation.runner.task_manager(tasks)``;
 - lm_eval: ``TaskManager()`` (what ``lm_eval --tasks ...`` builds before anything else).
 
 Runs alternate (round robin) and the median of ``--reps`` is reported, wall and CPU
@@ -23,7 +23,7 @@ import tempfile
 import time
 
 PEEVAL = (
-    "from peeval import cli, evaluation; "
+    "from peeval import cli; from peeval.evaluation import runner as evaluation; "
     "a = cli.build_parser().parse_args(['eval', '--model', 'peeval', '--tasks', {tasks!r}]); "
     "evaluation.task_manager(a.tasks, None)"
 )

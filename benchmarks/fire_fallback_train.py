@@ -19,7 +19,7 @@ import time
 import torch
 
 import peeval.models.attention as attn
-from peeval.train_bench import build, profile_settings
+from peeval.bench.train import build, profile_settings
 
 
 class Lines(logging.Handler):

@@ -46,7 +46,7 @@ print("python", sys.version.split()[0], "torch", torch.__version__, "transformer
       "cuda", torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else "")
 for m in ("triton", "pydantic", "accelerate", "lm_eval", "datasets"):
     print(f"  {m}:", "present" if importlib.util.find_spec(m) else "absent")
-import peeval.train_bench, peeval.models  # noqa: F401
+import peeval.bench.train, peeval.models  # noqa: F401
 print("peeval from", peeval.__file__, "imports lm_eval:", "lm_eval" in sys.modules, "datasets:", "datasets" in sys.modules)
 EOF
 

@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
     from lm_eval.api.registry import get_model
 
-    import peeval.lm_eval_plugin as plugin
+    import peeval.harness.plugin as plugin
     from peeval.tasks.ppl.ppl import build_dataset
 
     torch.set_num_threads(a.threads)

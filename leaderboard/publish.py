@@ -33,7 +33,7 @@ from leaderboard.ingest import (
 )
 from leaderboard.store import PUBLISHED, SOURCE_FILE
 from peeval._io import named, replace_dir
-from peeval._outputs import OutputRefused, check_output_dir
+from peeval._io.outputs import OutputRefused, check_output_dir
 from peeval.records import model_shape
 from peeval.training.profiles import TRAIN_PROFILES, get_profile
 
@@ -183,7 +183,7 @@ def publish_tarball(tarball: Path, profile: str, machine: str, out: Path = PUBLI
 
 
 def _cpu_line(cpu) -> str:
-    """``AMD EPYC, torch kernels AVX2`` from a provenance's ``cpu`` record (peeval._versions.cpu_identity)."""
+    """``AMD EPYC, torch kernels AVX2`` from a provenance's ``cpu`` record (peeval.install.versions.cpu_identity)."""
     if not isinstance(cpu, dict):
         return "not recorded (results written before provenance named the CPU)"
     return f"{cpu.get('model') or 'unknown CPU'}, torch kernels {cpu.get('torch_capability') or 'unknown'}"

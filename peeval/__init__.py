@@ -2,7 +2,7 @@
 
 __version__ = "0.1.0"
 
-from ._versions import warn_if_untested  # noqa: E402  (one log line if transformers / lm-eval are untested)
+from .install.versions import warn_if_untested  # noqa: E402  (one log line if transformers / lm-eval are untested)
 
 warn_if_untested()
 

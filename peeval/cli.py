@@ -1,5 +1,6 @@
 """The ``peeval`` command: ``eval``, ``train``, ``tokenizer``, ``adapt``, ``data``, ``export``, ``bench``:
-argument parsing, dispatch and the one error path (:func:`main`); ``peeval eval`` itself is :mod:`peeval.evaluation`.
+argument parsing, dispatch and the one error path (:func:`main`); ``peeval eval`` itself is
+:mod:`peeval.evaluation.runner`.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import sys
 import threading
 
 from peeval._io import dumps_json
-from peeval.declarations import adapt_methods, compile_auto_min_steps, profile_names
+from peeval.registry.declarations import adapt_methods, compile_auto_min_steps, profile_names
 
-from .evaluation import run_eval
+from .evaluation.runner import run_eval
 
 #: what a bad input or a failing disk raises on its way through lm-eval / transformers / our wrappers
 #: (transformers reports a missing or unreadable checkpoint file as OSError; JSON errors are ValueErrors)
@@ -92,12 +93,12 @@ def cmd_adapt(args) -> int:
 
 
 def cmd_data(args) -> int:
-    """The mirror folders a profile reads: verified, else downloaded (``peeval.data_sources``);
+    """The mirror folders a profile reads: verified, else downloaded (``peeval.data.sources``);
     one line per problem, exit 2."""
     import os
     from pathlib import Path
 
-    from .data_sources import params_data, resolve
+    from .data.sources import params_data, resolve
 
     here = Path.cwd()
     params = params_data(here, args.profile)
@@ -113,8 +114,8 @@ def cmd_data(args) -> int:
 
 
 def cmd_export(args) -> int:
-    """A checkpoint folder plain transformers loads (``peeval.export``); optionally uploaded to the hub."""
-    from .export import export
+    """A checkpoint folder plain transformers loads (``peeval.export.checkpoint``); optionally uploaded to the hub."""
+    from .export.checkpoint import export
 
     result = export(args.ckpt, args.out, as_llama=args.as_llama, as_peeval=args.as_peeval,
                     overwrite=args.overwrite, push_to_hub=args.push_to_hub, private=args.private)  # fmt: skip
@@ -125,17 +126,17 @@ def cmd_export(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    """``peeval bench --train``: training-step speed of a profile's model per encoding (peeval.train_bench)."""
+    """``peeval bench --train``: training-step speed of a profile's model per encoding (peeval.bench.train)."""
     if not args.train:
-        raise ValueError("peeval bench: only --train is a command here; forward speed: python -m peeval.bench")
-    from .train_bench import run
+        raise ValueError("peeval bench: only --train is a command here; forward speed: python -m peeval.bench.forward")
+    from .bench.train import run
 
     run(args)
     return 0
 
 
 def _add_bench_parser(sub) -> None:
-    from .train_bench import add_arguments
+    from .bench.train import add_arguments
 
     b = sub.add_parser("bench", help="time a profile's training step per encoding / back-end, as ratios to rope")
     b.add_argument("--train", action="store_true", help="time the training step (required)")
@@ -165,7 +166,7 @@ def _add_data_parsers(sub) -> None:
     d.add_argument(
         "--folders", default=None, help="comma-separated mirror folders instead (default: all in the manifest)"
     )
-    d.add_argument("--manifest", default=None, help="files and sha256 to verify (default: peeval/data_manifest.json)")
+    d.add_argument("--manifest", default=None, help="files and sha256 to verify (default: peeval/data/manifest.json)")
     d.add_argument("--repo", default=None, help="hub dataset org/name[@revision] with the mirror's layout "
                    "(default: $PEEVAL_DATA_REPO; else each folder's public source)")  # fmt: skip
     d.set_defaults(func=cmd_data)
@@ -258,7 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--metadata", default=None, help="JSON passed to the tasks, e.g. '{\"lengths\": [512, 1024]}'")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("-v", "--verbose", action="store_true",
-                   help="also show the known-benign lm-eval / transformers warnings peeval/quiet.py lists")  # fmt: skip
+                   help="also show the known-benign lm-eval / transformers warnings "
+                        "peeval/evaluation/quiet.py lists")  # fmt: skip
     e.add_argument(
         "--overwrite",
         action="store_true",
@@ -284,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with _sigterm_as_interrupt():
             if args.command == "eval":  # lm-eval's own flags that peeval eval does not define: passed through
-                from .evaluation import parse_lm_eval_flags
+                from .evaluation.runner import parse_lm_eval_flags
 
                 args.lm_eval_flags = parse_lm_eval_flags(extra)
             return args.func(args)

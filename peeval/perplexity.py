@@ -1,6 +1,6 @@
 """The perplexity-by-length protocols as token plans: which windows one (document, length) row of
 ``peeval_ppl_*`` forwards and which of their tokens it scores. Pure Python (no torch): the task
-describes a row, the model wrapper (``peeval.lm_eval_plugin``) tokenizes the document, asks this
+describes a row, the model wrapper (``peeval.harness.plugin``) tokenizes the document, asks this
 module for the plan and runs it, so the task and every model class read one definition.
 
 ``targets`` (the default): each document gets one run of ``targets_per_doc`` consecutive target

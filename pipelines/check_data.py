@@ -1,7 +1,7 @@
 """Stage `data`: every mirror folder params.yaml reads (`data.mirror` under `data.root`, and the folders
-of the evaluation suites' tasks) verified against the committed manifest (peeval/data_manifest.json:
+of the evaluation suites' tasks) verified against the committed manifest (peeval/data/manifest.json:
 sizes + sha256), a missing or changed one downloaded, as `peeval data` does
-(peeval.data_sources.resolve); then data/manifest.json records the files and where each folder's copy
+(peeval.data.sources.resolve); then data/manifest.json records the files and where each folder's copy
 comes from (sizes and sha256 as they are on disk: a rebuilt folder's parquet differs from the manifest's bytes), so
 that a changed corpus reruns the stages after it. DVC itself watches the corpora
 (dvc.yaml deps under params.yaml `data.root`)."""
@@ -14,7 +14,7 @@ import sys
 from common import params, use_mirror
 
 from peeval._io import atomic_write_text
-from peeval.data_sources import DataError, load_manifest, profile_folders, resolve, sha256
+from peeval.data.sources import DataError, load_manifest, profile_folders, resolve, sha256
 
 
 def main() -> None:

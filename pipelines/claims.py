@@ -1,11 +1,11 @@
-"""Stage `claims` (after `ingest`): verdicts for leaderboard/claims.yaml from the DuckDB store.
+"""Stage `claims` (after `ingest`): verdicts for leaderboard/claims/claims.yaml from the DuckDB store.
 
     python pipelines/claims.py [--db leaderboard/peeval.duckdb] [--out leaderboard/claims.duckdb]
-                               [--claims leaderboard/claims.yaml]
+                               [--claims leaderboard/claims/claims.yaml]
                                [--summary leaderboard/claims_summary.json]
 
 Reads the store (read-only: it is the ingest stage's output) and writes the ``claims`` and
-``claim_values`` tables (DDL: leaderboard/schema.sql) into their own DuckDB file, ``--out``
+``claim_values`` tables (DDL: leaderboard/store/schema.sql) into their own DuckDB file, ``--out``
 (default: claims.duckdb beside ``--db``), which the site stage reads beside the store; plus a
 small JSON summary (verdict counts) usable as a DVC metrics file. The new file is built beside
 the old one and moved over it only when the claims file validated and every verdict was computed:
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="pipelines/claims.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--db", default=str(ROOT / "leaderboard" / "peeval.duckdb"), help="the store (read only)")
     ap.add_argument("--out", default=None, help="the claims database (default: claims.duckdb beside --db)")
-    ap.add_argument("--claims", default=str(ROOT / "leaderboard" / "claims.yaml"))
+    ap.add_argument("--claims", default=str(ROOT / "leaderboard" / "claims" / "claims.yaml"))
     ap.add_argument("--summary", default=None, help="write verdict counts as JSON here")
     ap.add_argument(
         "--source",
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         write_claims,
     )
     from peeval._io import atomic_write_text, remove_database, replace_database
-    from peeval._outputs import OutputRefused, check_output_file
+    from peeval._io.outputs import OutputRefused, check_output_file
 
     out = Path(args.out) if args.out else Path(args.db).with_name("claims.duckdb")
     if out.resolve() == Path(args.db).resolve():

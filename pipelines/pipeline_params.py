@@ -26,9 +26,9 @@ from typing import Annotated, Any
 import yaml
 from pydantic import AfterValidator, BeforeValidator, model_validator
 
-from peeval.declarations import adapt_methods
 from peeval.records import SHAPE_KEYS, model_shape
 from peeval.registry import DIAG_TASKS, GEN_PROFILES, encoding_names
+from peeval.registry.declarations import adapt_methods
 from peeval.settings import (
     EXTENDS,
     Allowed,

@@ -5,7 +5,7 @@ import sys
 
 from common import PRETRAIN, RESULTS, entry, params, use_mirror
 
-from peeval.shift_stability import main
+from peeval.evaluation.shift_stability import main
 
 if __name__ == "__main__":
     key = sys.argv[1]

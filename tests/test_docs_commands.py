@@ -39,7 +39,7 @@ def test_the_docs_show_commands():
 @pytest.mark.parametrize(("doc", "words"), [c for c in COMMANDS if c[1][0] == "peeval"], ids=lambda x: str(x)[:60])
 def test_peeval_lines_parse(doc, words):
     from peeval.cli import build_parser
-    from peeval.evaluation import parse_lm_eval_flags
+    from peeval.evaluation.runner import parse_lm_eval_flags
 
     args, extra = build_parser().parse_known_args(words[1:])  # argparse exits (SystemExit: the test fails) on a bad one
     if args.command == "eval":
@@ -119,7 +119,7 @@ def _launched(words: list[str]) -> list[str] | None:
 def test_launcher_lines_run_a_peeval_command_that_parses(doc, words):
     """docs/gpu.md's torchrun / accelerate lines: the launcher's `-m peeval.cli` command parses with peeval's parser."""
     from peeval.cli import build_parser
-    from peeval.evaluation import parse_lm_eval_flags
+    from peeval.evaluation.runner import parse_lm_eval_flags
 
     launched = _launched(words)
     if "..." in launched:  # `train ...`: the options are elided; the subcommand must exist

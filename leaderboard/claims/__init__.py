@@ -1,9 +1,9 @@
 """The papers' headline claims next to peeval's own numbers, with an honest verdict.
 
-``leaderboard/claims.yaml`` lists each claim (paper, table, task, metric, compared encodings,
+``leaderboard/claims/claims.yaml`` lists each claim (paper, table, task, metric, compared encodings,
 the paper's numbers and setting). The package reads peeval's numbers from the DuckDB store
 (runs, metrics, the diagnostic_cells view, training_curves, efficiency, samples) and writes the
-``claims`` and ``claim_values`` tables (DDL in ``leaderboard/schema.sql``); the DVC stage
+``claims`` and ``claim_values`` tables (DDL in ``leaderboard/store/schema.sql``); the DVC stage
 ``claims`` (pipelines/claims.py) runs it after ``ingest``. A claim goes down one line, a module per step:
 
 - parse, ``schema``: claims.yaml loading and validation (names checked against peeval, no torch);
@@ -15,7 +15,7 @@ the paper's numbers and setting). The package reads peeval's numbers from the Du
   the runs' window), "not measured" rows naming the profile that measures them
   (``profiles``), the rows of both tables, writing them (``evaluate_claims``).
 
-Imports no torch: peeval's names and option defaults come from ``peeval.declarations``.
+Imports no torch: peeval's names and option defaults come from ``peeval.registry.declarations``.
 """
 
 from __future__ import annotations

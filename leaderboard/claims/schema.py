@@ -1,7 +1,7 @@
 """claims.yaml: its schema, loaded and validated against the names peeval can produce.
 
 A claim's task and metric are checked against peeval's task YAMLs and declarations (read without
-importing torch: ``peeval.declarations``), not against the store: a claim whose runs were not made
+importing torch: ``peeval.registry.declarations``), not against the store: a claim whose runs were not made
 in this profile is inconclusive later, a misspelt name is an error now (``ClaimsError``, naming the
 file, the claim and the field).
 """
@@ -19,8 +19,9 @@ from typing import Any
 import yaml
 
 import peeval
-from peeval import declarations, records
+from peeval import records
 from peeval.registry import PAPERS as _PAPERS
+from peeval.registry import declarations
 from peeval.tasks.family import families
 
 #: the papers a claim may cite (claims.yaml ``paper``): ``peeval.registry.PAPERS``' short names
@@ -28,7 +29,7 @@ PAPERS = tuple(p.short for p in _PAPERS)
 UNITS = ("acc_pct", "err_pct", "ppl", "nll", "score_pct", "pct", "attn_diff_e2")
 ACC_UNITS = ("acc_pct", "err_pct")
 CPU = ("testable", "partial", "no")
-DEFAULT_PATH = Path(__file__).resolve().parent.parent / "claims.yaml"
+DEFAULT_PATH = Path(__file__).resolve().parent / "claims.yaml"
 
 #: run_params an adapter claim may pin (keys of adapt_summary.json): the packaged base's file, or the
 #: pipeline's own checkpoint an extension started from (params.yaml ``extend``)

@@ -25,7 +25,7 @@ equivalence test (TOST against ±tolerance) when |difference| <= tolerance, else
 - ``not measured``: peeval has no number for a side in this store; ``measured_in`` names the first profile
   whose parameter file measures the pair (``profiles``), or 'none'.
 
-The tables' DDL is read from ``leaderboard/schema.sql`` (the one source of every table).
+The tables' DDL is read from ``leaderboard/store/schema.sql`` (the one source of every table).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ NO_CONTRAST = "no contrast at this setting"
 VERDICTS = ("reproduced", "contradicted", "inconclusive", NOT_LEARNED, NO_CONTRAST, UNDECIDABLE, "not measured")
 #: the level of every decision, on Holm-adjusted p-values
 ALPHA = D.ALPHA
-#: the tables this package writes, and their columns (DDL: leaderboard/schema.sql, the store's one schema)
+#: the tables this package writes, and their columns (DDL: leaderboard/store/schema.sql, the store's one schema)
 TABLES = CLAIM_TABLES
 CLAIM_COLUMNS, VALUE_COLUMNS, CALIBRATION_COLUMNS = (schema_columns()[0][t] for t in TABLES)
 

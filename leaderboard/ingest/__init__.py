@@ -1,4 +1,4 @@
-"""Ingest peeval outputs into the DuckDB store (schema and column docs: ``leaderboard/schema.sql``).
+"""Ingest peeval outputs into the DuckDB store (schema and column docs: ``leaderboard/store/schema.sql``).
 
 Inputs, found under the paths given (recursively), each read by its own parser (``inputs.InputType``):
 

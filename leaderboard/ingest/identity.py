@@ -14,7 +14,8 @@ from .values import SHA256, IngestError
 
 
 def checkpoint_sha256(path: Path) -> str | None:
-    """sha256 of a checkpoint's weight files as ``peeval eval`` records it (``peeval.evaluation.checkpoint_hash``:
+    """sha256 of a checkpoint's weight files as ``peeval eval`` records it
+    (``peeval.evaluation.runner.checkpoint_hash``:
     the ``*.safetensors`` of a folder in name order, or the file itself); None when there are none."""
     if not path.exists():
         return None

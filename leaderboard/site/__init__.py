@@ -2,14 +2,14 @@
 script (sorting, filtering), so ``leaderboard/public/index.html`` opens from file:// offline.
 
 The site is a package of pages: one module per page, each ``render(store) -> Page`` (path, title, html), listed
-in nav order by ``leaderboard.pages.PAGES``, which makes both the navigation and the build (``build.py``). The HTML is
-in leaderboard/templates/ (Jinja, autoescaping: every text from the store is escaped), the SQL in ``views.sql``
-(named views ``site_<name>``, created on the read-only connection at build time; ``context.SiteStore`` reads
-them). Pages: ``index.html`` (``index.py``: the training length and budget, the papers with the claims page's
-verdicts, each encoding against RoPE with its interval (``leaderboard/front.py``), encodings x task groups, context
+in nav order by ``leaderboard.site.pages.PAGES``, which makes both the navigation and the build (``build.py``). The
+HTML is in leaderboard/site/templates/ (Jinja, autoescaping: every text from the store is escaped), the SQL in
+``views.sql`` (named views ``site_<name>``, created on the read-only connection at build time; ``context.SiteStore``
+reads them). Pages: ``index.html`` (``index.py``: the training length and budget, the papers with the claims page's
+verdicts, each encoding against RoPE with its interval (``leaderboard/site/front.py``), encodings x task groups, context
 extension, all runs), ``ppl.html``, ``passkey.html``, ``diagnostics.html``, ``training.html``,
 ``efficiency.html``, ``runs/<run_id>.html`` (provenance + metrics + samples), ``claims.html``
-(``leaderboard/claims_page.py``, from the claims stage's leaderboard/claims.duckdb when there is one, else from
+(``leaderboard/site/claims_page.py``, from the claims stage's leaderboard/claims.duckdb when there is one, else from
 the store's claims tables) when there is a claims table, ``ladder.html`` (``ladder.py``: each encoding ÷ RoPE at
 every model size a source trained, issue 43's ladder), ``compare.html`` and ``data.html`` with
 ``data/<table>.csv|json`` for every store table and every table shown.

@@ -7,8 +7,8 @@ import argparse
 import importlib
 from pathlib import Path
 
-from leaderboard import pages
 from leaderboard._cli import run_command
+from leaderboard.site import pages
 from leaderboard.site.context import SiteStore
 from leaderboard.site.output import SiteOutError, write_tree
 from leaderboard.store import StoreError, check_aggregates, check_claims_store, open_store

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from leaderboard.charts import line_charts
+from leaderboard.site.charts import line_charts
 from leaderboard.site.context import Page, SiteStore
 from leaderboard.site.tables import chart_page
 from peeval.tasks.family import families

@@ -1,4 +1,4 @@
-"""The claims page (:mod:`leaderboard.claims_page`, from the claims stage's database when there is one, else from
+"""The claims page (:mod:`leaderboard.site.claims_page`, from the claims stage's database when there is one, else from
 the store's claims tables); no page when there is no claims table."""
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""The compare page: any two runs, task by task (:mod:`leaderboard.compare`): the numbers are computed here; the page's
-script (assets/compare.js) only looks them up for the two runs picked. Each run's metrics and the examples are
-embedded; the rest (the pairs, the responses) is one script per run, ``compare/<run_id>.js``, loaded when the run is
-picked (the page embedded 6.3 MB). A ``<script src>``, not ``fetch()``: Chromium refuses ``fetch`` from file://,
-where the site is opened too. Each pair lives in the file of its first run id (the ``a|b`` key's ``a``), written
+"""The compare page: any two runs, task by task (:mod:`leaderboard.site.compare_numbers`): the numbers are computed
+here; the page's script (assets/compare.js) only looks them up for the two runs picked. Each run's metrics and the
+examples are embedded; the rest (the pairs, the responses) is one script per run, ``compare/<run_id>.js``, loaded when
+the run is picked (the page embedded 6.3 MB). A ``<script src>``, not ``fetch()``: Chromium refuses ``fetch`` from
+file://, where the site is opened too. Each pair lives in the file of its first run id (the ``a|b`` key's ``a``),
+written
 once."""
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import json
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from leaderboard import compare, pages
+from leaderboard.site import compare_numbers as compare
+from leaderboard.site import pages
 from leaderboard.site.context import Page, SiteStore, fmt, jsonable
 
 #: the compare page's script (looks up the numbers compare.py computed)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from leaderboard import claims_page, pages
+from leaderboard.site import claims_page, pages
 from peeval.perplexity import TABLE_ENCODINGS
 from peeval.records import fmt_number, task_label
 
@@ -116,7 +116,7 @@ class SiteStore:
         self.claims_html = claims_page.render_claims_page(self.claims_con, self.labels, hidden=self.hidden_pages)
 
     def _empty_family_pages(self) -> frozenset[str]:
-        """The generic by-length pages (``leaderboard.pages``: RULER's) of families the store holds no run of:
+        """The generic by-length pages (``leaderboard.site.pages``: RULER's) of families the store holds no run of:
         neither built nor in the navigation (a menu entry that opens on "no RULER runs" tells nothing)."""
         have = {r["family"] for r in self.view("families")}
         return frozenset(e.href for e in pages.PAGES if e.family is not None and e.family not in have)

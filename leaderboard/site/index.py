@@ -1,6 +1,6 @@
 """The front page (templates/index.html): the training length and budget in one line, the papers with the claims
 page's verdicts on each, each encoding against RoPE with its interval or the reason there is none (a win or a
-loss only where the interval excludes parity: ``leaderboard.front``), then encodings x task groups (mean ± stderr
+loss only where the interval excludes parity: ``leaderboard.site.front``), then encodings x task groups (mean ± stderr
 over seeds, seeds and scored tokens / examples beside each number), context extension and all runs."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 import re
 from typing import Any
 
-from leaderboard import charts, claims_page, front, pages
+from leaderboard.site import charts, claims_page, front, pages
 from leaderboard.site.budget import budget_line
 from leaderboard.site.context import Page, SiteStore, fmt, natural_key
 from leaderboard.site.stats import Board, board, cell_claims, column_tier, run_claims
@@ -152,7 +152,7 @@ def _base_cell(c: front.Column, runs: list[front.Run]) -> Cell:
 
 def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = LOCAL_SOURCE,
                   tid: str = "vs_rope") -> tuple[pages.Markup, dict]:  # fmt: skip
-    """The answer-first table (leaderboard.front) of one source's runs against that source's own RoPE (a
+    """The answer-first table (leaderboard.site.front) of one source's runs against that source's own RoPE (a
     published profile is never compared with this machine's runs), and what the page says about it."""
     cols = front_columns(b)
     base = baseline_of(source)

@@ -1,7 +1,7 @@
 """The sizes page (issue 43's ladder): each encoding's perplexity ÷ RoPE's at every model size a source trained it,
 so the reader sees whether a difference grows or shrinks as the model grows. One small chart per encoding against
 RoPE (a claim family: PoPE vs RoPE, TAPE vs RoPE, ...): x the rung's parameters (its RoPE model's), y the ratio
-with its 95 % Welch interval over seeds (``leaderboard.front.compare``, the front page's own), in distribution
+with its 95 % Welch interval over seeds (``leaderboard.site.front.compare``, the front page's own), in distribution
 (the training length) and at the longest length, per corpus. A rung is a model shape: the profile's default
 (a row name without a size) or a row named with its size (``rope [4x32]``, ingest's
 ``peeval.records.sized_label``); each ratio is against the RoPE of the same rung and source."""
@@ -13,8 +13,8 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from leaderboard import front
-from leaderboard.charts import DASH_ADAPTED, DASH_OTHER, OTHER_COLORS, line_chart, series_style
+from leaderboard.site import front
+from leaderboard.site.charts import DASH_ADAPTED, DASH_OTHER, OTHER_COLORS, line_chart, series_style
 from leaderboard.site.context import Page, SiteStore
 from leaderboard.site.tables import chart_page
 from peeval.records import encoding_label

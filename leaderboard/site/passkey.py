@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from leaderboard.charts import heatmap
+from leaderboard.site.charts import heatmap
 from leaderboard.site.context import Page, SiteStore
 from leaderboard.site.tables import chart_page
 

@@ -1,4 +1,4 @@
-"""The site's tables (leaderboard/templates/table.html): sortable, filterable, each with its CSV / JSON download;
+"""The site's tables (leaderboard/site/templates/table.html): sortable, filterable, each with its CSV / JSON download;
 and the chart pages' layout (templates/charts.html: charts above the table they are drawn from)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from leaderboard import pages
+from leaderboard.site import pages
 from leaderboard.site.context import Page, SiteStore, fmt, jsonable
 
 

@@ -8,7 +8,7 @@ import json
 import math
 from collections import defaultdict
 
-from leaderboard.charts import line_charts
+from leaderboard.site.charts import line_charts
 from leaderboard.site.context import Page, SiteStore
 from leaderboard.site.tables import chart_page
 from peeval.records import adapt_label, adapted_name, base_model_label, encoding_label

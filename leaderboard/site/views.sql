@@ -1,6 +1,6 @@
 -- The site's queries, one named view each: Python reads `SELECT * FROM site_<name> [WHERE ...] [ORDER BY ...]`
 -- and nothing else (leaderboard/site/context.py creates them as TEMP views on the read-only connections at
--- build time; the store's own schema is leaderboard/schema.sql). DuckDB binds a view when it is created, so the
+-- build time; the store's own schema is leaderboard/store/schema.sql). DuckDB binds a view when it is created, so the
 -- views are in sections: `-- @section store` on the store, `-- @section labelled` on the store once the
 -- relation task_labels (run_id, task, label: peeval.records.task_label) is registered, `-- @section claims` on
 -- the claims stage's database when it has a claims table, `-- @section any` on every connection (with the one

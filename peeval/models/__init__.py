@@ -1,7 +1,7 @@
 """PeevalConfig / PeevalForCausalLM, registered with transformers' Auto classes.
 
 Registration stays lazy in two steps. Importing this package registers the config class with
-``AutoConfig`` (the ``.pth`` hook, ``peeval/_lm_eval_hook.py``, imports it on the first
+``AutoConfig`` (the ``.pth`` hook, ``peeval/evaluation/lm_eval_hook.py``, imports it on the first
 lookup of ``model_type: peeval`` in a process that never imported peeval). The model classes
 pull in transformers' modelling code, so they register when the first ``PeevalConfig`` is
 built (``from_pretrained`` and ``from_config`` both build one before they look up the model

@@ -33,8 +33,8 @@ from pathlib import Path
 
 import torch
 
-from .._extras import require
 from .._io import atomic_write_text, dumps_json
+from ..install.extras import require
 from ..registry import ADAPT_METHODS
 from .loading import check_weights, load_complete
 

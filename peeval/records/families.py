@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class SitePage:
-    """The page a family adds to the site (``leaderboard.pages.PAGES`` puts it in the navigation in the
+    """The page a family adds to the site (``leaderboard.site.pages.PAGES`` puts it in the navigation in the
     families' order). ``module``: the ``leaderboard.site`` module that draws it; None: the site's generic page
     (``leaderboard.site.by_length``), a chart per task with one line per name of its score against the context
     length, read from ``view``: the name of a store view or a parenthesised SELECT over the store with the

@@ -15,7 +15,7 @@ PROVENANCE_KEY = "peeval"
 @dataclass
 class Provenance:
     """What produced a results.json (``results["peeval"]``): code, checkpoint, encoding, protocol,
-    machine. Written by ``peeval eval`` and ``python -m peeval.shift_stability``; read by ingest.
+    machine. Written by ``peeval eval`` and ``python -m peeval.evaluation.shift_stability``; read by ingest.
     ``to_json`` keeps this field order and writes every field (None as null)."""
 
     peeval_version: str | None
@@ -41,7 +41,7 @@ class Provenance:
     date: str
     #: per task, the datasets it read (peeval.data.recording): source, location, revision, documents' sha256
     data: dict | None = None
-    #: the CPU and torch's CPU kernel path (peeval._versions.cpu_identity): what a bit-for-bit rerun needs
+    #: the CPU and torch's CPU kernel path (peeval.install.versions.cpu_identity): what a bit-for-bit rerun needs
     cpu: dict | None = None
     #: what made the model (leaderboard.store.RunKind: pretrain, diagnostic, adapt, external), recorded where the
     #: run is made so ingest reads it rather than guessing it from the model's name; None: an older writer

@@ -42,7 +42,7 @@ def _any_task_keys() -> frozenset[str]:
 def model_arg_names() -> frozenset[str]:
     """The ``--model_args`` names lm-eval may have merged into the metadata (read only when a key
     is unknown: it imports the model wrappers)."""
-    from peeval.lm_eval_plugin import PeevalLlamaLM, PeevalLM
+    from peeval.harness.plugin import PeevalLlamaLM, PeevalLM
 
     return frozenset(PeevalLM.allowed_args()) | frozenset(PeevalLlamaLM.allowed_args())
 

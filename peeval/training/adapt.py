@@ -20,9 +20,9 @@ from pathlib import Path
 
 import torch
 
-from .._extras import require
 from .._io import atomic_write_text, check_safetensors, dumps_json, save_dir_atomically
-from .._versions import cpu_identity
+from ..install.extras import require
+from ..install.versions import cpu_identity
 from ..models import llama_adapters as la
 from .data import Batches, load_corpus, pack
 from .loop import fit, seed_all

@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 
 from .._io import atomic_write_text, dumps_json, save_dir_atomically
-from .._outputs import check_output_dir
-from .._versions import cpu_identity
+from .._io.outputs import check_output_dir
+from ..install.versions import cpu_identity
 from .data import (
     Batches,
     load_corpus,

@@ -182,7 +182,7 @@ RUN_FILES = ("config.json", "generation_config.json", "*.safetensors", "tokenize
 
 def is_run_dir(out: Path, state_path: Path) -> bool:
     """``out`` is a training run's folder (or holds nothing a run writes): a resume state, a summary or curve, or
-    a config of model_type peeval; the output policy's test (``peeval._outputs``) for ``train --out``."""
+    a config of model_type peeval; the output policy's test (``peeval._io.outputs``) for ``train --out``."""
     out = Path(out)
     if Path(state_path).exists() or any((out / f).exists() for f in ("train_summary.json", "train_curve.csv",
                                                                         "adapt_summary.json")):  # fmt: skip

@@ -1,4 +1,4 @@
-"""A minimal valid claim of leaderboard/claims.yaml (PoPE's indirect indexing), shared by the claims tests."""
+"""A minimal valid claim of leaderboard/claims/claims.yaml (PoPE's indirect indexing), shared by the claims tests."""
 
 #: every required field once; tests change one field at a time
 CLAIM = {

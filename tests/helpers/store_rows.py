@@ -36,7 +36,8 @@ VOLATILE = {"run_id", "date", "git_commit", "elapsed_s", "tokens_per_s", "train_
 VOLATILE_KEYS = {"train_time_s", "elapsed_s", "tokens_per_s", "date", "wall_s", "git_commit", "time_s"}
 #: the environment a run happened in: provenance, not results (columns, and keys nested in JSON columns)
 ENVIRONMENT = {"torch_version", "transformers_version", "lm_eval_version"}
-ENVIRONMENT_KEYS = {"versions", "cpu"}  # cpu: the CPU model and torch's kernel path (peeval._versions.cpu_identity)
+# cpu: the CPU model and torch's kernel path (peeval.install.versions.cpu_identity)
+ENVIRONMENT_KEYS = {"versions", "cpu"}
 #: the stores' tables; claims tables live in claims.duckdb (before: inside the store)
 STORE_TABLES = ("runs", "metrics", "ppl_by_length", "loss_by_position", "passkey_cells", "diagnostic_cells",
                 "training_curves", "efficiency", "samples", "ppl_blocks", "task_data")  # fmt: skip

@@ -20,11 +20,11 @@ from leaderboard.store import schema_sql  # the store's schema: schema.sql with 
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = ROOT.parent / "shared" / "seeds"
-SCHEMA = ROOT / "leaderboard" / "schema.sql"
+SCHEMA = ROOT / "leaderboard" / "store" / "schema.sql"
 
 
 def _raw() -> dict:
-    return yaml.safe_load((ROOT / "leaderboard" / "claims.yaml").read_text())
+    return yaml.safe_load((ROOT / "leaderboard" / "claims" / "claims.yaml").read_text())
 
 
 # --------------------------------------------------------------------------- the file
@@ -464,7 +464,7 @@ def _page_db():
 
 
 def test_claims_page_escapes_and_shows_every_verdict():
-    from leaderboard.claims_page import render_claims_page
+    from leaderboard.site.claims_page import render_claims_page
 
     html = render_claims_page(_page_db())
     assert html.startswith("<!doctype html>") and html.rstrip().endswith("</html>")
@@ -492,7 +492,7 @@ def test_claims_page_escapes_and_shows_every_verdict():
 
 
 def test_claims_page_without_table_is_none():
-    from leaderboard.claims_page import render_claims_page
+    from leaderboard.site.claims_page import render_claims_page
 
     assert render_claims_page(duckdb.connect()) is None
 
@@ -722,7 +722,7 @@ def test_an_encoding_lookup_failure_is_not_swallowed(tmp_path, monkeypatch):
     """Before: _defaults caught every exception and matched runs as if the encoding had no options.
     The options are now read from peeval's source without torch: a declaration that cannot be read
     is an error, not {}."""
-    from peeval import declarations
+    from peeval.registry import declarations
 
     con = _db()
     _run(con, "pope0", "pope", 0)
@@ -791,7 +791,7 @@ def test_stage_script_on_a_full_disk_keeps_the_old_verdicts(tmp_path, capsys, mo
 def test_a_long_forest_label_is_written_whole_and_hovers_with_its_claim():
     """The forest plot's row label is written whole over as many lines as it needs (issue 58: it was cut in its
     middle, "pope vs rope ·…· Gutenberg"), each at most 52 characters, and its hover holds it with the claim id."""
-    from leaderboard.claims_page import forest_svg
+    from leaderboard.site.claims_page import forest_svg
 
     task = "peeval_ppl_pg19 · Gutenberg books (PG-19 substitute) @ 4096 tokens"
     claim = {"claim_id": "c:a-vs-b", "compared": "pope vs rope", "task": task, "peeval_value": -1.0,

@@ -1,5 +1,5 @@
 """The claims package as its own room: torch-free declarations equal to the registry's, the claims
-tables defined only in leaderboard/schema.sql, the `claims` stage writing its own database (the
+tables defined only in leaderboard/store/schema.sql, the `claims` stage writing its own database (the
 store is read, never written) and the site reading it beside the store."""
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # --------------------------------------------------------------------------- declarations without torch
 def test_declarations_read_without_torch_equal_the_registry():
-    from peeval import declarations as D
     from peeval.models.encodings import ENCODINGS, get_encoding_class
     from peeval.models.llama_adapters import METHODS
+    from peeval.registry import declarations as D
     from peeval.tasks.scrolls.scrolls import TASKS
 
     assert D.encoding_names() == list(ENCODINGS)
@@ -39,7 +39,7 @@ def test_declarations_read_without_torch_equal_the_registry():
 def test_declarations_by_hand():
     """Written from the source, not from the reader: an own dict, a subclass with its own options
     (xpos, not rope's), options inherited through two bases (alibi -> DistanceBias -> Encoding)."""
-    from peeval import declarations as D
+    from peeval.registry import declarations as D
 
     assert D.encoding_option_defaults("pope") == {"delta_init": "zero", "softplus": True, "delta": True}
     assert D.encoding_option_defaults("xpos") == {"scale_base": 512}
@@ -56,7 +56,7 @@ def test_leaderboard_imports_no_torch():
     """The claims checker and the site run in the light `claims` / `site` stages."""
     code = (
         "import sys\n"
-        "import leaderboard.claims as C, leaderboard.site, leaderboard.claims_page\n"
+        "import leaderboard.claims as C, leaderboard.site, leaderboard.site.claims_page\n"
         "import leaderboard.claims.schema as S\n"
         "S.lm_eval_task_names = lambda: frozenset()\n"  # lm-eval's index is lm-eval's business
         "claims = C.load_claims()\n"

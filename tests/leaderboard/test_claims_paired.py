@@ -449,7 +449,7 @@ def test_flip_flop_claims_read_every_read_and_stay_unpaired(tmp_path):
     """CoPE table 2 replicates Liu et al.'s error over every read (``read_acc``); a sample's 0/1 ``correct``
     is the final read alone, so pairing on it would test another quantity: no paired test, and the claim is
     decided over the runs' ``read_acc``."""
-    claims = yaml.safe_load((ROOT / "leaderboard" / "claims.yaml").read_text())["claims"]
+    claims = yaml.safe_load((ROOT / "leaderboard" / "claims" / "claims.yaml").read_text())["claims"]
     flip_flop = [c for c in claims if str(c["task"]).startswith("peeval_diag_flip_flop")]
     assert flip_flop and all(c["metric"] == "read_acc" for c in flip_flop)
     ff = "peeval_diag_flip_flop_test"

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _entry(claim_id: str) -> dict:
-    raw = yaml.safe_load((ROOT / "leaderboard" / "claims.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "leaderboard" / "claims" / "claims.yaml").read_text())
     return copy.deepcopy(next(e for e in raw["claims"] if e["id"] == claim_id))
 
 

@@ -24,7 +24,7 @@ INSIDE = "measured at 2048 tokens, inside the model's 8192-token window: the cla
 
 
 def _entry(claim_id: str) -> dict:
-    raw = yaml.safe_load((ROOT / "leaderboard" / "claims.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "leaderboard" / "claims" / "claims.yaml").read_text())
     return copy.deepcopy(next(e for e in raw["claims"] if e["id"] == claim_id))
 
 

@@ -12,9 +12,9 @@ import pytest
 from conftest import REPO
 from helpers.browser import CHROMIUM, CHROMIUM_FLAGS
 
-from leaderboard import compare  # noqa: E402
 from leaderboard.ingest import ingest  # noqa: E402
 from leaderboard.site import build_site  # noqa: E402
+from leaderboard.site import compare_numbers as compare  # noqa: E402
 from leaderboard.site.compare import read_site  # noqa: E402
 
 #: per-example outcomes of two runs on the same 12 prompts, chosen by hand: A right on 9, B right on 5;

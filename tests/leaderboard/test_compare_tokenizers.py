@@ -67,7 +67,7 @@ def test_every_perplexity_row_shows_its_own_training_length_and_tokenizer(tmp_pa
     rows = store.view("ppl_by_length", order="name, length")
     assert {(r["name"], r.get("training_length"), r.get("tokenizer")) for r in rows} == {
         ("tape", 64, "bpe 384"), ("tape @cpu", 256, "bpe 2048")}  # fmt: skip
-    from leaderboard.charts import distinct_styles, series_style
+    from leaderboard.site.charts import distinct_styles, series_style
     from leaderboard.site.ppl import here_groups
 
     groups = here_groups(rows, {"tape", "tape @cpu"}, 256)

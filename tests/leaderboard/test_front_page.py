@@ -18,9 +18,9 @@ import duckdb
 import pytest
 from helpers.browser import CHROMIUM, CHROMIUM_FLAGS
 
-from leaderboard.charts import ENCODING_COLORS, OUTCOME_COLORS, heatmap, line_chart, ratio_chart  # noqa: E402
 from leaderboard.ingest import ingest  # noqa: E402
 from leaderboard.site import build_site  # noqa: E402
+from leaderboard.site.charts import ENCODING_COLORS, OUTCOME_COLORS, heatmap, line_chart, ratio_chart  # noqa: E402
 from leaderboard.store import table_ddl  # noqa: E402
 
 TRAIN = 64
@@ -170,7 +170,7 @@ def test_welch_interval_of_two_seed_estimates():
 
 
 def test_compare_perplexity_without_seeds_says_so():
-    from leaderboard import front
+    from leaderboard.site import front
 
     col = front.Column("peeval_ppl_pg19", "ppl@64", "pg19 ppl@64", "ppl", 64)
     c = front.compare(col, [front.Run(30.0, None, None, 252, "x")], [front.Run(40.0, None, None, 252, "r")])
@@ -183,7 +183,7 @@ def test_compare_perplexity_without_seeds_says_so():
 
 def test_win_rate_counts_only_what_an_interval_decides():
     """A win or a loss only where the interval excludes parity; the sign of a point estimate decides nothing."""
-    from leaderboard import front
+    from leaderboard.site import front
     from peeval.records import Difference
 
     assert not hasattr(front, "mean_ranks")  # a rank averaged over different columns per encoding: dropped

@@ -122,8 +122,8 @@ def test_a_record_file_named_reads_its_folder(tmp_path):
 
 
 def test_peeval_eval_records_the_kind_of_what_it_loads(tmp_path):
-    """The writer's side (peeval.evaluation.run_kind): what ingest reads back."""
-    from peeval.evaluation import run_kind
+    """The writer's side (peeval.evaluation.runner.run_kind): what ingest reads back."""
+    from peeval.evaluation.runner import run_kind
 
     _checkpoint(tmp_path / "pre")
     _checkpoint(tmp_path / "diag", task="addition")

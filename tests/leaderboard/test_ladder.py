@@ -163,8 +163,8 @@ def test_without_ladder_runs_the_sizes_page_says_so_in_one_line(tmp_path):
 
 
 def test_a_rung_keeps_its_encodings_colour_in_another_dash():
-    from leaderboard.charts import series_style
+    from leaderboard.site.charts import series_style
 
-    assert series_style("rope") == ("#1f77b4", "")  # leaderboard/charts.py ENCODING_COLORS
+    assert series_style("rope") == ("#1f77b4", "")  # leaderboard/site/charts.py ENCODING_COLORS
     assert series_style("rope [4x32]") == series_style("rope [4x32] @cpu-claims") == ("#1f77b4", "8 3 2 3")
     assert series_style("pope [4x32, 4 heads]")[0] == "#2ca02c"

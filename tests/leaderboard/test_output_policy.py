@@ -1,5 +1,5 @@
 """Issue 56, data loss: every command that writes replaces only a file or folder of its own kind (checked by
-content) and never writes into or over one of its inputs (``peeval._outputs``); otherwise one line, exit 2,
+content) and never writes into or over one of its inputs (``peeval._io.outputs``); otherwise one line, exit 2,
 nothing written. One test per row of the issue's table."""
 
 import contextlib
@@ -16,7 +16,7 @@ from leaderboard.ingest import IngestError, ingest
 from leaderboard.publish import main as publish_main
 from leaderboard.publish import publish
 from leaderboard.store import connect
-from peeval import _outputs
+from peeval._io import outputs as _outputs
 from peeval.cli import main as peeval_main
 
 WEIGHTS = b"\x08\x00\x00\x00\x00\x00\x00\x00{}      \x00\x01weights"
@@ -53,7 +53,7 @@ def test_claims_summary_never_overwrites_the_store(tmp_path, capsys):
 @pytest.mark.parametrize("option", ["--json", "--md"])
 def test_bench_report_never_replaces_weights(tmp_path, monkeypatch, capsys, option):
     """`peeval bench --train --json CKPT/model.safetensors` (or --md): the weights were replaced by the report."""
-    from peeval import train_bench
+    from peeval.bench import train as train_bench
 
     monkeypatch.setattr(train_bench, "time_entry", lambda *a, **k: {"entry": a[0], "error": "not timed here"})
     weights = tmp_path / "model.safetensors"

@@ -140,14 +140,15 @@ def test_fmt_number_hand_checked():
 
 def test_records_and_its_leaderboard_readers_are_torch_free():
     code = (
-        "import sys, peeval.records, leaderboard.ingest, leaderboard.site, leaderboard.claims_page; "
+        "import sys, peeval.records, leaderboard.ingest, leaderboard.site, leaderboard.site.claims_page; "
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": REPO})
 
 
 def test_the_site_and_the_claims_page_share_one_number_format():
-    from leaderboard import claims_page, site
+    from leaderboard import site
+    from leaderboard.site import claims_page
 
     assert claims_page.fmt_number is R.fmt_number
     for v in (None, math.nan, math.inf, 0.0, 0.5, 123456.0, 1e7, 2e-4, 3):
@@ -164,7 +165,7 @@ def test_clip_text_keeps_head_and_tail_and_cutting_twice_changes_nothing():
 
 def test_samples_files_the_store_and_published_samples_cut_texts_the_same_way():
     from leaderboard import ingest
-    from peeval import evaluation
+    from peeval.evaluation import runner as evaluation
 
     long = "x" * 5000 + "y" * 5000
     assert ingest.clip(long) == R.clip_text(long, ingest.TEXT_LIMIT)

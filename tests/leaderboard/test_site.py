@@ -175,7 +175,7 @@ def test_each_published_board_builds_a_site_under_30_mb(tmp_path):
 
 
 def test_claims_page_hook(tmp_path, monkeypatch):
-    from leaderboard import claims_page as mod
+    from leaderboard.site import claims_page as mod
 
     monkeypatch.setattr(
         mod,
@@ -215,7 +215,7 @@ def test_leaderboard_columns_lead_with_perplexity(site):
 def test_claims_page_puts_decided_verdicts_first():
     import duckdb
 
-    from leaderboard.claims_page import render_claims_page
+    from leaderboard.site.claims_page import render_claims_page
 
     con = duckdb.connect()
     con.execute(
@@ -348,9 +348,9 @@ def test_failed_site_build_leaves_no_temporary_folder(tmp_path, monkeypatch):
 
 
 def test_pages_share_one_base_template_that_escapes_by_default(tmp_path):
-    """Every page fills leaderboard/templates/base.html, the claims page by extending it; a text is escaped
+    """Every page fills leaderboard/site/templates/base.html, the claims page by extending it; a text is escaped
     unless the code marks it as built HTML."""
-    from leaderboard import pages
+    from leaderboard.site import pages
 
     html = pages.render("base.html", title="<b>t</b>", prefix="../", links=pages.nav(False), body="<i>x</i>")
     assert "<title>&lt;b&gt;t&lt;/b&gt; · peeval</title>" in html and "<main>&lt;i&gt;x&lt;/i&gt;</main>" in html

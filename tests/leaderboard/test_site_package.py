@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from test_site import make_store
 
-from leaderboard import pages as registry  # the site's pages in nav order (leaderboard.pages.PAGES)
 from leaderboard.site import Page, build_site
+from leaderboard.site import pages as registry  # the site's pages in nav order (leaderboard.site.pages.PAGES)
 from leaderboard.site.context import VIEWS, view_sections
 from peeval.records import METRICS
 

@@ -126,7 +126,7 @@ def test_an_evaluation_records_the_models_size_and_tokenizer():
     tokenizer's name is the hub id's or folder's last part, its vocabulary its length."""
     import torch
 
-    from peeval.run_provenance import model_size, tokenizer_name
+    from peeval.evaluation.provenance import model_size, tokenizer_name
 
     class Tok:
         name_or_path = "/models/HuggingFaceTB/SmolLM2-135M/"
@@ -292,7 +292,7 @@ def test_a_checkpoint_retrained_after_its_evaluation_is_refused(tmp_path, monkey
 
 def test_the_sha256_compared_is_the_one_peeval_eval_records(tmp_path):
     from leaderboard.ingest import checkpoint_sha256
-    from peeval.evaluation import checkpoint_hash
+    from peeval.evaluation.runner import checkpoint_hash
 
     ck = tmp_path / "ck"
     ck.mkdir()

@@ -70,7 +70,7 @@ def ckpt(tmp_path_factory):
     ],
 )
 def test_lm_eval_model_args_set_the_backend(ckpt, args, backend):
-    from peeval.lm_eval_plugin import PeevalLM
+    from peeval.harness.plugin import PeevalLM
 
     arg_string = ",".join(a for a in (f"pretrained={ckpt}", args) if a)
     lm = PeevalLM.create_from_arg_string(arg_string, {"batch_size": 1, "device": "cpu"})
@@ -87,15 +87,15 @@ def test_lm_eval_model_args_set_the_backend(ckpt, args, backend):
     ],
 )
 def test_lm_eval_bad_attention_args_fail_before_loading(ckpt, args, needle, monkeypatch):
-    from peeval.lm_eval_plugin import PeevalLM
+    from peeval.harness.plugin import PeevalLM
 
-    monkeypatch.setattr("peeval.lm_eval_plugin._PeevalHFLM.__init__", lambda *a, **k: pytest.fail("loaded"))
+    monkeypatch.setattr("peeval.harness.plugin._PeevalHFLM.__init__", lambda *a, **k: pytest.fail("loaded"))
     with pytest.raises(ValueError, match=r"--model peeval: " + needle):
         PeevalLM.create_from_arg_string(f"pretrained={ckpt},{args}", {"batch_size": 1, "device": "cpu"})
 
 
 def test_peeval_llama_has_no_attn_backend(ckpt):
-    from peeval.lm_eval_plugin import PeevalLlamaLM
+    from peeval.harness.plugin import PeevalLlamaLM
 
     with pytest.raises(ValueError, match="unknown model_args attn_backend"):
         PeevalLlamaLM.create_from_arg_string(f"pretrained={ckpt},attn_backend=eager", {"batch_size": 1})

@@ -10,8 +10,8 @@ import pytest
 import torch
 from conftest import randomize_, tiny_model
 
-from peeval import export as ex
 from peeval.cli import main
+from peeval.export import checkpoint as ex
 
 #: run in a child with peeval unimportable (sys.modules entry None), its .pth hook off, no PYTHONPATH
 LOADER = """

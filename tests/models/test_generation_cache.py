@@ -112,7 +112,7 @@ def llama_dir(tmp_path_factory):
 @pytest.mark.parametrize("scaling", [{}, {"rope_scaling": "yarn", "factor": 2}])
 def test_peeval_llama_generation_through_lm_eval_equals_full_forwards(llama_dir, scaling):
     """lm-eval's own generation call (HFLM._model_generate, what passkey and SCROLLS use)."""
-    from peeval.lm_eval_plugin import PeevalLlamaLM
+    from peeval.harness.plugin import PeevalLlamaLM
 
     lm = PeevalLlamaLM(pretrained=str(llama_dir), device="cpu", batch_size=1, **scaling)
     eos = lm.tokenizer.eos_token_id
@@ -123,7 +123,7 @@ def test_peeval_llama_generation_through_lm_eval_equals_full_forwards(llama_dir,
 
 
 def test_peeval_model_generation_through_lm_eval_equals_full_forwards(tmp_path):
-    from peeval.lm_eval_plugin import PeevalLM
+    from peeval.harness.plugin import PeevalLM
 
     ckpt = save_tiny_checkpoint(tmp_path / "tape", ["the cat sat on the mat 0123456789"], pe="tape",
                                 vocab_size=300, max_positions=64)  # fmt: skip

@@ -134,7 +134,7 @@ def fresh_python(tmp_path_factory) -> Path:
     setup = ast.parse((REPO / "setup.py").read_text())
     (site / "00-shared-packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     (site / _literal(setup, "PTH")).write_text(_literal(setup, "PTH_LINE"))
-    (site / _literal(setup, "HOOK")).write_text((REPO / "peeval" / "_lm_eval_hook.py").read_text())
+    (site / _literal(setup, "HOOK")).write_text((REPO / "peeval" / "evaluation" / "lm_eval_hook.py").read_text())
     return python
 
 
@@ -205,7 +205,7 @@ def test_auto_config_knows_peeval_before_loading_it(monkeypatch):
     """The hook's stand-in for transformers' registered configs: named at once, loaded on lookup."""
     from transformers.models.auto import configuration_auto as ca
 
-    from peeval._lm_eval_hook import _PendingPeeval
+    from peeval.evaluation.lm_eval_hook import _PendingPeeval
     from peeval.models import PeevalConfig
 
     plain = {k: v for k, v in dict.items(ca.CONFIG_MAPPING._extra_content) if k != "peeval"}
@@ -224,7 +224,7 @@ def test_auto_config_knows_peeval_before_loading_it(monkeypatch):
 def test_lm_eval_entry_points_match_the_hook():
     from importlib.metadata import EntryPoint
 
-    from peeval import _lm_eval_hook as hook
+    from peeval.evaluation import lm_eval_hook as hook
     from peeval.models.encodings import ENCODINGS
 
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]["lm_eval.models"]
@@ -265,7 +265,7 @@ def test_entry_points_alone_give_lm_eval_peevals_models():
     """The entry-point path, as a scanning lm-eval would take it, with the hook off."""
     from lm_eval.api.model import LM
 
-    from peeval.lm_eval_plugin import PeevalLlamaLM, PeevalLM
+    from peeval.harness.plugin import PeevalLlamaLM, PeevalLM
 
     mod = _registry_module()
     for ep in _declared_entry_points():
@@ -291,8 +291,8 @@ print(get_model("peeval").__name__, get_model("peeval-tape").__name__, get_model
 def test_hook_and_entry_points_coexist_in_either_order(entry_points_first):
     """Before: the hook registered "module:attr" strings, and a later registration of the equal EntryPoint (an
     lm-eval that scans entry points after the hook ran) was a ValueError: alias already registered."""
-    from peeval import _lm_eval_hook as hook
-    from peeval.lm_eval_plugin import PeevalLM
+    from peeval.evaluation import lm_eval_hook as hook
+    from peeval.harness.plugin import PeevalLM
 
     mod = _registry_module()
     if entry_points_first:

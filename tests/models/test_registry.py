@@ -75,7 +75,7 @@ def test_task_families_are_the_task_folders():
 
 
 def test_papers_are_the_claims_papers():
-    claims = yaml.safe_load((Path(REPO) / "leaderboard" / "claims.yaml").read_text())
+    claims = yaml.safe_load((Path(REPO) / "leaderboard" / "claims" / "claims.yaml").read_text())
     cited = {c["paper"] for c in claims["claims"]}
     assert cited == {p.short for p in registry.PAPERS} == {"TAPE", "CoPE", "PoPE"}
     assert all(p.url.startswith("https://arxiv.org/abs/") for p in registry.PAPERS)
@@ -83,8 +83,8 @@ def test_papers_are_the_claims_papers():
 
 def test_importing_the_registry_imports_no_torch():
     code = (
-        "import sys, peeval.registry, peeval.declarations\n"
-        "from peeval import _lm_eval_hook as h\n"
+        "import sys, peeval.registry, peeval.registry.declarations\n"
+        "from peeval.evaluation import lm_eval_hook as h\n"
         "assert len(h.model_targets()) == 2 + len(peeval.registry.ENCODINGS)\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'lm_eval'))\n"
         "print(heavy)\n"

@@ -1,5 +1,5 @@
-"""Adding an encoding is one module and one registry line (``peeval/registry.py``): in a copy of the repository with a
-throwaway 14th encoding written that way and nothing else edited, it trains (`peeval train`),
+"""Adding an encoding is one module and one registry line (``peeval/registry/__init__.py``): in a copy of the
+repository with a throwaway 14th encoding written that way and nothing else edited, it trains (`peeval train`),
 evaluates through lm-eval under its own model name (`peeval eval --model peeval-<name>`), is a
 randpe base, and its run reaches the site (`leaderboard.ingest` + `leaderboard.site`)."""
 
@@ -41,7 +41,7 @@ def copy_with_new_encoding(work: Path) -> Path:
     """The working tree's files (what a fresh clone has), plus the module and the registry line."""
     copy_working_tree(work)
     (work / "peeval" / "models" / "encodings" / f"{NAME}.py").write_text(MODULE)
-    path = work / "peeval" / "registry.py"
+    path = work / "peeval" / "registry" / "__init__.py"
     before, start, rest = path.read_text().partition("ENCODINGS: dict[str, str] = {")
     table, sep, tail = rest.partition("\n}\n")  # the end of the ENCODINGS literal
     assert start and sep

@@ -166,7 +166,7 @@ def test_missing_on_the_hub_is_one_line(tmp_path):
 def test_every_profile_names_manifest_folders():
     """Each parameter file's data.mirror is in the committed manifest, and the manifest pins every file of
     the mirror folders (sha256 computed here from the mirror, when there is one)."""
-    folders = json.loads((Path(REPO) / "peeval/data_manifest.json").read_text())["folders"]
+    folders = json.loads((Path(REPO) / "peeval/data/manifest.json").read_text())["folders"]
     for p in sorted((Path(REPO) / "params").glob("*.yaml")):
         mirror = (yaml.safe_load(p.read_text()).get("data") or {}).get("mirror", [])
         assert set(mirror) <= set(folders), p.name
@@ -221,7 +221,7 @@ def test_leaderboard_smoke_from_a_loopback_hub(tmp_path, data_mirror):
 
     work = copy_working_tree(tmp_path / "clone" / "repo")
     assert not (work.parent / "shared").exists()
-    entries = json.loads((Path(REPO) / "peeval/data_manifest.json").read_text())["folders"]
+    entries = json.loads((Path(REPO) / "peeval/data/manifest.json").read_text())["folders"]
     folders = yaml.safe_load((Path(REPO) / "params/smoke.yaml").read_text())["data"]["mirror"]
     files = {f"{rel}/{name}": data_mirror / rel / name for rel in folders for name in entries[rel]["files"]}
     venv = Path(sys.executable).parent.parent
@@ -276,7 +276,7 @@ def _lm_eval_dataset_path(task: str) -> str:
      ("mmlu_philosophy", "cais/mmlu")],
 )  # fmt: skip
 def test_task_folders_are_what_lm_eval_reads(task, hub_id):
-    from peeval.data_sources import task_folders
+    from peeval.data.sources import task_folders
 
     assert _lm_eval_dataset_path(task) == hub_id
     assert task_folders([task]) == [f"hf/{hub_id}"]
@@ -284,7 +284,7 @@ def test_task_folders_are_what_lm_eval_reads(task, hub_id):
 
 def test_profile_folders_include_the_suites_datasets(tmp_path):
     """cpu's zero-shot suites read six hub datasets through the mirror; smoke's suite reads only data.mirror's."""
-    from peeval.data_sources import params_data
+    from peeval.data.sources import params_data
 
     root, smoke = params_data(Path(REPO), "smoke")
     assert (

@@ -4,7 +4,7 @@ folder on a moving revision (main), and for the files only it knows (``lock_only
 
 import hashlib
 
-from peeval.data_sources import problems_in
+from peeval.data.sources import problems_in
 
 FULL, HALF = b"0123456789abcdef", b"01234567"
 
@@ -32,7 +32,7 @@ def test_a_lock_never_vouches_for_rows_other_than_the_pinned_ones(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from peeval.data_rebuild import rows_sha256
+    from peeval.data.rebuild import rows_sha256
 
     rows = [{"q": f"question {i}", "a": i} for i in range(4)]
     (tmp_path / "f").mkdir()
@@ -59,7 +59,7 @@ def test_a_lock_that_is_a_folder_or_malformed_is_one_line(tmp_path, monkeypatch)
 
     import pytest
 
-    from peeval import data_lock
+    from peeval.data import lock as data_lock
 
     monkeypatch.setenv("PEEVAL_DATA_LOCK", str(tmp_path))
     with pytest.raises(data_lock.DataError, match="is a folder"):

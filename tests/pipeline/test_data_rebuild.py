@@ -1,4 +1,4 @@
-"""Folders rebuilt from public raw files (peeval.data_rebuild): each Gutenberg cleaning rule on a tiny e-book, and
+"""Folders rebuilt from public raw files (peeval.data.rebuild): each Gutenberg cleaning rule on a tiny e-book, and
 `peeval data` against a loopback raw-file server (tests/helpers/loopback_raw.py) with a tiny manifest: rebuilt,
 verified by the rows' hash, recorded in the data lock; a tampered file is refused in one line and nothing kept."""
 
@@ -16,7 +16,7 @@ from helpers.data_mirror import MIRROR, needs_mirror
 from helpers.loopback_raw import LoopbackRaw
 
 from peeval.data import documents_sha256
-from peeval.data_rebuild import clean_gutenberg
+from peeval.data.rebuild import clean_gutenberg
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 PG_HEAD = (
@@ -83,7 +83,7 @@ BOOK_ROWS = [{"short_book_title": "Tiny by Nobody", "publication_date": -1, "url
 
 
 def stacks_rows():
-    from peeval.data_rebuild import git_blob
+    from peeval.data.rebuild import git_blob
 
     return [{"text": b.decode(), "meta": json.dumps({"set_name": "stacks-project", "source": "org/tex", "file": n,
              "url": f"https://github.com/org/tex/blob/{COMMIT}/{n}", "commit": COMMIT, "blob": git_blob(b),
@@ -236,7 +236,7 @@ def test_cpu_profile_from_loopback_public_sources(tmp_path, data_mirror):
     fetches or rebuilds every folder, each equal to the mirror's rows, and records each in the data lock."""
     from helpers.loopback_hub import LoopbackHub
 
-    from peeval.data_sources import load_manifest, params_data
+    from peeval.data.sources import load_manifest, params_data
 
     entries = load_manifest()
     folders = params_data(Path(REPO), "cpu")[1]
@@ -382,8 +382,8 @@ def test_raw_base_credentials_are_never_printed_and_query_or_fragment_refused(mo
     password; `?query#frag` was accepted (it lands inside every file's path)."""
     import huggingface_hub.constants
 
-    from peeval import data_rebuild
-    from peeval.data_lock import DataError
+    from peeval.data import rebuild as data_rebuild
+    from peeval.data.lock import DataError
 
     monkeypatch.setenv("PEEVAL_DATA_RAW_BASE", "http://user:secret@mirror.example/raw")
     assert data_rebuild.raw_base() == "http://user:secret@mirror.example/raw"  # a private mirror: allowed
@@ -421,7 +421,7 @@ def test_leaderboard_smoke_from_loopback_public_sources(tmp_path):
     from helpers.loopback_hub import LoopbackHub
     from helpers.worktree import copy_working_tree
 
-    from peeval.data_sources import load_manifest
+    from peeval.data.sources import load_manifest
 
     work = copy_working_tree(tmp_path / "clone" / "repo")
     assert not (work.parent / "shared").exists()

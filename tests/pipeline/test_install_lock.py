@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from peeval import _versions, lock
+from peeval.install import lock
+from peeval.install import versions as _versions
 
 REPO = Path(__file__).resolve().parents[2]
 LOCK = REPO / "constraints.txt"

@@ -45,10 +45,10 @@ def test_allowed_names_come_from_their_owners():
     import importlib
     import pkgutil
 
-    from peeval.declarations import adapt_methods, encoding_names
     from peeval.models import encodings
     from peeval.models.encodings.base import Encoding
     from peeval.records import DIAG_TASKS, GEN_PROFILES
+    from peeval.registry.declarations import adapt_methods, encoding_names
     from peeval.tasks.diagnostics.generators import DEFAULTS, params
     from peeval.training.profiles import DIAG_PROFILES
 

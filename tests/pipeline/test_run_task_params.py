@@ -27,7 +27,7 @@ def _eval_stage():
 def test_every_counting_claim_variant_has_a_run_in_the_claims_profile():
     """Every variant of a claim that names run_params (CoPE tables 3-4: n_vars 1, 3, 5) has a cpu-claims run
     of its encoding and task trained with those parameters (an absent n_vars is 1, as the claims read it)."""
-    claims = yaml.safe_load((REPO / "leaderboard" / "claims.yaml").read_text())["claims"]
+    claims = yaml.safe_load((REPO / "leaderboard" / "claims" / "claims.yaml").read_text())["claims"]
     _, p = load(REPO / "params" / "cpu-claims.yaml")
     # the diagnostic claims that name run_params (adapter claims pin their base with it: not these)
     claims = [c for c in claims if c.get("run_params") and split_diag_task(c["task"])]

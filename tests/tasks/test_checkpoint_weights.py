@@ -82,7 +82,7 @@ def llama(tmp_path_factory):
 
 @pytest.mark.parametrize("scaling", [{}, {"rope_scaling": "yarn", "factor": 2}])
 def test_peeval_llama_refuses_a_missing_tensor(llama, scaling):
-    from peeval.lm_eval_plugin import PeevalLlamaLM
+    from peeval.harness.plugin import PeevalLlamaLM
     from peeval.models.loading import IncompleteCheckpointError
 
     PeevalLlamaLM(pretrained=str(llama["good"]), device="cpu", **scaling)  # loads
@@ -116,7 +116,7 @@ def test_max_layers_cut_is_not_an_unexpected_tensor(llama):
 
 
 def test_shift_stability_refuses_an_incomplete_checkpoint(ckpts, tmp_path, capsys):
-    from peeval.shift_stability import main
+    from peeval.evaluation.shift_stability import main
 
     assert main(["--checkpoint", str(ckpts["missing"]), "--out", str(tmp_path / "o")]) == 2
     err = [li for li in capsys.readouterr().err.splitlines() if li.strip() and "Loading weights" not in li]

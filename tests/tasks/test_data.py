@@ -119,7 +119,7 @@ def test_lm_eval_own_tasks_read_a_mirror_only_when_configured(configured, tmp_pa
     change what lm-eval's own tasks read; peeval's own tasks use it, and everything does once it is named."""
     (tmp_path / "shared" / "data" / "hf" / "x" / "y").mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "shared")  # the default guess: ../shared/data beside the working directory
-    monkeypatch.setattr(data, "__file__", str(tmp_path / "site-packages" / "peeval" / "data.py"))
+    monkeypatch.setattr(data, "__file__", str(tmp_path / "site-packages" / "peeval" / "data" / "__init__.py"))
     if configured:
         monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(tmp_path / "shared" / "data"))
     else:
@@ -138,7 +138,7 @@ def _nearby_mirror(tmp_path, monkeypatch, with_dataset: bool = True):
     if with_dataset:
         (tmp_path / "shared" / "data" / "hf" / "x" / "y").mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "shared")
-    monkeypatch.setattr(data, "__file__", str(tmp_path / "site-packages" / "peeval" / "data.py"))
+    monkeypatch.setattr(data, "__file__", str(tmp_path / "site-packages" / "peeval" / "data" / "__init__.py"))
     monkeypatch.delenv("PEEVAL_DATA_MIRROR", raising=False)
     return tmp_path / "shared" / "data"
 

@@ -121,7 +121,7 @@ def test_bad_eval_options_are_one_line_and_write_nothing(ck, tmp_path, capsys, f
 def test_good_batch_sizes_are_normalised():
     from argparse import Namespace
 
-    from peeval.evaluation import check_eval_args
+    from peeval.evaluation.runner import check_eval_args
 
     for given, want in (("4", 4), (" 2 ", 2), ("auto", "auto"), ("auto:2", "auto:2"), (None, None)):
         a = Namespace(device="cpu", batch_size=given, num_fewshot=0)
@@ -142,7 +142,7 @@ def test_malformed_params_yaml_is_one_line_for_peeval_data(tmp_path, capsys, mon
 # -- row 3: one results folder, one run at a time ------------------------------------------------------------
 def test_a_second_eval_into_a_claimed_folder_is_refused(ck, tmp_path, capsys):
     from peeval._io import claim_dir
-    from peeval.evaluation import EVAL_LOCK
+    from peeval.evaluation.runner import EVAL_LOCK
 
     out = tmp_path / "out"
     with claim_dir(out / "r", EVAL_LOCK):  # a first `peeval eval --run_name r` still running (this process)
@@ -155,7 +155,7 @@ def test_a_second_eval_into_a_claimed_folder_is_refused(ck, tmp_path, capsys):
 def test_a_claim_left_by_a_dead_process_is_taken_over(ck, tmp_path, capsys):
     import socket
 
-    from peeval.evaluation import EVAL_LOCK
+    from peeval.evaluation.runner import EVAL_LOCK
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     (tmp_path / "out" / "r").mkdir(parents=True)
@@ -192,7 +192,7 @@ def test_peeval_eval_gives_the_default_ppl_lengths_room():
         seen.update(model_args)
         return 0
 
-    import peeval.evaluation as E
+    import peeval.evaluation.runner as E
 
     args = build_parser().parse_args(["eval", "--model", "peeval", "--model_args", "pretrained=x", "--tasks",
                                       "peeval_ppl_pg19", "--output_path", "/nonexistent/o"])  # fmt: skip
@@ -226,7 +226,7 @@ def test_a_checkpoint_retrained_during_its_evaluation_is_not_recorded(ck, tmp_pa
     from lm_eval import evaluator
     from safetensors.torch import load_file, save_file
 
-    from peeval.evaluation import checkpoint_hash
+    from peeval.evaluation.runner import checkpoint_hash
 
     mine = tmp_path / "ck"
     shutil.copytree(ck, mine)

@@ -88,7 +88,7 @@ def task(name: str, metadata: dict):
 # -- item 3: output folders ----------------------------------------------------------------
 def test_default_run_names_differ_for_same_folder_name(ckpts):
     from peeval.cli import build_parser
-    from peeval.evaluation import parse_model_args, run_name
+    from peeval.evaluation.runner import parse_model_args, run_name
 
     def name(ckpt, extra=""):
         args = build_parser().parse_args(["eval", "--model", "peeval", "--tasks", "peeval_passkey"])
@@ -259,7 +259,7 @@ def test_bad_eval_inputs_are_one_line_and_write_nothing(ckpts, tmp_path, capsys,
 
 
 def test_a_fraction_or_a_count_is_a_valid_limit():
-    from peeval.evaluation import parse_limit
+    from peeval.evaluation.runner import parse_limit
 
     assert parse_limit(0.25) == 0.25 and parse_limit(2.0) == 2 and isinstance(parse_limit(2.0), int)
     assert parse_limit(1.0) == 1 and parse_limit(None) is None
@@ -306,7 +306,7 @@ def test_factor_one_is_the_identity_except_for_dynamic_ntk(ckpts):
     from transformers import AutoConfig
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
-    from peeval.lm_eval_plugin import ROPE_SCALINGS
+    from peeval.harness.plugin import ROPE_SCALINGS
     from peeval.models.llama_adapters import rope_params_for
 
     def cos_sin(params):

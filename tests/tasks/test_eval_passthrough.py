@@ -9,7 +9,7 @@ import pytest
 from helpers.checkpoints import save_tiny_checkpoint
 
 from peeval.cli import build_parser, main
-from peeval.evaluation import parse_model_args, run_name
+from peeval.evaluation.runner import parse_model_args, run_name
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def test_flags_neither_knows_or_lm_eval_cli_only_are_one_line(flag, needle, ckpt
 def test_run_folder_names_every_setting():
     def name(*extra):
         args, rest = build_parser().parse_known_args(["eval", "--model", "peeval", "--tasks", "t", *extra])
-        from peeval.evaluation import parse_lm_eval_flags
+        from peeval.evaluation.runner import parse_lm_eval_flags
 
         args.lm_eval_flags = parse_lm_eval_flags(rest)
         return run_name(args, parse_model_args("pretrained=/x/rope"))

@@ -10,7 +10,7 @@ from conftest import REPO
 
 CODE = """
 import sys
-from peeval import cli, evaluation
+from peeval import cli; from peeval.evaluation import runner as evaluation
 a = cli.build_parser().parse_args(["eval", "--model", "peeval", "--tasks", "peeval_ppl_pg19"])
 tm = evaluation.task_manager(a.tasks, None)
 assert "peeval_ppl_pg19" in tm.all_tasks

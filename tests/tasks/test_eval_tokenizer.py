@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from peeval.run_provenance import check_tokenizer
+from peeval.evaluation.provenance import check_tokenizer
 from peeval.training.data import tokenizer_fingerprint
 
 

@@ -12,7 +12,7 @@ from helpers.checkpoints import save_tiny_checkpoint
 from helpers.data_mirror import needs_mirror
 
 from peeval.cli import main
-from peeval.like import PUBLISHED, published_protocol
+from peeval.evaluation.like import PUBLISHED, published_protocol
 
 
 def test_the_published_cpu_protocol_is_read_from_its_runs():

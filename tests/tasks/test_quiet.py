@@ -1,4 +1,5 @@
-"""peeval/quiet.py (issue 58): the known-benign lm-eval / transformers messages are hidden, each only on its own
+"""peeval/evaluation/quiet.py (issue 58): the known-benign lm-eval / transformers messages are hidden, each only on its
+own
 logger, anything else still prints, and ``-v`` (quiet(verbose=True)) hides nothing."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ import logging
 
 import pytest
 
-from peeval import quiet as Q
+from peeval.evaluation import quiet as Q
 
 #: messages as lm-eval and transformers print them (their text, copied from a run's stderr)
 SEEN = {

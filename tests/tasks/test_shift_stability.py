@@ -12,7 +12,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
 import peeval.models  # noqa: F401
-from peeval import shift_stability as S
+from peeval.evaluation import shift_stability as S
 
 
 def _model(pe: str, seed: int = 0, **opts):

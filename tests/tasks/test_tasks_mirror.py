@@ -99,7 +99,7 @@ def test_import_hook_routes_builtin_tasks_through_the_mirror():
     code = (
         "import sys; sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != '_PostImportFinder'];"
         "sys.__dict__.pop('_peeval_lm_eval_hook_installed', None);"
-        "import peeval._lm_eval_hook; import lm_eval.api.task as t;"
+        "import peeval.evaluation.lm_eval_hook; import lm_eval.api.task as t;"
         "print(getattr(t.ConfigurableTask.download, '_peeval_mirror', False))"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

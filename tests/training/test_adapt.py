@@ -245,7 +245,7 @@ def test_pi_with_steps_fine_tunes_lora(tiny_llama, corpus, tmp_path):
 @pytest.mark.parametrize("method", ["tape", "tape_pi", "lora"])
 def test_peeval_llama_loads_adapter(method, tiny_llama, corpus, tmp_path):
     """lm-eval's ``peeval-llama ... adapter=DIR`` evaluates the adapted model, not the base."""
-    from peeval.lm_eval_plugin import PeevalLlamaLM
+    from peeval.harness.plugin import PeevalLlamaLM
     from peeval.training.adapt import run_adapt
 
     run_adapt(tmp_path, method, base=tiny_llama, profile="smoke", corpus=corpus, steps=2, lr=5e-2, max_layers=None)
@@ -283,7 +283,7 @@ def test_tape_identity_on_smollm2():
 @pytest.mark.parametrize("scaling", ["linear", "ntk", "dynamic", "yarn"])
 def test_peeval_llama_rope_scaling(scaling, tiny_llama):
     """``peeval-llama rope_scaling=...,factor=4``: the loaded model runs with the scaled frequencies."""
-    from peeval.lm_eval_plugin import PeevalLlamaLM
+    from peeval.harness.plugin import PeevalLlamaLM
 
     lm = PeevalLlamaLM(pretrained=tiny_llama, rope_scaling=scaling, factor=4, device="cpu", batch_size=1)
     params = lm.model.config.rope_parameters

@@ -9,7 +9,8 @@ import sys
 import pytest
 import torch
 
-from peeval import cli, train_bench
+from peeval import cli
+from peeval.bench import train as train_bench
 
 
 def bench(tmp_path, *args):

@@ -1,4 +1,4 @@
-// The compare page: looks up what leaderboard/compare.py computed for the two runs picked (no statistics here).
+// The compare page: looks up what leaderboard/site/compare_numbers.py computed for the two runs picked (no statistics here).
 // The page embeds each run's metrics and the examples; a run's pairs and responses come from compare/<run>.js,
 // added as a <script> when the run is first picked (fetch() is refused from file://; a script is not).
 (function () {

@@ -10,7 +10,7 @@ intro, 1 = right before the question). Grid and sizes from ``--metadata``:
 evaluated model's own, which ``peeval eval`` and plain ``lm_eval`` hand over as ``pretrained``;
 a standalone build falls back to the mirror's GPT-2 BPE, else 4 characters a token). Same
 metadata and tokenizer, same prompts, byte for byte. A prompt longer than the model's
-``max_length`` is an error naming both (peeval.lm_eval_plugin), never left-truncated to a zero.
+``max_length`` is an error naming both (peeval.harness.plugin), never left-truncated to a zero.
 Greedy generation of a few tokens; exact match of the first integer generated, reported
 per cell (``acc@<length>@<depth>``) and overall (``acc``). Bad metadata (a depth outside
 [0, 1], a length that is not a positive integer) is one ``ValueError`` naming the key.

@@ -130,7 +130,7 @@ def check_fits(model: str, model_args: dict, tasks: list, metadata: dict) -> Non
     """Before any weights are read: a peeval model (``peeval``, ``peeval-<pe>``, ``peeval-llama``) asked for a
     ``peeval_ppl`` length beyond its ``max_length`` is one ``ValueError`` (bad metadata too), not a traceback
     after the model and the corpus were loaded. Called by ``peeval eval`` and, through the import hook, before
-    plain ``lm_eval`` loads the model (``peeval._lm_eval_hook``)."""
+    plain ``lm_eval`` loads the model (``peeval.evaluation.lm_eval_hook``)."""
     if not (isinstance(model, str) and model.startswith("peeval")):
         return
     if not any(isinstance(t, str) and t.startswith("peeval_ppl") for t in tasks or ()):

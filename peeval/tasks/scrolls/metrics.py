@@ -18,7 +18,7 @@ import string
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from peeval._extras import require
+from peeval.install.extras import require
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 _PUNCT = set(string.punctuation)

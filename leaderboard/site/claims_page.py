@@ -1,0 +1,255 @@
+"""The "Claims" page: each paper's headline results next to peeval's measurement and a verdict.
+
+``render_claims_page(con)`` returns the page (leaderboard/site/templates/claims.html, which extends the
+site's base page; no script, no network) from the ``claims`` and ``claim_values`` tables that
+``pipelines/claims.py`` writes, or None when there is no ``claims`` table yet. The site builder
+(leaderboard/site/claims.py) writes it as ``claims.html`` beside ``runs/<run_id>.html``, which the run links
+point to. Every string from the store is escaped (the templates autoescape; the forest plot's SVG
+escapes its texts with :func:`html.escape`).
+
+Per paper the answer comes first: the decided pairs (with their test, p and Holm-adjusted p) and a forest
+plot of every measured pair (:func:`forest_svg`: peeval's difference with its 95 % interval beside the
+paper's difference, a zero line), then the inconclusive pairs (numbers, no decision), then the pairs not decidable
+here (numbers of another setting than the claim's: in-window lengths for a claim about going beyond the window; the
+reason shown open, no forest row), then the pairs not measured in this store (naming the profile that measures
+them). Setting differences, per-encoding numbers and runs are folded under each row (``<details>``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from html import escape
+from typing import Any
+
+from leaderboard.site import pages
+from leaderboard.site.charts import wrap_name
+from peeval.records import fmt_number, t_quantile
+
+PAPER_ORDER = ("PoPE", "CoPE", "TAPE")
+#: the seven states, in the page's order, and their CSS class
+VERDICT_CLASS = {"reproduced": "ok", "contradicted": "bad", "inconclusive": "unk", "not learned at this scale": "nl",
+                 "no contrast at this setting": "nc", "not decidable here": "nd", "not measured": "nm"}  # fmt: skip
+#: what each answer means, as the claims page defines it above its counts
+VERDICT_MEANING = {
+    "reproduced": "peeval's difference over >= 3 training runs a side is significant in the paper's direction.",
+    "contradicted": "significant the other way.",
+    "inconclusive": "tested over runs, not significant after Holm's correction within the paper's family.",
+    "not learned at this scale": "a side did not learn the task: a run below the majority answer + claims.yaml's "
+    "margin in distribution (every run counts), a run still improving when training stopped, an extension no better "
+    "than its base at the new length, or SCROLLS answers empty or repeated: the numbers, no test.",
+    "no contrast at this setting": "both sides at the same floor or ceiling on every seed (or exactly equal with no "
+    "uncertainty): no test.",
+    "not decidable here": "measured, but not decidable in this store: fewer than 3 independently trained runs a "
+    "side, a setting other than the claim's (inside a window the claim goes beyond, below the training budget), a pair "
+    "not in the profile's pre-registered family, or a test that failed its A/A check: the row says which.",
+    "not measured": "this store has no peeval number for a side: the row names the first profile "
+    "(params/<name>.yaml) that measures it, or none.",
+}
+DECIDED = ("reproduced", "contradicted")
+#: the forest plot's interval: two-sided 95 % with the test's degrees of freedom (normal where none)
+LEVEL = 0.95
+
+
+def _rows(con, sql: str) -> list[dict]:
+    cur = con.execute(sql)
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def _has(con, table: str) -> bool:
+    q = "SELECT count(*) FROM information_schema.tables WHERE table_name = ?"
+    return bool(con.execute(q, [table]).fetchone()[0])
+
+
+def _run_ids(raw: Any) -> list[str]:
+    try:
+        ids = json.loads(raw) if isinstance(raw, str) else list(raw or [])
+    except (TypeError, ValueError):
+        ids = []
+    return [str(i) for i in ids]
+
+
+def _values(vals: list[dict], side: str) -> list[str]:
+    """'tape 32.82', 'rope 26.32' (paper, ± its std) or with ± stderr and seeds (peeval)."""
+    parts = []
+    for v in vals:
+        if side == "paper":
+            num = fmt_number(v["paper_value"])
+            if v.get("paper_std") is not None:
+                num += f" ± {fmt_number(v['paper_std'])}"
+        else:
+            num = fmt_number(v["peeval_value"])
+            if v.get("peeval_value") is not None and v.get("stderr") is not None:
+                num += f" ± {fmt_number(v['stderr'], 2)}"
+            if v.get("seeds"):
+                num += f" ({v['seeds']} seed{'s' if v['seeds'] != 1 else ''})"
+        parts.append(f"{v['variant']} {num}")
+    return parts
+
+
+def fmt_p(p: Any) -> str:
+    """A p-value as a reader wants it: 2 significant digits ('0.037', '1.2e-04' below 0.001), '< 1e-6' below
+    that, '—' for none."""
+    if p is None or not isinstance(p, (int, float)) or math.isnan(p):
+        return "—"
+    if p < 1e-6:
+        return "< 1e-6"
+    return f"{p:.1e}" if p < 0.001 else f"{p:.2g}"
+
+
+def _num(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
+def half_width(se: Any, df: Any, level: float = LEVEL) -> float | None:
+    """The half-width of the two-sided ``level`` interval: t_{(1+level)/2, df}·se (normal where df is None)."""
+    se, df = _num(se), _num(df)
+    if se is None:
+        return None
+    return t_quantile((1.0 + level) / 2.0, df) * se
+
+
+def _test_label(c: dict) -> str:
+    test = c.get("test")
+    if not test:
+        return "—"
+    if test == "mcnemar":
+        return "mcnemar (exact)"
+    df = _num(c.get("df"))
+    return f"{test}, t({fmt_number(df)})" if df is not None else f"{test}, normal"
+
+
+def _row(c: dict, values: dict[str, list[dict]]) -> dict:
+    """What the template shows of one ``claims`` row (texts; the template escapes them)."""
+    base_id = str(c["claim_id"]).split(":", 1)[0]
+    focus, _, other = str(c["compared"]).partition(" vs ")
+    vals = [v for v in values.get(base_id, []) if str(v["variant"]) in (focus, other)]
+    vals.sort(key=lambda v: str(v["variant"]) != focus)
+    diff = fmt_number(c["peeval_value"])
+    if c["peeval_value"] is not None and c["stderr"] is not None:
+        diff += f" ± {fmt_number(c['stderr'], 2)}"
+    verdict = str(c["verdict"])
+    return {"claim_id": str(c["claim_id"]), "ref": str(c["ref"]), "task": str(c["task"]), "metric": str(c["metric"]),
+            "compared": str(c["compared"]), "paper": _values(vals, "paper"), "peeval": _values(vals, "peeval"),
+            "paper_diff": fmt_number(c["paper_value"]), "diff": diff, "test": _test_label(c),
+            "p": fmt_p(c.get("p_value")), "p_adj": fmt_p(c.get("p_adjusted")),
+            "n": fmt_number(c["n"]), "seeds": fmt_number(c["seeds"]), "verdict": verdict,
+            "cls": VERDICT_CLASS.get(verdict, "unk"), "setting": str(c["setting_diff"] or ""),
+            "measured_in": str(c.get("measured_in") or "none"), "run_ids": _run_ids(c["run_ids"])}  # fmt: skip
+
+
+def forest_svg(claims: list[dict], title: str) -> str:
+    """One row per measured pair: peeval's difference (focus − other, the paper's unit) as a dot with its 95 %
+    interval, the paper's difference as a diamond, a zero line. The pairs' units differ (accuracy points,
+    perplexity, ×10⁻² attention), so each row has its own scale, symmetric about zero; the numbers are printed
+    beside it. '' when no pair has a peeval difference."""
+    rows = [c for c in claims if _num(c.get("peeval_value")) is not None]
+    if not rows:
+        return ""
+    label_w, plot_w, text_w, head, line_h = 380, 360, 330, 40, 15
+    top = head + 28
+    # each row's label whole, over as many lines as it needs (52 characters of 12 px text in the 380 px column)
+    labels = [wrap_name(f"{c['compared']} · {c['task']}", 52) for c in rows]
+    heights = [max(26, line_h * len(lines) + 11) for lines in labels]
+    width, height = label_w + plot_w + text_w, top + sum(heights) + 8
+    x0 = label_w + plot_w / 2
+    out = [
+        f'<svg class="forest" role="img" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+        f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>',
+        f'<text x="4" y="16" class="ctitle">{escape(title)}</text>',
+        # the legend: what the marks are (the page's text says it too; the picture alone must)
+        f'<circle cx="10" cy="{head - 5}" r="4.5" class="unk"/>'
+        f'<text x="20" y="{head}" class="legend">peeval\'s difference, line: its 95 % interval</text>'
+        f'<path d="M330 {head - 11}L335 {head - 5}L330 {head + 1}L325 {head - 5}Z" class="paper"/>'
+        f'<text x="340" y="{head}" class="legend">the paper\'s difference</text>'
+        f'<text x="520" y="{head}" class="legend">colour: the verdict · each row on its own scale, 0 at the '
+        "dashed line</text>",
+        f'<text x="{label_w}" y="{head + 20}" class="label">← focus lower</text>',
+        f'<text x="{label_w + plot_w}" y="{head + 20}" class="label" text-anchor="end">focus higher →</text>',
+        f'<text x="{label_w + plot_w + 10}" y="{head + 20}" class="label">peeval ± 95 % · paper · verdict</text>',
+    ]
+    for i, c in enumerate(rows):
+        row_h = heights[i]
+        y = top + sum(heights[:i]) + row_h / 2
+        d, pd = _num(c["peeval_value"]), _num(c.get("paper_value"))
+        hw = half_width(c.get("stderr"), c.get("df"))
+        reach = max(abs(d) + (hw or 0.0), abs(pd) if pd is not None else 0.0) or 1.0
+        scale = (plot_w / 2 - 8) / (reach * 1.05)
+        cls = VERDICT_CLASS.get(str(c["verdict"]), "unk")
+        if i % 2:
+            out.append(f'<rect x="0" y="{y - row_h / 2:.1f}" width="{width}" height="{row_h}" class="band"/>')
+        hover = f"{c['compared']} · {c['task']} ({c['claim_id']})"  # with the claim's id
+        first = y + 4 - line_h * (len(labels[i]) - 1) / 2
+        lines = "".join(f'<tspan x="4" dy="{0 if k == 0 else line_h}">{escape(line)}</tspan>'
+                        for k, line in enumerate(labels[i]))  # fmt: skip
+        out.append(f'<text x="4" y="{first:.1f}" class="rowlabel"><title>{escape(hover)}</title>{lines}</text>')
+        out.append(f'<line x1="{x0}" x2="{x0}" y1="{y - row_h / 2:.1f}" y2="{y + row_h / 2:.1f}" class="zero"/>')
+        if hw is not None:
+            a, b = x0 + (d - hw) * scale, x0 + (d + hw) * scale
+            out.append(f'<line x1="{a:.1f}" x2="{b:.1f}" y1="{y:.1f}" y2="{y:.1f}" class="ci {cls}"/>')
+        if pd is not None:
+            px = x0 + pd * scale
+            diamond = f"M{px:.1f} {y - 6:.1f}L{px + 5:.1f} {y:.1f}L{px:.1f} {y + 6:.1f}L{px - 5:.1f} {y:.1f}Z"
+            out.append(f'<path d="{diamond}" class="paper"><title>paper: {escape(fmt_number(pd))}</title></path>')
+        tip = f"peeval: {fmt_number(d)}" + (f" ± {fmt_number(hw, 2)} (95 %)" if hw is not None else ", no interval")
+        out.append(f'<circle cx="{x0 + d * scale:.1f}" cy="{y:.1f}" r="4.5" class="mark {cls}">'
+                   f"<title>{escape(tip)}</title></circle>")  # fmt: skip
+        text = f"{fmt_number(d)}" + (f" ± {fmt_number(hw, 2)}" if hw is not None else " (no interval)")
+        text += f" · paper {fmt_number(pd)} · {c['verdict']}"
+        out.append(f'<text x="{label_w + plot_w + 10}" y="{y + 4:.1f}" class="rowtext">{escape(text)}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def shown_task(task: str, run_ids: list[str], labels: dict[tuple[str, str], str]) -> str:
+    """A claim's task with what its runs read (``labels``: (run_id, task) -> ``peeval.records.task_label``), so
+    that a claim judged on the mirror's stand-in for a corpus never reads as one on the corpus itself."""
+    read = list(dict.fromkeys(labels[(r, task)] for r in run_ids if (r, task) in labels))
+    return " / ".join(lab if lab.startswith(task) else f"{task} · {lab}" for lab in read) or task
+
+
+def render_claims_page(
+    con, labels: dict[tuple[str, str], str] | None = None, hidden: frozenset[str] = frozenset()
+) -> str | None:
+    """The site's claims page (leaderboard/site/templates/claims.html) for the ``claims`` table, or None when
+    there is none. ``labels``: what each (run, task) read, as the site names it (:func:`shown_task`); ``hidden``:
+    pages the navigation leaves out (``pages.nav``)."""
+    if not _has(con, "claims"):
+        return None
+    claims = _rows(con, "SELECT * FROM claims ORDER BY claim_id")
+    for c in claims:
+        c["task"] = shown_task(str(c["task"]), _run_ids(c["run_ids"]), labels or {})
+    values: dict[str, list[dict]] = {}
+    if _has(con, "claim_values"):
+        for v in _rows(con, "SELECT * FROM claim_values"):
+            values.setdefault(str(v["claim_id"]), []).append(v)
+    counts = [(k, cls, sum(c["verdict"] == k for c in claims), VERDICT_MEANING[k]) for k, cls in VERDICT_CLASS.items()]
+    papers = []
+    for paper in sorted({str(c["paper"]) for c in claims}, key=lambda p: (PAPER_ORDER + (p,)).index(p)):
+        mine = [c for c in claims if str(c["paper"]) == paper]
+        state = {k: [_row(c, values) for c in mine if c["verdict"] == k] for k in VERDICT_CLASS}
+        decided = [r for k in DECIDED for r in state[k]]
+        other = [_row(c, values) for c in mine if c["verdict"] not in VERDICT_CLASS]  # an unknown word: shown, last
+        measured = [c for c in mine if c["verdict"] in (*DECIDED, "inconclusive")]
+        measured.sort(key=lambda c: list(VERDICT_CLASS).index(c["verdict"]))
+        answer = [(k, VERDICT_CLASS[k], len(state[k])) for k in VERDICT_CLASS if state[k]]
+        forest = forest_svg(measured, f"{paper}: peeval's differences beside the paper's")
+        fam = sorted({(str(c["family"]), int(c["family_m"])) for c in mine if c.get("family") and c.get("family_m")})
+        papers.append({"name": paper, "answer": answer, "decided": decided, "family": fam,
+                       "inconclusive": state["inconclusive"] + other, "undecidable": state["not decidable here"],
+                       "unlearned": state["not learned at this scale"], "flat": state["no contrast at this setting"],
+                       "not_measured": state["not measured"],
+                       "forest": pages.Markup(forest)})  # fmt: skip
+    aa = _rows(con, "SELECT * FROM claims_calibration") if _has(con, "claims_calibration") else []
+    for r in aa:
+        r["rate_text"] = "—" if r["rate"] is None else f"{r['rate']:.3f}"
+        r["interval"] = f"{r['lo']:.3f}–{r['hi']:.3f}"
+    return pages.render("claims.html", title="claims: the papers' headline results, measured by peeval", prefix="",
+                        links=pages.nav(True, hidden), counts=counts, papers=papers, aa=aa, scale=SCALE)  # fmt: skip
+
+
+#: what a verdict at this scale can and cannot mean (the claims page and the front page say it in one sentence)
+SCALE = ("A verdict here says whether tiny models (about 0.1-0.4M parameters, 3-5 training runs an encoding) trained "
+         "on CPU show the paper's difference beyond their seed-to-seed spread; it cannot say whether the paper's "
+         "result holds at the paper's size.")  # fmt: skip

@@ -1,0 +1,170 @@
+"""The output policy of every command that writes (``--out``, ``--json``, ``--md``, ``--summary``, ``--db``,
+publish, export, train): a command replaces only a file or folder of its own kind, recognised by its content
+(a DuckDB store by its header, a JSON file by parsing, a published profile by its SOURCE.json, an export by
+its model card), and never writes into or over one of its own inputs. Anything else is refused with one line
+(:class:`OutputRefused`, a ValueError: exit 2) before anything is written. A leaf module (no third-party
+imports) beside ``_io``, which does the atomic writing itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+#: a file larger than this is not a JSON report or a markdown table a command wrote (weights, a store)
+_TEXT_LIMIT = 64 << 20
+
+
+class OutputRefused(ValueError):
+    """An output names something the command may not replace (one line, exit 2)."""
+
+
+def is_duckdb(path: Path) -> bool:
+    """A DuckDB database file (its header holds ``DUCK`` at byte 8)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(12)[8:12] == b"DUCK"
+    except OSError:
+        return False
+
+
+def _text(path: Path) -> str | None:
+    try:
+        if path.stat().st_size > _TEXT_LIMIT:
+            return None
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if b"\x00" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def is_json(path: Path) -> bool:
+    """A JSON document (a report, a summary); an empty file counts (a write interrupted before it began)."""
+    text = _text(path)
+    if text is None:
+        return False
+    if not text.strip():
+        return True
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def is_markdown(path: Path) -> bool:
+    """A markdown table a command wrote: UTF-8 text (no NUL byte: not weights or a store) holding a table row,
+    or empty."""
+    text = _text(path)
+    return text is not None and (not text.strip() or any(line.startswith("|") for line in text.splitlines()))
+
+
+def _json_doc(path: Path):
+    text = _text(path)
+    if text is None:
+        return None
+    try:
+        return json.loads(text) if text.strip() else ...
+    except ValueError:
+        return None
+
+
+def is_bench_report(path: Path) -> bool:
+    """A report of ``peeval bench`` (``{"header", "rows"}``) or ``python -m peeval.bench.forward`` (a list of rows with
+    an
+    ``entry``), or empty: another JSON file (a results.json, a summary) is not one."""
+    doc = _json_doc(path)
+    if doc is ...:
+        return True
+    if isinstance(doc, dict):
+        return set(doc) == {"header", "rows"}
+    return isinstance(doc, list) and all(isinstance(r, dict) and "entry" in r for r in doc)
+
+
+def is_claims_summary(path: Path) -> bool:
+    """The claims stage's verdict counts (``{"comparisons": N, <verdict>: n, ...}``), or empty."""
+    doc = _json_doc(path)
+    return doc is ... or (isinstance(doc, dict) and "comparisons" in doc)
+
+
+#: file kinds an output may replace, by name: (test, what the error calls it)
+FILE_KINDS: dict[str, tuple[Callable[[Path], bool], str]] = {
+    "json": (is_json, "a JSON file"),
+    "bench": (is_bench_report, "a bench report"),
+    "claims-summary": (is_claims_summary, "a claims summary"),
+    "markdown": (is_markdown, "a markdown table"),
+    "duckdb": (is_duckdb, "a DuckDB database"),
+}
+
+
+def _describe(path: Path) -> str:
+    if path.is_dir():
+        return "a folder"
+    if is_duckdb(path):
+        return "a DuckDB database"
+    if is_json(path):
+        return "a JSON file"
+    return "a text file" if _text(path) is not None else "a binary file"
+
+
+def overlap(out: Path, inputs: Iterable[str | os.PathLike | None], folder: bool = False) -> Path | None:
+    """The input ``out`` is, lies inside, or (a folder output, replaced whole) holds; None if none. An input that
+    does not exist is none (its own error names it)."""
+    o = Path(out).resolve()
+    for i in inputs:
+        if i is None or str(i) == "" or not Path(i).exists():
+            continue
+        p = Path(i).resolve()
+        if o == p or o.is_relative_to(p) or (folder and p.is_relative_to(o)):
+            return Path(i)
+    return None
+
+
+def check_output_file(path: str | os.PathLike, option: str, kind: str, inputs: Iterable = ()) -> Path:
+    """Refuse (:class:`OutputRefused`) writing ``path`` as ``kind`` (a key of :data:`FILE_KINDS`) when it is, or
+    lies in, one of ``inputs``, or exists and is not a file of that kind; returns ``path``."""
+    path = Path(path)
+    test, what = FILE_KINDS[kind]
+    if (hit := overlap(path, inputs)) is not None:
+        raise OutputRefused(f"{option} {path}: is or lies inside the input {hit}; write it elsewhere")
+    if path.is_symlink() and not path.exists():
+        raise OutputRefused(f"{option} {path}: a broken symbolic link; remove it or choose another path")
+    if path.exists() and (path.is_dir() or not test(path)):
+        raise OutputRefused(
+            f"{option} {path}: exists and is {_describe(path)}, not {what} this command writes; it is never "
+            "replaced (remove it or choose another path)"
+        )
+    return path
+
+
+def check_output_dir(
+    path: str | os.PathLike,
+    option: str,
+    own: Callable[[Path], bool],
+    what: str,
+    inputs: Iterable = (),
+    whole: bool = True,
+) -> Path:
+    """Refuse (:class:`OutputRefused`) writing the folder ``path`` when it is or lies in one of ``inputs`` (or, when
+    it is replaced ``whole``, holds one), or exists, is not empty and is not ``what`` (``own(path)`` false);
+    returns ``path``."""
+    path = Path(path)
+    if (hit := overlap(path, inputs, folder=whole)) is not None:
+        held = ", lies inside or holds" if whole else " or lies inside"
+        raise OutputRefused(f"{option} {path}: is{held} the input {hit}; write it elsewhere")
+    if (whole and path.is_symlink()) or (path.exists() and not path.is_dir()):  # a link replaced whole: its target
+        raise OutputRefused(f"{option} {path}: exists and is not a folder{' (a symbolic link)' * path.is_symlink()}")
+    if path.is_dir() and any(path.iterdir()) and not own(path):
+        shown = ", ".join(sorted(p.name for p in path.iterdir())[:3])
+        raise OutputRefused(
+            f"{option} {path}: holds files that are not {what} ({shown}); it is never replaced (move them out or "
+            "choose another folder)"
+        )
+    return path

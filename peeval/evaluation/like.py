@@ -1,0 +1,122 @@
+"""``peeval eval --like <profile>``: score your own checkpoint with exactly the protocol of a published
+profile's pretrained models (leaderboard/published/<profile>/), so its row fills the same columns of that board.
+
+The settings are read from the published runs themselves (their results.json: tasks, ``--metadata`` with the
+perplexity lengths, targets and skip, ``--limit``, ``--seed``, few-shot), never from today's parameter files,
+which may have moved since the profile ran; the documents each task read are checked against the published
+runs' ``documents_sha256`` after the evaluation, before anything is written (another mirror would score other
+text under the same column names).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+#: the published profiles of a source checkout (``leaderboard/published/<profile>/``)
+PUBLISHED = Path(__file__).resolve().parent.parent.parent / "leaderboard" / "published"
+#: the runs whose protocol a checkpoint of yours takes: the profile's pretrained language models
+KIND = "pretrain"
+
+
+class LikeError(ValueError):
+    """A ``--like`` that cannot be honoured: one line, exit 2, nothing written."""
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """What a published profile's pretrained models were scored with."""
+
+    profile: str
+    tasks: tuple[str, ...]
+    metadata: dict
+    limit: float | None
+    seed: int
+    num_fewshot: int | None
+    documents: dict[str, list[str]]  # task -> the documents_sha256 of each dataset it read
+    runs: int
+
+    def describe(self) -> str:
+        lengths = self.metadata.get("lengths")
+        return (f"--like {self.profile}: tasks {','.join(self.tasks)}, --metadata {json.dumps(self.metadata)}, "
+                f"--limit {self.limit}, --seed {self.seed} (as its {self.runs} published {KIND} runs"
+                + (f"; lengths {lengths}" if lengths else "") + ")")  # fmt: skip
+
+
+def _folder(profile: str) -> Path:
+    path = Path(profile)
+    if path.is_dir() and (path / "SOURCE.json").is_file():
+        return path
+    folder = PUBLISHED / profile
+    if not (folder / "SOURCE.json").is_file():
+        have = sorted(p.parent.name for p in PUBLISHED.glob("*/SOURCE.json"))
+        raise LikeError(f"--like {profile}: no published profile of that name: allowed {', '.join(have) or 'none'} "
+                        "(leaderboard/published/ of a source checkout) or a published folder's path")  # fmt: skip
+    return folder
+
+
+def _tasks(results: dict) -> tuple[str, ...]:
+    """The tasks a run asked for: lm-eval's groups stand for their subtasks."""
+    groups = results.get("group_subtasks") or {}
+    inner = {t for subs in groups.values() for t in subs}
+    return tuple(sorted(t for t in results.get("results", {}) if t not in inner))
+
+
+def published_protocol(profile: str) -> Protocol:
+    """The one protocol every pretrained model of ``profile`` was scored with; runs that disagree (two suites
+    with different settings) are an error naming the difference, never a silent pick."""
+    folder = _folder(profile)
+    name = json.loads((folder / "SOURCE.json").read_text(encoding="utf-8")).get("profile") or folder.name
+    seen: dict[str, tuple] = {}
+    documents: dict[str, set[str]] = {}
+    for path in sorted((folder / "results" / KIND).glob("*/*/results.json")):
+        r = json.loads(path.read_text(encoding="utf-8"))
+        pv = r.get("peeval") or {}
+        meta = dict((pv.get("protocol") or {}).get("metadata") or {})
+        shots = {v for v in (r.get("n-shot") or {}).values()}
+        key = (_tasks(r), json.dumps(meta, sort_keys=True), pv.get("limit"), pv.get("seed", 0),
+               max(shots) if shots else None)  # fmt: skip
+        seen.setdefault(json.dumps(key), (key, path))
+        for task, reads in (pv.get("data") or {}).items():
+            for read in reads:
+                documents.setdefault(task, set()).add(read.get("documents_sha256"))
+    if not seen:
+        raise LikeError(f"--like {profile}: {folder} holds no {KIND} runs (results/{KIND}/<run>/<suite>/results.json)")
+    if len(seen) > 1:
+        (a, pa), (b, pb) = list(seen.values())[:2]
+        raise LikeError(f"--like {profile}: its {KIND} runs were scored with different settings ({pa.parent} {a} vs "
+                        f"{pb.parent} {b}): give --tasks / --metadata yourself")  # fmt: skip
+    (tasks, meta, limit, seed, shots), _ = next(iter(seen.values()))
+    runs = len(list((folder / "results" / KIND).glob("*/*/results.json")))
+    docs = {t: sorted(d for d in v if d) for t, v in documents.items()}
+    return Protocol(name, tasks, json.loads(meta), limit, seed, shots or None, docs, runs)
+
+
+def apply(args) -> Protocol:
+    """Fill ``args`` (peeval eval's) from the published protocol; an option that would change it is refused."""
+    proto = published_protocol(args.like)
+    for flag, value in (("--tasks", args.tasks), ("--metadata", args.metadata), ("--limit", args.limit),
+                        ("--num_fewshot", args.num_fewshot)):  # fmt: skip
+        if value is not None:
+            raise LikeError(f"{flag}: --like {args.like} sets it (as the published runs: {proto.describe()}); "
+                            f"drop {flag}, or drop --like")  # fmt: skip
+    if args.seed not in (0, proto.seed):
+        raise LikeError(f"--seed {args.seed}: --like {args.like} scores with --seed {proto.seed}; drop --seed")
+    args.tasks = list(proto.tasks)
+    args.metadata = json.dumps(proto.metadata) if proto.metadata else None
+    args.limit = proto.limit
+    args.seed = proto.seed
+    args.num_fewshot = proto.num_fewshot
+    args.model = args.model or "peeval"
+    return proto
+
+
+def check_documents(proto: Protocol, data: dict) -> None:
+    """The documents this run read are the ones the published runs read (same sha256 per task)."""
+    for task, want in proto.documents.items():
+        got = sorted({read.get("documents_sha256") for read in data.get(task, [])} - {None})
+        if want and got != want:
+            raise LikeError(f"--like {proto.profile}: {task} read other documents than the published runs "
+                            f"(documents_sha256 {', '.join(got) or 'none'} vs {', '.join(want)}): another data mirror? "
+                            "nothing written (peeval data verifies the mirror)")  # fmt: skip
