@@ -17,6 +17,9 @@ from leaderboard.site.context import VIEWS, view_sections
 from peeval.records import METRICS
 
 SITE = Path(__file__).resolve().parents[2] / "leaderboard" / "site"
+#: what the site's pages use, moved into the package by issue 59 and checked as before it (not page modules): the
+#: templates, the inline-SVG charts (their marks), the front page's and the compare page's numbers, the claims page
+HELPERS = {"pages.py", "charts.py", "front.py", "compare_numbers.py", "claims_page.py"}
 
 
 def test_one_registry_line_adds_a_page_to_the_nav_and_the_build(tmp_path, monkeypatch):
@@ -46,7 +49,7 @@ def _code_strings(py: Path) -> list[str]:
 
 def test_sql_only_in_named_views_and_html_only_in_templates():
     """No module of the site writes a query other than ``SELECT * FROM site_<name>`` or an HTML tag."""
-    for py in sorted(SITE.glob("*.py")):
+    for py in sorted(p for p in SITE.glob("*.py") if p.name not in HELPERS):
         text = "\n".join(_code_strings(py))
         for q in re.findall(r"\b(?:select|SELECT)\b[^\"\n]*", text):
             # an f-string's parts: "SELECT * FROM " then the view's name (context.SiteStore.view, "site_<name>")
