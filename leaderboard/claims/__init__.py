@@ -16,6 +16,9 @@ the paper's numbers and setting). The package reads peeval's numbers from the Du
   (``profiles``), the rows of both tables, writing them (``evaluate_claims``).
 
 Imports no torch: peeval's names and option defaults come from ``peeval.registry.declarations``.
+
+The package owns the claims (``claims.yaml``) and their verdicts. Row 7 of leaderboard's column
+(docs/design.md): may import ``leaderboard.store`` and peeval's library (rows 0-5); never ingest, site or publish.
 """
 
 from __future__ import annotations

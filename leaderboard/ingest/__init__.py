@@ -24,6 +24,9 @@ checkpoint is one seed (a copied folder or a second evaluation on the same tasks
 whose checkpoint's weights no longer have the sha256 recorded at evaluation time is refused.
 
     python -m leaderboard.ingest --db leaderboard/peeval.duckdb results/ checkpoints/
+
+The package owns the store's writer. Row 7 of leaderboard's column (docs/design.md): may import
+``leaderboard.store``, ``leaderboard._cli`` and peeval's library (rows 0-5); never claims, site or publish.
 """
 
 from __future__ import annotations

@@ -16,6 +16,12 @@ every model size a source trained, issue 43's ladder), ``compare.html`` and ``da
 
     python -m leaderboard.site --db leaderboard/peeval.duckdb [--claims-db leaderboard/claims.duckdb]
                                --out leaderboard/public
+
+The package owns every page and what renders one: the page modules above, the page registry and templates
+(``pages.py``, ``templates/``), the inline-SVG charts (``charts.py``), the front page's comparisons against RoPE
+(``front.py``), the compare page's numbers (``compare_numbers.py``), the claims page (``claims_page.py``) and the
+DVC plot template (``ppl_vs_length.vl.json``). Row 8 of leaderboard's column (docs/design.md): may import
+``leaderboard.claims``, ``leaderboard.store``, ``leaderboard._cli`` and peeval's library (rows 0-5).
 """
 
 from leaderboard.site.build import DEFAULT_OUT, build_site, main

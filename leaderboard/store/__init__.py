@@ -2,6 +2,9 @@
 
 Readers (the site, the claims, publish) import this module, never the writer (``leaderboard.ingest``): they need
 the schema and a checked read-only connection, not the parsers.
+
+The package owns the store's format: this module and ``schema.sql``. Row 6 of leaderboard's column
+(docs/design.md): peeval's library only (records, tasks); never ingest, claims, site or publish.
 """
 
 from __future__ import annotations

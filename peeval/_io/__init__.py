@@ -4,6 +4,10 @@ A reader (a DVC stage, ingest, a resumed run, a browser) sees the old file or th
 half of one: everything is written beside its target and moved over it by ``os.replace``
 (atomic on one file system). A leaf module with no third-party imports, so that ``leaderboard``
 can use it without importing torch.
+
+As a package it also owns ``outputs.py``: the output policy of every command that writes (a command
+replaces only a file or folder of its own kind). Row 1 of the layer table (docs/design.md): the standard library
+and ``peeval._log`` only.
 """
 
 from __future__ import annotations

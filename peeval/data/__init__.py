@@ -10,6 +10,12 @@ folder, generator), the hub commit where the hub tells it (for a mirror folder t
 downloaded: the source and commit the data lock records, peeval.data.lock.fetched_from), and the sha256 of the documents
 (:func:`documents_sha256`), so that a run on the mirror's stand-in for a dataset is never taken for a
 run on the dataset itself. ``peeval eval`` writes it into results.json (``peeval.data``).
+
+The package owns the data: this resolver (the package itself, so ``from peeval.data import ...`` and an
+installed ``.pth`` hook keep working), ``sources.py`` (``peeval data``: the mirror folders a profile reads,
+verified against ``manifest.json`` or downloaded), ``rebuild.py`` (folders rebuilt from public files) and
+``lock.py`` (data.lock.json). Row 2 of the layer table (docs/design.md): ``_io``, ``_log``, ``settings``; never the
+models, the tasks or anything above.
 """
 
 from __future__ import annotations

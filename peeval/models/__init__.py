@@ -6,6 +6,11 @@ lookup of ``model_type: peeval`` in a process that never imported peeval). The m
 pull in transformers' modelling code, so they register when the first ``PeevalConfig`` is
 built (``from_pretrained`` and ``from_config`` both build one before they look up the model
 class) or when they are first read from this package.
+
+The package owns the model: configuration and modelling code, the attention back-ends (``attention``,
+``attention_ops``), one module per encoding (``encodings/``), checkpoint loading and the Llama adapters. Row 2 of
+the layer table (docs/design.md): ``kernels``, ``install``, ``_io``, ``_log``, ``registry``; never data, tasks,
+training or anything above.
 """
 
 from __future__ import annotations

@@ -22,6 +22,9 @@ task name, label or curve column that is not defined here. One module per reason
   and the Welch interval of a difference (:func:`welch_difference`); leaderboard/claims/ uses these.
 
 ``from peeval.records import X`` keeps working for every public name of those modules.
+
+Row 1 of the layer table (docs/design.md): imports ``peeval.registry`` only (torch-free); the tasks,
+training, evaluation and the whole leaderboard import it.
 """
 
 from . import formats, labels, metrics, names, provenance, stats

@@ -8,6 +8,10 @@ reader parses another module's source. Stdlib only: importing this imports nothi
 
 Adding an encoding = one module under ``peeval/models/encodings`` + one line in :data:`ENCODINGS`
 (tests/pipeline/test_adding_an_encoding.py); tests/test_registry.py checks both directions.
+
+As a package it also owns ``declarations.py``: the registry's names and each encoding's ``pe_options``
+defaults (read from its module's source with ast) for the readers that import no torch. Row 0 of the layer table
+(docs/design.md): the standard library only; every other package may import it.
 """
 
 from __future__ import annotations
