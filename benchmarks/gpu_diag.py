@@ -154,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     if jobs < 1:
         print(f"gpu_diag: --jobs {jobs}: allowed an integer >= 1", file=sys.stderr)
         return 2
-    if a.window_s is not None and not a.window_s > 0:
-        print(f"gpu_diag: --window_s {a.window_s}: allowed a number of seconds > 0", file=sys.stderr)
+    if a.window_s is not None and not 0 < a.window_s < float("inf"):
+        print(f"gpu_diag: --window_s {a.window_s}: allowed a finite number of seconds > 0", file=sys.stderr)
         return 2
     if a.out.exists() and any(a.out.iterdir()):
         print(f"gpu_diag: --out {a.out}: not empty (never overwritten: name an empty or new folder)", file=sys.stderr)

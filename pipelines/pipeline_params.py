@@ -143,14 +143,10 @@ def _task_key(v: str) -> str:  # a task no run trains is allowed: parameter file
     return v
 
 
-def _compile(v: str) -> str:
-    return check_compile(v)
-
-
 class DiagTrain(Strict):
     set: SetMap = {}  # every run (on top of the diag profile)
     # the training step's path (peeval train --compile): gpu-diag trains eagerly, its runs too short to pay a compile
-    compile: Annotated[str, AfterValidator(_compile)] = "auto"
+    compile: Annotated[str, AfterValidator(check_compile)] = "auto"
     task_set: Annotated[dict[Annotated[str, AfterValidator(_task_key)], SetMap], BeforeValidator(null_is_empty)] = {}
 
     def overrides(self, task: str) -> dict[str, Any]:

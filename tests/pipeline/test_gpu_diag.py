@@ -129,7 +129,9 @@ def test_the_window_skips_what_it_cannot_start_and_kills_what_it_cannot_finish(t
     t = time.monotonic()
     row = gpu_diag.run_one(tmp_path, "rope-flip_flop", 0, 1, stop_at=time.monotonic() + 1.5)
     assert row["status"] == "train killed at the window's end" and time.monotonic() - t < 20
-    assert gpu_diag.main(["--out", str(tmp_path / "o"), "--window_s", "0"]) == 2
+    for bad in ("0", "-5", "nan", "inf"):
+        assert gpu_diag.main(["--out", str(tmp_path / "o"), "--window_s", bad]) == 2, bad
+    assert not (tmp_path / "o").exists()  # nothing written
 
 
 def test_diagnostics_train_compile_is_validated_where_it_enters():
