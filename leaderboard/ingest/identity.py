@@ -80,13 +80,32 @@ def training_identity(train: dict | None, params: dict, tasks: list[str], reads:
     return run, json.dumps(args, sort_keys=True, default=str), tuple(tasks), reads
 
 
-def eval_protocol(ppl: Any, limit: Any, tasks: list[str]) -> str | None:
-    """How a run measured its perplexity (the protocol: targets, skip, seed; and ``--limit``), for a run that
-    measured any (a ``peeval_ppl_`` task); None otherwise. Seeds of one row are averaged cell by cell, so they
-    must share it: the same positions of other text are other numbers."""
+#: the perplexity metadata keys that change what is scored beside the protocol's words (which documents, how many
+#: windows, which copy of the corpus); the keys that only shape a report (position_buckets) are left out
+SCORING_KEYS = ("max_docs", "max_windows", "hub_copy")
+
+
+def scoring_options(configs: Any) -> dict[str, dict]:
+    """Each perplexity task's options that change what it scored (``SCORING_KEYS``, as its config recorded them)."""
+    out = {}
+    for task, cfg in (configs or {}).items() if isinstance(configs, dict) else ():
+        md = cfg.get("metadata") if isinstance(cfg, dict) else None
+        if str(task).startswith(PPL_PREFIX) and isinstance(md, dict):
+            out[task] = {k: md[k] for k in SCORING_KEYS if md.get(k) is not None}
+    return out
+
+
+def eval_protocol(ppl: Any, limit: Any, tasks: list[str], scoring: dict | None = None) -> str | None:
+    """How a run measured its perplexity (the protocol: targets, skip, seed; ``--limit``; and ``scoring_options``:
+    max_docs, max_windows, the corpus copy), for a run that measured any (a ``peeval_ppl_`` task); None otherwise.
+    Seeds of one row are averaged cell by cell, so they must share it: the same positions of other text are other
+    numbers."""
     if not any(str(t).startswith(PPL_PREFIX) for t in tasks):
         return None
-    return json.dumps({"protocol": ppl, "limit": limit}, sort_keys=True, default=str)
+    doc = {"protocol": ppl, "limit": limit}
+    if any(scoring.values() if scoring else ()):
+        doc["scoring"] = scoring
+    return json.dumps(doc, sort_keys=True, default=str)
 
 
 def _where(run: dict) -> str:

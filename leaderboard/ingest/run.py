@@ -13,7 +13,7 @@ from typing import Any
 from leaderboard.store import RunKind
 from peeval.records import DATA_SOURCES, is_cell
 
-from .identity import data_reads, eval_protocol, run_identity, training_identity
+from .identity import data_reads, eval_protocol, run_identity, scoring_options, training_identity
 from .rows import MetricRow, PplBlockRow, RunRow, RunRows, SampleRow, TaskDataRow
 from .samples import _sample_rows
 from .values import SHA256, IngestError, check_cell, directions, obj, parse_metrics, read_json, rel, whole
@@ -206,7 +206,9 @@ def run_rows(doc: dict, path: Path, root: Path, prov: dict, record: RunRecord, g
     run["_content"] = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
     run["_identity"] = run_identity(params, sorted(doc["results"]))
     run["_training"] = training_identity(record.train, params, sorted(doc["results"]), data_reads(rows["task_data"]))
-    run["_protocol"] = eval_protocol(run["protocol"], params.get("limit"), list(doc["results"]))
+    run["_protocol"] = eval_protocol(
+        run["protocol"], params.get("limit"), list(doc["results"]), scoring_options(doc.get("configs"))
+    )
     return rows
 
 

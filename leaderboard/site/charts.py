@@ -89,14 +89,11 @@ def _ticks(lo: float, hi: float, log: bool, n: int = 5, base: float = 10) -> lis
         return [float(x) for x in range(a, b + 1, step) if lo - 1e-9 <= x <= hi + 1e-9]
     if hi == lo:
         return [lo]
-    raw = (hi - lo) / n
+    raw = hi / n - lo / n  # never hi - lo: a range wider than float's (-1.7e308 .. 1.7e308) overflows
     mag = 10 ** math.floor(math.log10(raw))
     step = min((m * mag for m in (1, 2, 5, 10) if m * mag >= raw), default=raw)
-    start = math.ceil(lo / step) * step
-    out, x = [], start
-    while x <= hi + 1e-12:
-        out.append(x)
-        x += step
+    first = math.ceil(lo / step)
+    out = [k * step for k in range(first, first + 2 * n + 2) if k * step <= hi + 1e-12 * abs(hi)]
     return out
 
 

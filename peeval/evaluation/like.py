@@ -93,6 +93,11 @@ def published_protocol(profile: str) -> Protocol:
     return Protocol(name, tasks, json.loads(meta), limit, seed, shots or None, docs, runs)
 
 
+#: lm-eval flags peeval eval passes through that change which examples a task scores or how it prompts them
+LIKE_REFUSES = ("samples", "apply_chat_template", "system_instruction", "fewshot_as_multiturn", "gen_kwargs",
+                "predict_only")  # fmt: skip
+
+
 def apply(args) -> Protocol:
     """Fill ``args`` (peeval eval's) from the published protocol; an option that would change it is refused."""
     proto = published_protocol(args.like)
@@ -101,6 +106,10 @@ def apply(args) -> Protocol:
         if value is not None:
             raise LikeError(f"{flag}: --like {args.like} sets it (as the published runs: {proto.describe()}); "
                             f"drop {flag}, or drop --like")  # fmt: skip
+    for flag in LIKE_REFUSES:  # lm-eval's own flags that change which examples are scored, or how
+        if (getattr(args, "lm_eval_flags", None) or {}).get(flag) not in (None, False, ""):
+            raise LikeError(f"--{flag}: it changes what --like {args.like} scores (as the published runs: "
+                            f"{proto.describe()}); drop --{flag}, or drop --like")  # fmt: skip
     if args.seed not in (0, proto.seed):
         raise LikeError(f"--seed {args.seed}: --like {args.like} scores with --seed {proto.seed}; drop --seed")
     args.tasks = list(proto.tasks)

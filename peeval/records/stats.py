@@ -22,7 +22,8 @@ def seed_stderr(xs: Iterable[float]) -> float | None:
         return None
     if not all(math.isfinite(x) for x in xs):
         return math.nan
-    return statistics.stdev(xs) / math.sqrt(len(xs))
+    scale = max(abs(x) for x in xs) or 1.0  # stdev of x / scale, so squares of ~1e308 never overflow
+    return statistics.stdev([x / scale for x in xs]) / math.sqrt(len(xs)) * scale
 
 
 def mean_stderr(xs: Iterable[float]) -> tuple[float, float | None]:
@@ -30,7 +31,16 @@ def mean_stderr(xs: Iterable[float]) -> tuple[float, float | None]:
     xs = list(xs)
     if not xs:
         raise ValueError("mean_stderr of no values")
-    return sum(xs) / len(xs), seed_stderr(xs)
+    return finite_mean(xs), seed_stderr(xs)
+
+
+def finite_mean(xs: list[float]) -> float:
+    """The mean, never overflowing on finite values (two seeds at 1.7e308 sum past float's range): the sum of
+    x / n when the plain sum overflows. An infinite value keeps its infinity (an exploded model stays +inf)."""
+    total = sum(xs)
+    if math.isinf(total) and all(math.isfinite(x) for x in xs):
+        return sum(x / len(xs) for x in xs)
+    return total / len(xs)
 
 
 def pooled_stderr(ses: list[float]) -> float:

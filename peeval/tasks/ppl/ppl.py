@@ -145,9 +145,12 @@ def describe_protocol(metadata: dict) -> str:
     """The protocol in words, as runs record it (``runs.protocol``)."""
     md = check_metadata(metadata)
     if md["protocol"] == "targets":
-        return f"fixed targets: {md['targets']} tokens, skip {md['skip']}, seed {md['targets_seed']}"
-    stride = md["stride"]
-    return f"sliding, stride {stride}" if stride and stride < md["lengths"][-1] else "disjoint windows"
+        words = f"fixed targets: {md['targets']} tokens, skip {md['skip']}, seed {md['targets_seed']}"
+    else:
+        stride = md["stride"]
+        words = f"sliding, stride {stride}" if stride and stride < md["lengths"][-1] else "disjoint windows"
+    # what else changes the scored tokens (other documents, fewer windows); absent when unset, as runs recorded it
+    return words + "".join(f", {k} {md[k]}" for k in ("max_docs", "max_windows") if md[k] is not None)
 
 
 def _lengths(metadata: dict) -> list[int]:

@@ -1,0 +1,75 @@
+"""Issue 66 (faults, round 6), the silent wrong numbers and tracebacks: each test failed on ab55d3c by its assertion."""
+
+import json
+import math
+
+import pytest
+from test_store_consistency import _copy_checkpoint
+from test_sources import _smoke_tape
+
+from leaderboard.ingest import IngestError, ingest
+
+
+def test_seeds_scored_over_other_documents_are_never_one_cell(tmp_path, monkeypatch):
+    """Item 13: two seeds scored with `max_docs` 2 and 3 (same targets) were averaged as "2 seeds": the protocol
+    string left `max_docs` out. Now the options that change what is scored are part of a cell's protocol."""
+    monkeypatch.chdir(tmp_path)
+    results, ck = _smoke_tape(tmp_path)
+    for d, n in ((results, 2),):
+        doc = json.loads((d / "results.json").read_text())
+        doc["configs"]["peeval_ppl_pg19"]["metadata"]["max_docs"] = n
+        (d / "results.json").write_text(json.dumps(doc))
+    d2, ck2 = _copy_checkpoint(tmp_path, results, ck, "tape-seed1", b"seed 1 weights")
+    summary = json.loads((ck2 / "train_summary.json").read_text())
+    (ck2 / "train_summary.json").write_text(json.dumps({**summary, "seed": 1}))
+    doc = json.loads((d2 / "results.json").read_text())
+    doc["configs"]["peeval_ppl_pg19"]["metadata"]["max_docs"] = 3
+    (d2 / "results.json").write_text(json.dumps(doc))
+    with pytest.raises(IngestError, match="max_docs"):
+        ingest([results, ck, d2, ck2], tmp_path / "a.duckdb")
+    assert not (tmp_path / "a.duckdb").exists()
+
+
+def test_the_recorded_protocol_names_max_docs():
+    """Item 13, at the source: the words a run records for its protocol include max_docs and max_windows."""
+    from peeval.tasks.ppl.ppl import describe_protocol
+
+    assert describe_protocol({"max_docs": 2}) != describe_protocol({"max_docs": 3})
+    assert "max_docs 2" in describe_protocol({"max_docs": 2})
+    assert describe_protocol({}) == "fixed targets: 16384 tokens, skip 4096, seed 0"  # the published runs' words
+
+
+@pytest.mark.parametrize("big", [1.0e308, 1.7e308])
+def test_mean_stderr_of_huge_finite_values_is_finite(big):
+    """Item 16: `records.stats.mean_stderr` returned inf for two seeds at ~1e308 (their sum overflows)."""
+    from peeval.records.stats import mean_stderr
+
+    m, se = mean_stderr([big, big * 0.9])
+    assert math.isfinite(m) and m == pytest.approx(big * 0.95, rel=1e-12)
+    assert se is not None and math.isfinite(se) and se == pytest.approx(big * 0.05, rel=1e-9)
+    assert mean_stderr([1.0, 2.0, 4.0])[0] == pytest.approx(7.0 / 3.0, rel=1e-15)
+    assert mean_stderr([3.0, math.inf])[0] == math.inf  # an exploded model keeps its +inf
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(0.0, 9e307), (1.0, 1.7e308), (-1.7e308, 1.7e308)])
+def test_axis_ticks_of_huge_values_never_overflow(lo, hi):
+    """Item 16: a run with ppl >= ~5e307 crashed the site (`OverflowError` in `charts._ticks`)."""
+    from leaderboard.site.charts import _ticks
+
+    ticks = _ticks(lo, hi, False)
+    assert 2 <= len(ticks) <= 12 and all(math.isfinite(t) and lo <= t <= hi for t in ticks)
+    assert ticks == sorted(ticks)
+
+
+@pytest.mark.parametrize("flag", [["--samples", '{"peeval_ppl_pg19": [0]}'], ["--apply_chat_template"]])
+def test_like_refuses_lm_evals_flags_that_change_what_is_scored(tmp_path, capsys, flag):
+    """Item 14: `peeval eval --like cpu --samples ...` scored 745 tokens at two lengths instead of 16,390 at five,
+    and the results still said `like: cpu`."""
+    from peeval.cli import main
+
+    out = tmp_path / "out"
+    code = main(["eval", "--device", "cpu", "--like", "cpu", "--model_args", f"pretrained={tmp_path / 'ck'}",
+                 "--output_path", str(out), "--run_name", "x", *flag])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and flag[0] in err[0] and "--like" in err[0], err
+    assert not out.exists()
