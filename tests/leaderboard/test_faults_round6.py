@@ -4,8 +4,8 @@ import json
 import math
 
 import pytest
-from test_store_consistency import _copy_checkpoint
 from test_sources import _smoke_tape
+from test_store_consistency import _copy_checkpoint
 
 from leaderboard.ingest import IngestError, ingest
 
