@@ -164,12 +164,22 @@ CLAIMS_STORE_TABLE = "claims_store"
 
 
 def store_fingerprint(con) -> str:
-    """What a store holds, in one sha256: its runs' ids (each the sha256 of its results), sorted. The claims stage
-    records it beside its verdicts; the site shows them only beside the store they were computed from."""
+    """What a store holds, in one sha256: its runs' ids (each the sha256 of its results), sorted, and every value
+    of every other table the claims or the site read (curves, summaries, efficiency, samples, ...): per table its
+    row count and the sum of DuckDB's hash of each whole row, so a changed curve re-ingested under the same run id
+    is another store. The claims stage records it beside its verdicts; the site shows them only beside the store
+    they were computed from. The claims' own tables are left out (they are what is fingerprinted for)."""
     import hashlib
 
     ids = [r[0] for r in con.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall()]
-    return hashlib.sha256("\n".join(ids).encode()).hexdigest()
+    h = hashlib.sha256("\n".join(ids).encode())
+    tables = sorted(t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' "
+                                              "AND database_name = current_database()").fetchall()
+                    if not t.startswith("claim"))  # fmt: skip
+    for t in tables:
+        n, total = con.execute(f'SELECT count(*), sum(hash(x)::HUGEINT) FROM "{t}" x').fetchone()
+        h.update(f"\n{t}:{n}:{total}".encode())
+    return h.hexdigest()
 
 
 def check_claims_store(con, claims_con, claims_db: str | Path) -> None:
@@ -182,7 +192,7 @@ def check_claims_store(con, claims_con, claims_db: str | Path) -> None:
     if CLAIMS_STORE_TABLE in tables:
         row = claims_con.execute(f"SELECT fingerprint FROM {CLAIMS_STORE_TABLE}").fetchone()
         if row is None or row[0] != store_fingerprint(con):
-            why = "computed from another store (its runs differ)"
+            why = "computed from another store (its runs or their values differ)"
     elif "claims" in tables:
         import json
 

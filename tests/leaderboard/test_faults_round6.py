@@ -73,3 +73,37 @@ def test_like_refuses_lm_evals_flags_that_change_what_is_scored(tmp_path, capsys
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and flag[0] in err[0] and "--like" in err[0], err
     assert not out.exists()
+
+
+def test_the_claims_fingerprint_covers_every_table_the_claims_read(tmp_path):
+    """Item 11: the fingerprint hashed run ids only: three runs' validation losses changed in train_curve.csv and
+    re-ingested kept the old claims on the site. Every table of the store now counts, value by value."""
+    import shutil
+
+    import duckdb
+    from test_store_consistency import _published_store
+
+    from leaderboard.store import store_fingerprint
+
+    db = _published_store(tmp_path, "a", 30.0)
+    con = duckdb.connect(str(db), read_only=True)
+    before = store_fingerprint(con)
+    tables = [t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()]
+    filled = {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
+    cols = {
+        t: [c for (c, ty) in con.execute(f"SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = "
+                                          f"'{t}' AND data_type IN ('DOUBLE', 'BIGINT', 'INTEGER')").fetchall()]  # noqa: E501
+        for t in tables
+    }  # fmt: skip
+    con.close()
+    assert store_fingerprint(duckdb.connect(str(db), read_only=True)) == before  # stable
+    edited = [t for t in ("training_curves", "metrics", "ppl_blocks", "samples", "efficiency") if filled.get(t)]
+    assert {"training_curves", "metrics"} <= set(edited), filled
+    for t in edited:
+        col = cols[t][0]
+        copy = tmp_path / f"{t}.duckdb"
+        shutil.copyfile(db, copy)
+        c = duckdb.connect(str(copy))
+        c.execute(f'UPDATE "{t}" SET "{col}" = coalesce("{col}", 0) + 1 WHERE rowid = (SELECT min(rowid) FROM "{t}")')
+        assert store_fingerprint(c) != before, t
+        c.close()
