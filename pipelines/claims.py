@@ -75,10 +75,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pipelines/claims.py: {e}", file=sys.stderr)
         return 2
     sources = [r[0] for r in con.execute("SELECT DISTINCT source FROM runs ORDER BY source").fetchall()]
-    if args.source != "local" and args.source not in sources:  # a typo judged nothing: "99 not measured"
+    if args.source not in sources and (sources or args.source != "local"):  # a typo, or `local` on a published store
         con.close()
+        hint = f" (pass --source {sources[0]})" if len(sources) == 1 else ""
         print(f"pipelines/claims.py: --source {args.source!r}: the store holds no run of it; it holds "
-              f"{', '.join(sources) or 'no runs'}", file=sys.stderr)  # fmt: skip
+              f"{', '.join(sources) or 'no runs'}{hint}", file=sys.stderr)  # fmt: skip
         return 2
     fingerprint = store_fingerprint(con)  # the claims belong to this store (the site checks it)
     try:

@@ -107,3 +107,16 @@ def test_the_claims_fingerprint_covers_every_table_the_claims_read(tmp_path):
         c.execute(f'UPDATE "{t}" SET "{col}" = coalesce("{col}", 0) + 1 WHERE rowid = (SELECT min(rowid) FROM "{t}")')
         assert store_fingerprint(c) != before, t
         c.close()
+
+
+def test_claims_of_the_default_local_source_on_a_published_store_are_refused(tmp_path, capsys):
+    """Item 15: `pipelines/claims.py` with the default `--source local` on a store holding only published runs:
+    exit 0, "99 not measured", and a site built on it showed 0 reproduced."""
+    from test_store_consistency import _claims_stage, _published_store
+
+    db = _published_store(tmp_path, "a", 30.0)
+    capsys.readouterr()
+    assert _claims_stage().main(["--db", str(db)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'local'" in err[0] and "--source published/cpu" in err[0], err
+    assert not db.with_name("claims.duckdb").exists()
