@@ -51,7 +51,10 @@ def cmd_train(args) -> int:
     from .training.pretrain import run_train
     from .training.profiles import parse_set
 
-    pe_options = json.loads(args.pe_options) if args.pe_options else None
+    try:
+        pe_options = json.loads(args.pe_options) if args.pe_options else None
+    except RecursionError:
+        raise ValueError("--pe_options is nested too deeply: give a JSON object of options") from None
     if pe_options is not None and not isinstance(pe_options, dict):
         raise ValueError("--pe_options must be a JSON object")
     summary = run_train(

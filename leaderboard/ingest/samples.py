@@ -81,6 +81,8 @@ def _sample_rows(
                     raise ValueError("'metrics' must be a list of metric names")
             except (ValueError, TypeError) as e:
                 raise IngestError(f"{f}:{i}: malformed sample ({e})") from e
+            except RecursionError:  # a line of `[` x 50,000
+                raise IngestError(f"{f}:{i}: malformed sample (JSON nested too deeply)") from None
             for m in metrics:
                 counts[(task, filt, m)] = counts.get((task, filt, m), 0) + 1
             rows.append(row)

@@ -38,6 +38,8 @@ def read_json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise IngestError(f"{path}: not a readable JSON file ({e})") from e
+    except RecursionError:  # `[` x 50,000: Python's parser recurses per level
+        raise IngestError(f"{path}: JSON nested too deeply to be a peeval or lm-eval file") from None
 
 
 def summary(path: Path) -> dict:

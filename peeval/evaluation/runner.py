@@ -184,6 +184,8 @@ def parse_metadata(text: str | None) -> dict:
         md = json.loads(text)
     except json.JSONDecodeError as e:
         raise EvalInputError(f"--metadata is not valid JSON ({e}): give an object, e.g. '{_MD_EXAMPLE}'") from e
+    except RecursionError:
+        raise EvalInputError(f"--metadata is nested too deeply: give a flat object, e.g. '{_MD_EXAMPLE}'") from None
     if not isinstance(md, dict):
         raise EvalInputError(f"--metadata must be a JSON object, e.g. '{_MD_EXAMPLE}', not {md!r}")
     return md

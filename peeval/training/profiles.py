@@ -202,4 +202,6 @@ def parse_set(items: list[str] | None) -> dict[str, Any]:
             out[k.strip()] = json.loads(v)
         except json.JSONDecodeError:
             out[k.strip()] = v
+        except RecursionError:
+            raise ValueError(f"--set {k.strip()}: the value is nested too deeply") from None
     return out

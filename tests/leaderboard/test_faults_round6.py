@@ -120,3 +120,41 @@ def test_claims_of_the_default_local_source_on_a_published_store_are_refused(tmp
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'local'" in err[0] and "--source published/cpu" in err[0], err
     assert not db.with_name("claims.duckdb").exists()
+
+
+DEEP = "[" * 50_000
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "--pe", "rope", "--pe_options", DEEP, "--out", "OUT"],
+        ["train", "--pe", "rope", "--set", f"steps={DEEP}", "--out", "OUT"],
+        ["eval", "--device", "cpu", "--model", "peeval", "--model_args", "pretrained=CK", "--tasks", "peeval_ppl_pg19",
+         "--metadata", DEEP, "--output_path", "OUT"],
+    ],
+)  # fmt: skip
+def test_deeply_nested_json_options_are_one_line(tmp_path, capsys, argv):
+    """Item 19: `[` x 50,000 in --metadata or --pe_options was a RecursionError traceback."""
+    from peeval.cli import main
+
+    out = tmp_path / "out"
+    argv = [str(out) if a == "OUT" else f"pretrained={tmp_path / 'ck'}" if a == "pretrained=CK" else a for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nested too deeply" in err[0], err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("where", ["results", "samples"])
+def test_deeply_nested_json_in_a_run_is_refused_in_one_line(tmp_path, monkeypatch, where):
+    """Item 19: a results.json (or a samples line) of `[` x 50,000 was a RecursionError traceback at ingest."""
+    monkeypatch.chdir(tmp_path)
+    results, ck = _smoke_tape(tmp_path)
+    if where == "results":
+        (results / "results.json").write_text(DEEP + "]" * 50_000)
+    else:
+        (results / "samples_peeval_ppl_pg19_2026-01-01T00-00-00.jsonl").write_text(DEEP + "\n")
+    with pytest.raises(IngestError, match="nested too deeply"):
+        ingest([results, ck], tmp_path / "s.duckdb")
+    assert not (tmp_path / "s.duckdb").exists()
