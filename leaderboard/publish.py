@@ -156,6 +156,27 @@ def _is_published(folder: Path) -> bool:
 RUN_SOURCE_KEYS = ("device", "torch", "commit", "commit_dirty", "jobs", "started", "wall_s", "dry_run_cpu")
 
 
+def _tarball_manifest(manifest: Path, tarball: Path) -> dict:
+    """The tarball's gpu_diag.json: a JSON object whose ``dry_run_cpu`` is a boolean (the string "false" is not
+    false), ``{}`` when the tarball has none; anything else is one PublishError naming the file."""
+    if not manifest.is_file():
+        return {}
+    where = f"--tarball {tarball}: its gpu_diag.json"
+    try:
+        run = json.loads(manifest.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise PublishError(f"{where} is not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise PublishError(f"{where} is not valid JSON ({e})") from None
+    except RecursionError:
+        raise PublishError(f"{where} is nested too deeply to be benchmarks/gpu_diag.py's") from None
+    if not isinstance(run, dict):
+        raise PublishError(f"{where} must be a JSON object (benchmarks/gpu_diag.py's), not {type(run).__name__}")
+    if not isinstance(run.get("dry_run_cpu", False), bool):
+        raise PublishError(f"{where}: dry_run_cpu must be true or false, not {run['dry_run_cpu']!r}")
+    return run
+
+
 def publish_tarball(tarball: Path, profile: str, machine: str, out: Path = PUBLISHED, replace: bool = False) -> Path:
     """Publish results made on another machine (``benchmarks/gpu_diag.sh``'s gpu-diag.tar.gz: results/ and
     checkpoints/ as in a repository, and gpu_diag.json): unpacked into a temporary folder and published from there
@@ -173,8 +194,7 @@ def publish_tarball(tarball: Path, profile: str, machine: str, out: Path = PUBLI
         except (tarfile.TarError, OSError) as e:
             why = " ".join(str(e).split())[:120]  # tarfile's reasons span lines
             raise PublishError(f"--tarball {tarball}: not a readable tar archive ({type(e).__name__}: {why})") from None
-        manifest = Path(tmp) / "gpu_diag.json"
-        run = json.loads(manifest.read_text(encoding="utf-8")) if manifest.is_file() else {}
+        run = _tarball_manifest(Path(tmp) / "gpu_diag.json", tarball)
         if run.get("dry_run_cpu"):
             raise PublishError(f"--tarball {tarball}: a --cpu dry run (not a measurement): not published")
         with contextlib.chdir(tmp):

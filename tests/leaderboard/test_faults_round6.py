@@ -158,3 +158,31 @@ def test_deeply_nested_json_in_a_run_is_refused_in_one_line(tmp_path, monkeypatc
     with pytest.raises(IngestError, match="nested too deeply"):
         ingest([results, ck], tmp_path / "s.duckdb")
     assert not (tmp_path / "s.duckdb").exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (b"[1, 2]", "must be a JSON object"),
+        (b"{bad", "not valid JSON"),
+        (b"\xff\xfe{}", "not UTF-8"),
+        (b'{"dry_run_cpu": "false", "device": "cpu"}', "dry_run_cpu must be true or false"),
+    ],
+)
+def test_publish_of_a_tarball_with_a_malformed_manifest_is_one_line(tmp_path, capsys, body, says):
+    """Item 18: `publish --tarball` with a malformed gpu_diag.json was a traceback, and `"dry_run_cpu": "false"`
+    (a string) was read as a dry run."""
+    import tarfile
+
+    from leaderboard import publish
+
+    manifest = tmp_path / "gpu_diag.json"
+    manifest.write_bytes(body)
+    tarball = tmp_path / "t.tar.gz"
+    with tarfile.open(tarball, "w:gz") as tf:
+        tf.add(manifest, "gpu_diag.json")
+    out = tmp_path / "published"
+    assert publish.main(["--profile", "gpu-diag", "--machine", "x", "--tarball", str(tarball), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0] and "gpu_diag.json" in err[0], err
+    assert not (out / "gpu-diag").exists()
