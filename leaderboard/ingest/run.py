@@ -66,8 +66,29 @@ def measure(doc: dict, raw: bytes, path: Path, samples_suffix: str = "") -> Meas
         raise IngestError(f"{path}: the results hold no metric")
     if all(v is None for _, _, _, v, _ in metrics):  # shown as "not run" on the board, though it ran
         raise IngestError(f"{path}: every metric is null (or 'N/A'): the run measured nothing; evaluate it again")
+    check_samples_account(doc, path, samples_suffix)
     samples, counts, blocks = _sample_rows(path.parent, run_id, samples_suffix)
     return Measured(run_id, metrics, samples, counts, blocks, obj(doc, "n-samples", ""))
+
+
+def check_samples_account(doc: dict, path: Path, samples_suffix: str = "") -> None:
+    """IngestError unless the samples files beside a results file are exactly those its writer recorded
+    (``peeval.samples_files``, written by ``peeval eval``): a deleted or renamed file skipped the check of its
+    numbers against their samples, and one of another run or task would be read as this run's. Results that
+    record no list (plain lm_eval's, or written before peeval recorded it) are read as before."""
+    listed = obj(doc, "peeval", "").get("samples_files")
+    if listed is None:
+        return
+    if not (isinstance(listed, list) and all(isinstance(f, str) for f in listed)):
+        raise IngestError(f"{path}: peeval.samples_files must be a list of file names, not {listed!r}")
+    found = sorted(f.name for f in path.parent.glob(f"samples_*{samples_suffix}.jsonl"))
+    if missing := sorted(set(listed) - set(found)):
+        raise IngestError(f"{path}: its samples file {missing[0]} is missing (deleted or renamed"
+                          f"{f'; {len(missing) - 1} more' if len(missing) > 1 else ''}): its numbers cannot be "
+                          "checked against its samples; restore it or evaluate again")  # fmt: skip
+    if extra := sorted(set(found) - set(listed)):
+        raise IngestError(f"{path}: {extra[0]} lies beside it but is not one of the samples its run wrote "
+                          f"({', '.join(listed) or 'none'}): another run's or task's file; move it away")  # fmt: skip
 
 
 def summarised_subtasks(doc: dict, path: Path) -> list[str]:

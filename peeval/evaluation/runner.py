@@ -456,6 +456,8 @@ def _evaluate_recorded(args, metadata: dict, limit, model_args: dict, out: Path,
         return dumps_json(clip_texts(row) if clip[task] else row, infinity="inf", default=str) + "\n"
 
     files = {f"samples_{task}.jsonl": "".join(line(task, r) for r in rows) for task, rows in samples.items()}
+    # the samples files this run wrote, by name: ingest refuses the run when one is missing or another lies beside it
+    results[PROVENANCE_KEY]["samples_files"] = sorted(files)
     files["results.json"] = dumps_json(results, infinity="inf", default=str, indent=1)  # last: the run is finished
     replace_files(out, files, stale=_earlier_run(out))  # the old run stays until the new one is written
     from lm_eval.utils import make_table

@@ -4,6 +4,7 @@ import json
 import math
 
 import pytest
+from helpers.data_mirror import needs_mirror
 from test_sources import _smoke_tape
 from test_store_consistency import _copy_checkpoint
 
@@ -186,3 +187,38 @@ def test_publish_of_a_tarball_with_a_malformed_manifest_is_one_line(tmp_path, ca
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0] and "gpu_diag.json" in err[0], err
     assert not (out / "gpu-diag").exists()
+
+
+@needs_mirror("local", "gutenberg-eval")
+def test_a_run_whose_samples_file_is_gone_or_foreign_is_refused(tmp_path, monkeypatch):
+    """Item 12: with the samples file deleted or renamed, the check of a run's numbers against its samples was
+    skipped and the run ingested; a samples file of another task beside it was read as the run's. The writer now
+    records the samples files it wrote, and ingest holds the folder to that list."""
+    import shutil
+
+    from helpers.checkpoints import save_tiny_checkpoint
+
+    from peeval.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    ck = save_tiny_checkpoint(tmp_path / "ck" / "rope", ["the cat sat on the mat 0123456789 and the dog ran"],
+                              pe="rope", vocab_size=300, max_positions=64)  # fmt: skip
+    md = {"lengths": [16, 32], "targets": 40, "skip": 0, "max_docs": 2}
+    argv = ["eval", "--device", "cpu", "--model", "peeval", "--model_args", f"pretrained={ck}", "--tasks",
+            "peeval_ppl_pg19", "--metadata", json.dumps(md), "--output_path", "res", "--run_name", "r"]  # fmt: skip
+    assert main(argv) == 0
+    run = tmp_path / "res" / "r"
+    doc = json.loads((run / "results.json").read_text())
+    assert doc["peeval"]["samples_files"] == ["samples_peeval_ppl_pg19.jsonl"]
+    good = tmp_path / "good"
+    shutil.copytree(run, good)
+    ingest([good], tmp_path / "ok.duckdb")  # as written: read
+    (run / "samples_peeval_ppl_pg19.jsonl").rename(run / "samples_peeval_ppl_pg19.jsonl.bak")
+    with pytest.raises(IngestError, match="samples_peeval_ppl_pg19.jsonl is missing"):
+        ingest([run], tmp_path / "a.duckdb")
+    assert not (tmp_path / "a.duckdb").exists()
+    (run / "samples_peeval_ppl_pg19.jsonl.bak").rename(run / "samples_peeval_ppl_pg19.jsonl")
+    shutil.copyfile(run / "samples_peeval_ppl_pg19.jsonl", run / "samples_peeval_ppl_proof_pile.jsonl")
+    with pytest.raises(IngestError, match="samples_peeval_ppl_proof_pile.jsonl lies beside it"):
+        ingest([run], tmp_path / "b.duckdb")
+    assert not (tmp_path / "b.duckdb").exists()
