@@ -209,7 +209,7 @@ def test_a_run_whose_samples_file_is_gone_or_foreign_is_refused(tmp_path, monkey
     assert main(argv) == 0
     run = tmp_path / "res" / "r"
     doc = json.loads((run / "results.json").read_text())
-    assert doc["peeval"]["samples_files"] == ["samples_peeval_ppl_pg19.jsonl"]
+    assert doc["peeval"].get("samples_files") == ["samples_peeval_ppl_pg19.jsonl"]
     good = tmp_path / "good"
     shutil.copytree(run, good)
     ingest([good], tmp_path / "ok.duckdb")  # as written: read
