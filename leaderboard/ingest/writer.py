@@ -124,10 +124,18 @@ def write(db: str | Path, rows: dict[str, list[dict]], whole: dict[str, str]) ->
     except BaseException as e:  # a full disk, Ctrl-C: the old store as it was, no new empty one
         try:
             con.execute("ROLLBACK")
+        except Exception:  # noqa: S110 - a COMMIT that failed (a disk full at COMMIT) already ended the transaction
+            pass
         finally:
-            con.close()
+            try:
+                con.close()
+            except Exception:  # noqa: S110 - closing a connection whose disk is full: the store is what it was
+                pass
+            wal = Path(f"{db}.wal")
             if created:
                 remove_database(db)
+            elif wal.is_file() and wal.stat().st_size == 0:  # the failed COMMIT's empty log: nothing to replay
+                wal.unlink()
         if isinstance(e, Exception) and not isinstance(e, IngestError):
             why = " ".join(str(e).split())
             raise IngestError(f"--db {db}: writing the store failed, nothing was changed ({why})") from e

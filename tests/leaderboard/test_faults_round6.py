@@ -222,3 +222,42 @@ def test_a_run_whose_samples_file_is_gone_or_foreign_is_refused(tmp_path, monkey
     with pytest.raises(IngestError, match="samples_peeval_ppl_proof_pile.jsonl lies beside it"):
         ingest([run], tmp_path / "b.duckdb")
     assert not (tmp_path / "b.duckdb").exists()
+
+
+@pytest.mark.parametrize("new_store", [True, False], ids=["new store", "existing store"])
+def test_ingest_on_a_disk_that_fills_at_commit_is_one_line(tmp_path, monkeypatch, new_store):
+    """Item 17: ingest on a disk that fills at COMMIT: `TransactionException: cannot rollback` (a traceback) and a
+    0-byte .wal left beside the store. DuckDB ends the transaction when its COMMIT fails, as here."""
+    import duckdb
+
+    from leaderboard.ingest import writer
+
+    monkeypatch.chdir(tmp_path)
+    results, ck = _smoke_tape(tmp_path)
+    db = tmp_path / "s.duckdb"
+    if not new_store:
+        from test_store_consistency import _published_store
+
+        db = _published_store(tmp_path, "a", 30.0)
+    before = db.read_bytes() if db.exists() else None
+    real = writer.connect
+
+    class FullAtCommit:
+        def __init__(self, con):
+            self.con = con
+
+        def execute(self, sql, *a, **k):
+            if sql.strip().upper() == "COMMIT":
+                self.con.execute("ROLLBACK")  # what a failed COMMIT leaves: no transaction
+                db.with_name(db.name + ".wal").write_bytes(b"")
+                raise duckdb.IOException("Could not write file: No space left on device")
+            return self.con.execute(sql, *a, **k)
+
+        def __getattr__(self, name):
+            return getattr(self.con, name)
+
+    monkeypatch.setattr(writer, "connect", lambda *a, **k: FullAtCommit(real(*a, **k)))
+    with pytest.raises(IngestError, match="No space left on device"):
+        ingest([results, ck], db)
+    assert not db.with_name(db.name + ".wal").exists()
+    assert (db.read_bytes() if db.exists() else None) == before
