@@ -4,6 +4,7 @@ store this ingest created removed."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -127,10 +128,8 @@ def write(db: str | Path, rows: dict[str, list[dict]], whole: dict[str, str]) ->
         except Exception:  # noqa: S110 - a COMMIT that failed (a disk full at COMMIT) already ended the transaction
             pass
         finally:
-            try:
+            with contextlib.suppress(Exception):  # closing a connection whose disk is full: the store is as it was
                 con.close()
-            except Exception:  # noqa: S110 - closing a connection whose disk is full: the store is what it was
-                pass
             wal = Path(f"{db}.wal")
             if created:
                 remove_database(db)
