@@ -71,7 +71,7 @@ def model_targets() -> dict[str, str]:
     names = {
         "peeval": f"{PLUGIN}:PeevalLM",
         "peeval-llama": f"{PLUGIN}:PeevalLlamaLM",
-        "peeval-hf": f"{PLUGIN}:PeevalHFLM",
+        "peeval-hf": "peeval.harness.any_lm:PeevalHFLM",
     }
     names.update({f"peeval-{pe}": f"{PLUGIN}:PeevalLM_{pe}" for pe in encoding_names()})
     return names

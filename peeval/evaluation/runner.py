@@ -117,7 +117,7 @@ def run_name(args, model_args: dict) -> str:
 
 
 def _hf_model():
-    from peeval.harness.plugin import PeevalHFLM
+    from peeval.harness.any_lm import PeevalHFLM
 
     return PeevalHFLM
 

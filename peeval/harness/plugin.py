@@ -475,19 +475,6 @@ class PeevalLlamaLM(_PeevalHFLM):
         super().__init__(pretrained, **kw)
 
 
-class PeevalHFLM(_PeevalHFLM):
-    """``--model peeval-hf`` (what ``peeval eval --model hf`` runs): any causal LM lm-eval's HFLM loads (GPT-2,
-    Pythia, Qwen, ...), with peeval's device pick (cuda if available, else cpu) and its exact perplexity windows,
-    so it scores every task of a board that needs no peeval internals."""
-
-    model_name = "peeval-hf"
-
-    def __init__(self, pretrained=None, **kw):
-        self.check_args(pretrained, kw)
-        check_safetensors(_local_folder("pretrained", pretrained), "checkpoint's weights")
-        super().__init__(pretrained, **kw)
-
-
 def __getattr__(name: str):
     """``PeevalLM_<pe>``: the ``peeval-<pe>`` model class (made on first use)."""
     if name.startswith("PeevalLM_"):
@@ -502,4 +489,4 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-__all__ = ["PeevalHFLM", "PeevalLM", "PeevalLlamaLM"]
+__all__ = ["PeevalLM", "PeevalLlamaLM"]
