@@ -21,6 +21,9 @@ from leaderboard.site import build_site
 
 PUBLISHED_CPU = Path(REPO) / "leaderboard" / "published" / "cpu"
 
+#: `peeval` as its console script runs it, but from this checkout (run with cwd = the repository root)
+PEEVAL = "import sys; from peeval.cli import main; sys.exit(main())"
+
 
 def _peeval_model(out: Path, profile: str, hidden: int, trained: int) -> Path:
     """An untrained TAPE checkpoint with ``profile``'s own tokenizer (`peeval tokenizer --profile ...`)."""
@@ -57,9 +60,9 @@ def _gpt2(out: Path) -> Path:
 def _score(ck: Path, out: Path, run: str, *model: str) -> str:
     """`peeval eval --like cpu` as a user runs it, in a process that sees no GPU; its stdout."""
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
-    cmd = [str(Path(sys.executable).parent / "peeval"), "eval", "--like", "cpu", *model, "--model_args",
+    cmd = [sys.executable, "-c", PEEVAL, "eval", "--like", "cpu", *model, "--model_args",
            f"pretrained={ck}", "--output_path", str(out), "--run_name", run]  # fmt: skip
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800, cwd=REPO)
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-3000:]
     return p.stdout
 
@@ -86,7 +89,7 @@ def test_your_runs_on_the_cpu_board_in_chromium(tmp_path):
         "mine-gpt2": _score(_gpt2(tmp_path / "ck-gpt2"), out, "mine-gpt2", "--model", "hf"),
     }
     line = {k: next(x for x in v.splitlines() if x.startswith("--like cpu: differs")) for k, v in said.items()}
-    assert "tokenizer" not in line["mine-cpu"] and "size (" in line["mine-cpu"]  # the board's tokenizer, not its size
+    assert "tokenizer (" not in line["mine-cpu"] and "size (" in line["mine-cpu"]  # the board's tokenizer, not size
     assert "tokenizer (384 tokens" in line["mine-smoke"] and "training length (64 vs 256)" in line["mine-smoke"]
     assert "tokenizer (50,257 tokens" in line["mine-gpt2"]
 

@@ -9,15 +9,18 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from conftest import REPO
 from helpers.checkpoints import save_tiny_checkpoint
 from helpers.data_mirror import MIRROR, needs_mirror
 
 from peeval.cli import main
 
 TEXT = ["the cat sat on the mat 0123456789 and the dog ran"]
+
+#: `peeval` as its console script runs it, but from this checkout (run with cwd = the repository root)
+PEEVAL = "import sys; from peeval.cli import main; sys.exit(main())"
 
 
 @pytest.fixture(scope="module")
@@ -88,9 +91,9 @@ def test_any_causal_lm_scores_with_model_hf_on_the_cpu(board, tmp_path):
     )
     tok.save_pretrained(tmp_path / "gpt2")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # the machine as it is: no device hidden or named
-    cmd = [str(Path(sys.executable).parent / "peeval"), "eval", "--like", str(folder), "--model", "hf", "--model_args",
+    cmd = [sys.executable, "-c", PEEVAL, "eval", "--like", str(folder), "--model", "hf", "--model_args",
            f"pretrained={tmp_path / 'gpt2'}", "--output_path", str(tmp_path / "out"), "--run_name", "gpt2"]  # fmt: skip
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "Traceback" not in p.stderr
     assert any(x.startswith("--like tiny: differs") and "tokenizer (50,257 tokens" in x for x in p.stdout.splitlines())
