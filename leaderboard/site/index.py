@@ -152,7 +152,7 @@ def _base_cell(c: front.Column, runs: list[front.Run]) -> Cell:
 
 
 def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = LOCAL_SOURCE,
-                  tid: str = "vs_rope") -> tuple[pages.Markup, dict]:  # fmt: skip
+                  tid: str = "vs_rope", with_yours: bool = False) -> tuple[pages.Markup, dict]:  # fmt: skip
     """The answer-first table (leaderboard.site.front) of one source's runs against that source's own RoPE (a
     published profile is never compared with this machine's runs), and what the page says about it."""
     cols = front_columns(b)
@@ -172,7 +172,7 @@ def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = 
                    for c in cols} for name, by in cells.items()}  # fmt: skip
     own = yours(store)
     per_byte = set()
-    if published_profile(source) and own:  # your runs beside a published board: against the board's RoPE
+    if with_yours and published_profile(source) and own:  # your runs beside a published board: its RoPE
         per_byte = _your_runs(store, cols, runs, set(own), base)
         base_of.update({name: base + (" (per byte)" if name in per_byte else "") for name in own if name in runs})
     # a column RoPE never ran (CoPE's counting compares absolute and relative encodings) has nothing to show
@@ -330,7 +330,7 @@ def render(store: SiteStore) -> Page:
     with_rope = [src for src in [LOCAL_SOURCE, *(published_source(p) for p, _ in published)]
                  if baseline_of(src) in main.cells]  # fmt: skip
     first = with_rope[0] if with_rope else LOCAL_SOURCE
-    vs, info = vs_rope_table(store, main, claims, first)
+    vs, info = vs_rope_table(store, main, claims, first, with_yours=True)  # the answer: yours in it too
     machines = {published_source(p): (str(p), str(m)) for p, m in published}
     more = [(*machines[src], vs_rope_table(store, main, claims, src, f"vs_rope_{machines[src][0]}")[0])
             for src in with_rope if src != first]  # fmt: skip

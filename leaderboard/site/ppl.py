@@ -51,7 +51,7 @@ def tokenizer_groups(rows: list[dict], here: set[str], train_len: int | None) ->
     keys: dict[str, str | None] = {}
     labels: dict[str, str] = {}
     lengths: dict[str, list[int]] = {}
-    for r in rows:
+    for r in sorted(rows, key=lambda r: r["name"] not in here):  # a chart is named by the models trained here
         key = r.get("tokenizer_hash") or r.get("tokenizer")
         key = key if key is not None else f"\0{r['name']}"  # none recorded: its own chart
         keys.setdefault(r["name"], key)

@@ -111,7 +111,7 @@ def test_your_runs_on_the_cpu_board_in_chromium(tmp_path):
             assert not any(n.startswith("tape ·") or n == "tape" for n in names)
             smoke = vs.filter(has_text="mine-smoke").first.inner_text()
             assert "per byte (another tokenizer)" in smoke, smoke
-            picture = page.locator("#picture svg.chart").first.inner_text()
+            picture = page.locator("#picture svg.chart").first.text_content()
             assert "mine-cpu (yours)" in picture and "mine-smoke (yours, per byte)" in picture, picture
 
             def rows(table: str, url: Path) -> dict[str, list[str]]:
@@ -136,7 +136,7 @@ def test_your_runs_on_the_cpu_board_in_chromium(tmp_path):
 
             page.goto((after.parent / "ppl.html").as_uri())
             charts = page.locator("svg.chart")
-            texts = [charts.nth(i).inner_text() for i in range(charts.count())]
+            texts = [charts.nth(i).text_content() for i in range(charts.count())]
             ppl = [t for t in texts if ": ppl" in t]
             smoke_charts = [t for t in ppl if "mine-smoke" in t]
             cpu_charts = [t for t in ppl if "mine-cpu" in t]
