@@ -145,9 +145,35 @@ def check_duplicates(runs: list[dict]) -> None:
             raise IngestError(f"{_where(r)}: its perplexity protocol {r['_protocol']} differs from that of "
                               f"{_where(other)} ({other['_protocol']}), another seed of {r['name']!r}: a cell "
                               "averages runs of one protocol only; evaluate both alike")  # fmt: skip
+    check_comparable(runs)
     sources: dict[str, dict] = {}
     for r in runs:
         other = sources.setdefault(r.get("name"), r)
         if other["source"] != r["source"]:
             raise IngestError(f"{_where(r)}: its name {r['name']!r} is taken by a run of {other['source']} "
                               f"({_where(other)}): runs of two sources never share a leaderboard row")  # fmt: skip
+
+
+def comparable_key(run: dict) -> dict:
+    """What seeds of one row must share (issue 68): the model's size, its tokenizer (hash) and training length."""
+    params = json.loads(run["params"]) if isinstance(run.get("params"), str) else run.get("params") or {}
+    tok = params.get("tokenizer") if isinstance(params.get("tokenizer"), dict) else {}
+    return {"size": run.get("size"), "parameters": params.get("model_params"), "tokenizer": tok.get("hash"),
+            "training length": run.get("training_length")}  # fmt: skip
+
+
+def check_comparable(runs: list[dict]) -> None:
+    """IngestError (one line naming both) when two runs of one row differ in anything but their seed (size,
+    tokenizer, training length): their mean would be of two different models (issue 68: a smoke and a cpu TAPE
+    became "tape · 2 seeds")."""
+    rows: dict[tuple, dict] = {}
+    for r in runs:
+        if str(r.get("kind")) == "diagnostic":  # a task's examples set its length per seed
+            continue
+        other = rows.setdefault((r["source"], r.get("name"), str(r.get("kind"))), r)
+        a, b = comparable_key(other), comparable_key(r)
+        diff = [k for k in a if a[k] is not None and b[k] is not None and a[k] != b[k]]
+        if diff:
+            raise IngestError(f"{_where(r)}: one row {r['name']!r} with {_where(other)}, but their "
+                              + ", ".join(f"{k} differ ({b[k]} vs {a[k]})" for k in diff)
+                              + ": only seeds of one model share a row; give each its own --run_name")  # fmt: skip

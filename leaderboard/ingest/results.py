@@ -9,6 +9,7 @@ packaged base model as shipped is the adapters' reference row (adapt), any other
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -71,7 +72,10 @@ def parse_peeval(doc: dict, raw: bytes, path: Path, root: Path, defaults: Defaul
         raise IngestError(f"{path}: no 'peeval' provenance (write results with `peeval eval`, or keep plain "
                           "lm_eval's own results_<date>.json name)")  # fmt: skip
     got = measure(doc, raw, path)
-    return run_rows(doc, path, root, prov, peeval_record(prov, path, root, defaults), got)
+    record = peeval_record(prov, path, root, defaults)
+    if prov.get("like"):  # yours, scored against a board: a row of its own, named by its run, never by encoding
+        record = dataclasses.replace(record, name=path.parent.name)
+    return run_rows(doc, path, root, prov, record, got)
 
 
 def peeval_record(prov: dict, path: Path, root: Path, defaults: Defaults = profile_defaults) -> RunRecord:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import defaultdict
 from typing import Any
 
 from leaderboard.site import charts, claims_page, front, pages
@@ -151,7 +152,7 @@ def _base_cell(c: front.Column, runs: list[front.Run]) -> Cell:
 
 
 def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = LOCAL_SOURCE,
-                  tid: str = "vs_rope") -> tuple[pages.Markup, dict]:  # fmt: skip
+                  tid: str = "vs_rope", with_yours: bool = False) -> tuple[pages.Markup, dict]:  # fmt: skip
     """The answer-first table (leaderboard.site.front) of one source's runs against that source's own RoPE (a
     published profile is never compared with this machine's runs), and what the page says about it."""
     cols = front_columns(b)
@@ -169,6 +170,11 @@ def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = 
     runs = {name: {c.label: [front.Run(v[0], v[1], v[2], v[5], v[4])
                              for v in by.get(c.label, [])]  # run-id order (stats.board)
                    for c in cols} for name, by in cells.items()}  # fmt: skip
+    own = yours(store)
+    per_byte = set()
+    if with_yours and published_profile(source) and own:  # your runs beside a published board: its RoPE
+        per_byte = _your_runs(store, cols, runs, set(own), base)
+        base_of.update({name: base + (" (per byte)" if name in per_byte else "") for name in own if name in runs})
     # a column RoPE never ran (CoPE's counting compares absolute and relative encodings) has nothing to show
     unmatched = [c.label for c in cols if not runs[base][c.label]]
     cols = [c for c in cols if runs[base][c.label]]
@@ -185,13 +191,14 @@ def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = 
 
     rows = []
     picture: list[dict] = []  # the front page's picture: each encoding's perplexity ÷ RoPE's, with its interval
-    own = yours(store)
-    for name in sorted(runs, key=order_key):
+    shown_names = [n for n in runs if n in base_of]  # the board's RoPE per byte is no row of its own
+    for name in sorted(shown_names, key=lambda n: (n in own, order_key(n))):  # yours last, marked
         row: list[Any] = [_name_cell(name, own)]
         compared = []
         against = base_of[name]
         if name != against:
-            picture.append({"name": name, "cells": {}})
+            mark = (" (yours, per byte)" if name in per_byte else " (yours)") if name in own else ""
+            picture.append({"name": name + mark, "cells": {}})
         for c in cols:
             if name == against:
                 row.append(_base_cell(c, runs[name][c.label]))
@@ -207,8 +214,10 @@ def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = 
             vc.claims = cell_claims(b, claims, c.label, {r.run_id for r in runs[name][c.label]}, against=front.BASELINE)
             # colour and the word only from the interval: a win or a loss where it excludes parity
             cls = {"win": "num win", "loss": "num lose"}.get(vc.outcome, "num")
-            row.append(Cell(vc.text, vc.sort, cls=cls, outcome=vc.outcome, claims=vc.claims,
-                            sub=vc.sub.removesuffix(": no interval")))  # said once, as the outcome  # fmt: skip
+            sub = vc.sub.removesuffix(": no interval")  # said once, as the outcome
+            if name in per_byte and c.kind == "ppl":  # another tokenizer: perplexity per byte (2^bpb), never per token
+                sub = "per byte (another tokenizer): 2^bpb ÷ RoPE's; " + sub
+            row.append(Cell(vc.text, vc.sort, cls=cls, outcome=vc.outcome, claims=vc.claims, sub=sub))
         if name == against:
             row.append(Cell("–", None, cls="num", sub="the baseline" + (" at this setting" if name != base else "")))
         else:
@@ -218,6 +227,37 @@ def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = 
     info.update(longest=longest, train_len=train_len, picture=_picture(cols, picture, train_len))
     shown = table(store, tid, headers, rows, table_cls="sticky", filt=False, wide=True)
     return pages.Markup(pages.render("vs_rope.html", table=shown, unmatched=", ".join(unmatched))), info
+
+
+def _your_runs(store: SiteStore, cols: list[front.Column], runs: dict, own: set[str], base: str) -> set[str]:
+    """Add your runs (``yours``) to ``runs``, each column as the board's; a run on another tokenizer than the
+    board's RoPE is compared by perplexity per byte (2^bpb, which no tokenizer changes) in its perplexity
+    columns, never per token. The names compared per byte."""
+    toks = {r["name"]: r.get("tokenizer_hash") for r in store.view("ppl_by_length")}
+    values: dict[tuple[str, str, str], list[tuple]] = defaultdict(list)
+    for r in store.view("metric_rows", "list_contains(?, name)", [sorted(own)], order="name, task, metric, run_id"):
+        values[(r["name"], r["task"], r["metric"])].append((r["value"], r["stderr"], r["n"], r["run_id"]))
+    per_byte = set()
+    for name in sorted(own):
+        other = toks.get(name) is None or toks.get(name) != toks.get(base)
+        got: dict[str, list[front.Run]] = {}
+        for c in cols:
+            metric = c.metric.replace("ppl@", "bpb@") if c.kind == "ppl" and other else c.metric
+            vals = values.get((name, c.task, metric), [])
+            if metric != c.metric:  # 2^bpb: a perplexity per byte, RoPE's likewise below
+                vals = [(2.0**v, None, n, rid) for v, _, n, rid in vals if v is not None and math.isfinite(v)]
+            got[c.label] = [front.Run(v, se, n, None, rid) for v, se, n, rid in vals]
+        if any(got.values()):
+            runs[name] = got
+            per_byte |= {name} if other else set()
+    if per_byte:  # the board's RoPE per byte too, for those rows only (its per-token row stays as it is)
+        base_bpb = defaultdict(list)
+        for r in store.view("metric_rows", "name = ?", [base], order="task, metric, run_id"):
+            if r["metric"].startswith("bpb@") and r["value"] is not None:
+                base_bpb[(r["task"], r["metric"])].append(front.Run(2.0 ** r["value"], None, r["n"], None, r["run_id"]))
+        runs[base + " (per byte)"] = {c.label: base_bpb.get((c.task, c.metric.replace("ppl@", "bpb@")), [])
+                                      for c in cols}  # fmt: skip
+    return per_byte
 
 
 def _picture(cols: list[front.Column], rows: list[dict], train_len: int | None) -> dict | None:
@@ -290,11 +330,11 @@ def render(store: SiteStore) -> Page:
     with_rope = [src for src in [LOCAL_SOURCE, *(published_source(p) for p, _ in published)]
                  if baseline_of(src) in main.cells]  # fmt: skip
     first = with_rope[0] if with_rope else LOCAL_SOURCE
-    vs, info = vs_rope_table(store, main, claims, first)
+    vs, info = vs_rope_table(store, main, claims, first, with_yours=True)  # the answer: yours in it too
     machines = {published_source(p): (str(p), str(m)) for p, m in published}
     more = [(*machines[src], vs_rope_table(store, main, claims, src, f"vs_rope_{machines[src][0]}")[0])
             for src in with_rope if src != first]  # fmt: skip
-    ext = board(store, ("adapt", "external"))
+    ext = board(store, ("adapt", "external"), per_byte=True)  # their tokenizers differ: bits per byte too
     extension = leaderboard_table(store, ext, claims, "extension", "model / method")
     kinds = [k for t, k in ((0, "perplexity within and beyond the training length"), (1, "passkey retrieval"),
                             (2, "the papers' diagnostics"), (3, "zero-shot tasks")) if t in tiers]  # fmt: skip

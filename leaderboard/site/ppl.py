@@ -41,41 +41,48 @@ def loss_by_position_charts(store: SiteStore, corpus: str, groups) -> list[str]:
     return charts
 
 
-def here_groups(rows: list[dict], here: set[str], train_len: int | None) -> list[tuple]:
-    """The charts of the models trained here: one per tokenizer their rows record (a per-token perplexity compares
-    only within one), each marked with the training length of its pretrained runs (issue 56: a smoke run trained at
-    64 tokens with a 384-token vocabulary was drawn under "training length 256" beside the cpu profile's runs). A
-    row with no tokenizer of its own (the extended model: its base's) joins the most common one. One chart, as
-    before, when they all share one."""
-    toks: dict[str, str | None] = {}
-    lengths: dict[str | None, list[int]] = {}
-    for r in rows:
-        if r["name"] in here:
-            toks.setdefault(r["name"], r.get("tokenizer"))
-            if r.get("tokenizer") is not None and r.get("training_length"):
-                lengths.setdefault(r["tokenizer"], []).append(r["training_length"])
-    known = sorted({t for t in toks.values() if t is not None})
-    if len(known) <= 1:
-        mark = [(train_len, f"training length {train_len}")] if train_len else []
-        return [("models trained here (one tokenizer)", lambda n: n in here, mark)]
-    common = max(known, key=lambda t: (sum(v == t for v in toks.values()), t))
+def tokenizer_groups(rows: list[dict], here: set[str], train_len: int | None) -> list[tuple]:
+    """One perplexity chart per tokenizer (a per-token perplexity compares only within one): every row is keyed
+    by the tokenizer its run recorded (its hash, else its training summary's kind and size), each chart marked
+    with the training lengths of its rows (issue 56: a smoke run trained at 64 tokens with a 384-token
+    vocabulary was drawn under "training length 256" beside the cpu profile's runs). A row that records no
+    tokenizer is drawn on a chart of its own, never beside another's (issue 68: it joined the only known group).
+    ``train_len``: the mark of the models trained here when no row of theirs records a length."""
+    keys: dict[str, str | None] = {}
+    labels: dict[str, str] = {}
+    lengths: dict[str, list[int]] = {}
+    for r in sorted(rows, key=lambda r: r["name"] not in here):  # a chart is named by the models trained here
+        key = r.get("tokenizer_hash") or r.get("tokenizer")
+        key = key if key is not None else f"\0{r['name']}"  # none recorded: its own chart
+        keys.setdefault(r["name"], key)
+        labels.setdefault(key, r.get("tokenizer") or "tokenizer not recorded")
+        if r.get("training_length"):
+            lengths.setdefault(key, []).append(r["training_length"])
     out = []
-    for tok in known:
-        names = {n for n, t in toks.items() if (t or common) == tok}
-        L = max(set(lengths[tok]), key=lengths[tok].count) if lengths.get(tok) else None
-        label = f"models trained here ({tok} tokenizer)"
-        out.append((label, lambda n, names=names: n in names, [(L, f"training length {L}")] if L else []))
+    for key in sorted(set(keys.values()), key=lambda k: (not any(n in here for n, v in keys.items() if v == k), k)):
+        names = {n for n, k in keys.items() if k == key}
+        mine = names & here
+        who = "models trained here" if mine == names else "adapted / external models" if not mine else "models"
+        seen = lengths.get(key) or ([train_len] if mine and train_len else [])
+        if mine == names:  # the models trained here: their most common length (an extension's is its base's)
+            marks = [max(set(seen), key=seen.count)] if seen else []
+        else:
+            marks = sorted(set(seen))
+        label = f"{who} ({labels[key]} tokenizer)" if not key.startswith("\0") else f"{who} (tokenizer not recorded)"
+        out.append((label, lambda n, names=names: n in names, [(L, f"training length {L:,}") for L in marks]))
     return out
+
+
+def here_groups(rows: list[dict], here: set[str], train_len: int | None) -> list[tuple]:
+    """The charts of the models trained here (:func:`tokenizer_groups` of their rows)."""
+    return tokenizer_groups([r for r in rows if r["name"] in here], here, train_len)
 
 
 def render(store: SiteStore) -> Page:
     rows = store.view("ppl_by_length", order="corpus, name, length")
     headers = store.columns("ppl_by_length")
     here = {r["name"] for r in store.view("here_names")}
-    train_len = store.training_length()
-    theirs = [(r["L"], f"training length {r['L']:,}") for r in store.view("external_lengths", order="L")]
-    groups = [*here_groups(rows, here, train_len),
-              ("adapted / external models (own tokenizer)", lambda n: n not in here, theirs)]  # fmt: skip
+    groups = tokenizer_groups(rows, here, store.training_length())
     charts = []
     for corpus in sorted({r["corpus"] for r in rows}):
         for group, member, marks in groups:
@@ -96,7 +103,9 @@ def render(store: SiteStore) -> Page:
         for r in rows:
             if r["corpus"] == corpus:
                 series[r["name"]].append((r["length"], r["bpb"]))
-        lengths = sorted({m[0] for _, _, marks in groups[:-1] for m in marks})  # each group's own, on one axis
+        lengths = sorted(
+            {m[0] for label, _, marks in groups if label.startswith("models trained here") for m in marks}
+        )  # each group's own, on one axis
         bmark = [(L, f"training length {L} (models trained here)") for L in lengths]
         charts += line_charts(series, title=f"{corpus}: bits per byte vs context length (every model)",
                               xlabel="context length (tokens)", ylabel="bpb", logx=True, vlines=bmark)  # fmt: skip

@@ -46,7 +46,7 @@ class Board:
     stats: dict[str, dict[str, SeedEstimate]] = field(default_factory=dict)
 
 
-def board(store: SiteStore, kinds: tuple[str, ...]) -> Board:
+def board(store: SiteStore, kinds: tuple[str, ...], per_byte: bool = False) -> Board:
     """The columns of runs of ``kinds``: each task's headline metric (``peeval.records.headline_metrics``), its
     direction the registry's or, for a metric it does not know, lm-eval's (ingest: runs.params.higher_is_better).
     Perplexity: at the training length (else the shortest measured) and the longest. Each cell's estimate is the
@@ -55,18 +55,23 @@ def board(store: SiteStore, kinds: tuple[str, ...]) -> Board:
     rows = store.view("metric_rows", "list_contains(?, kind)", [list(kinds)], order="name, task, metric, run_id")
     hidden: set[str] = set()  # members of a group with its own row (ingest: runs.params.subtasks)
     lm_eval: dict[tuple[str, str], bool] = {}  # lm-eval's direction of a metric the registry does not know
+    protocol: dict[str, str | None] = {}  # run_id -> how it measured its perplexity
     for r in store.view("run_params", "list_contains(?, kind)", [list(kinds)]):
         params = json.loads(r["params"]) if r["params"] else {}
+        protocol[r["run_id"]] = r["protocol"]
         hidden.update(params.get("subtasks") or [])
         for task, ms in (params.get("higher_is_better") or {}).items():
             lm_eval.update({(task, m): up for m, up in ms.items()})
     by_task: dict[tuple[str, str], set[str]] = defaultdict(set)  # (task, what it read) -> metrics
+    by_protocol: dict[tuple[str, str], dict[str | None, set[int]]] = defaultdict(lambda: defaultdict(set))
     tokens: dict[tuple[str, str, int], int] = {}  # (run_id, task, L) -> scored tokens of ppl@L
     for r in rows:
         r["label"] = store.labels.get((r["run_id"], r["task"]), r["task"])
+        pm = parse_ppl_metric(r["metric"])
         if r["task"] not in hidden:
             by_task[(r["task"], r["label"])].add(r["metric"])
-        pm = parse_ppl_metric(r["metric"])
+            if pm and pm[0] == "ppl":
+                by_protocol[(r["task"], r["label"])][protocol.get(r["run_id"])].add(pm[1])
         if pm and pm[0] == "tokens" and r["value"] is not None and math.isfinite(r["value"]):
             tokens[(r["run_id"], r["task"], pm[1])] = int(r["value"])
     train_len = store.training_length()
@@ -74,10 +79,17 @@ def board(store: SiteStore, kinds: tuple[str, ...]) -> Board:
     for task, read in sorted(by_task, key=lambda k: (column_tier(k[0]), k)):
         ms = by_task[(task, read)]
         if ppl_corpus(task) is not None:  # named by the corpus read (peeval.records.task_label)
-            lengths = sorted(pm[1] for m in ms if (pm := parse_ppl_metric(m)) and pm[0] == "ppl")
-            first = train_len if train_len in lengths else lengths[0] if lengths else None
-            for L in sorted({first, lengths[-1]}) if lengths else []:
+            # per protocol, its first (the training length, else its shortest) and longest length: rows measured
+            # otherwise add their columns, never take a published row's away (issue 68 item 8); a learned table
+            # has no cell past its rows, and adds no column
+            shown = set()
+            for lengths in map(sorted, by_protocol[(task, read)].values()):
+                shown |= {train_len if train_len in lengths else lengths[0], lengths[-1]}
+            for L in sorted(shown):
                 chosen.append((task, read, ppl_metric("ppl", L), f"{read} {ppl_metric('ppl', L)}"))
+            if per_byte:  # rows of several tokenizers: bits per byte, the number they share, beside each ppl
+                chosen += [(task, read, ppl_metric("bpb", L), f"{read} {ppl_metric('bpb', L)}") for L in sorted(shown)
+                           if ppl_metric("bpb", L) in ms]  # fmt: skip
         elif task.startswith(DIAG_PREFIX):  # every headline accuracy (flip-flop: read_acc, acc, seq_acc)
             chosen += [(task, read, m, f"{task[len(DIAG_PREFIX) :]} {m}") for m in headline_metrics(ms)]
         elif (fam := family_of(task)) is not None and fam.board is not None:  # a family that picks its columns

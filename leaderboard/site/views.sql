@@ -30,7 +30,7 @@ GROUP BY 1 ORDER BY k DESC, L LIMIT 1;
 CREATE TEMP VIEW site_metric_rows AS
 SELECT r.name, r.run_id, r.kind, m.task, m.metric, m.value, m.stderr, m.n
 FROM metrics m JOIN runs r USING (run_id) WHERE m.filter = 'none';
-CREATE TEMP VIEW site_run_params AS SELECT kind, params FROM runs;
+CREATE TEMP VIEW site_run_params AS SELECT kind, run_id, protocol, params FROM runs;
 -- the rows of each name's position table, for encodings that read positions from one (peeval.perplexity
 -- TABLE_ENCODINGS): pe_options max_positions, else the training length (= max_position_embeddings, LearnedPE)
 CREATE TEMP VIEW site_position_tables AS
@@ -118,12 +118,16 @@ FROM ppl_blocks WHERE ll IS NOT NULL AND tokens > 0;
 
 -- @section labelled
 -- perplexity per corpus as read (a mirror run and a hub run of one task never combined; peeval_ppl_: PPL_PREFIX)
--- each row with its own training length, size and tokenizer (a pretrained model's: its profile's kind and size;
--- NULL: the model's own), so runs of one name trained otherwise are never one mean, nor drawn under another's
+-- each row with its own training length, size and tokenizer (the one its evaluation recorded, peeval.tokenizer and
+-- its hash; else its training summary's kind and size; NULL: not recorded), so runs of one name trained otherwise
+-- are never one mean, nor drawn under another's
 CREATE TEMP VIEW site_ppl_by_length AS
 SELECT r.name, coalesce(l.label, v.corpus) corpus, v.length, seed_mean(v.ppl, v.run_id) ppl,
        seed_mean(v.bpb, v.run_id) bpb, sum(v.tokens) tokens,
-       sum(v.windows) windows, count(*) runs, r.training_length, r.size, t.tokenizer
+       sum(v.windows) windows, count(*) runs, r.training_length, r.size,
+       coalesce(json_extract_string(r.params, '$.tokenizer.name') || ' ' ||
+                json_extract_string(r.params, '$.tokenizer.vocab_size'), t.tokenizer) tokenizer,
+       coalesce(json_extract_string(r.params, '$.tokenizer.hash'), t.tokenizer) tokenizer_hash
 FROM ppl_by_length v JOIN runs r USING (run_id)
 LEFT JOIN task_labels l ON l.run_id = v.run_id AND l.task = 'peeval_ppl_' || v.corpus
 LEFT JOIN (SELECT checkpoint, any_value(json_extract_string(summary, '$.settings.tokenizer') || ' ' ||

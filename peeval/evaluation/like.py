@@ -11,7 +11,7 @@ text under the same column names).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 #: the published profiles of a source checkout (``leaderboard/published/<profile>/``)
@@ -36,6 +36,7 @@ class Protocol:
     num_fewshot: int | None
     documents: dict[str, list[str]]  # task -> the documents_sha256 of each dataset it read
     runs: int
+    board: dict = field(default_factory=dict)  # what its models are: see :func:`board_models`
 
     def describe(self) -> str:
         lengths = self.metadata.get("lengths")
@@ -90,7 +91,54 @@ def published_protocol(profile: str) -> Protocol:
     (tasks, meta, limit, seed, shots), _ = next(iter(seen.values()))
     runs = len(list((folder / "results" / KIND).glob("*/*/results.json")))
     docs = {t: sorted(d for d in v if d) for t, v in documents.items()}
-    return Protocol(name, tasks, json.loads(meta), limit, seed, shots or None, docs, runs)
+    return Protocol(name, tasks, json.loads(meta), limit, seed, shots or None, docs, runs, board_models(folder))
+
+
+def board_models(folder: Path) -> dict:
+    """What the board's pretrained models are, from their own records: ``params`` (their sizes),
+    ``training_length``, ``vocab_size`` and ``tokenizer`` (its kind, e.g. bpe) from each train_summary.json,
+    ``tokenizer_hash`` from each results.json (``peeval.tokenizer_hash``), each a sorted list of what occurs."""
+    seen: dict[str, set] = {
+        k: set() for k in ("params", "training_length", "vocab_size", "tokenizer", "tokenizer_hash")
+    }
+    for path in sorted((folder / "checkpoints" / KIND).glob("*/train_summary.json")):
+        s = json.loads(path.read_text(encoding="utf-8"))
+        settings = s.get("settings") if isinstance(s.get("settings"), dict) else {}
+        for key, value in (("params", s.get("params")), ("training_length", s.get("training_length")),
+                           ("vocab_size", settings.get("vocab_size")), ("tokenizer", settings.get("tokenizer")),
+                           ("tokenizer_hash", s.get("tokenizer_hash"))):  # fmt: skip
+            if value is not None:
+                seen[key].add(value)
+    for path in sorted((folder / "results" / KIND).glob("*/*/results.json")):
+        h = (json.loads(path.read_text(encoding="utf-8")).get("peeval") or {}).get("tokenizer_hash")
+        if isinstance(h, str):
+            seen["tokenizer_hash"].add(h)
+    return {k: sorted(v) for k, v in seen.items()}
+
+
+def comparability(
+    proto: Protocol, params: int | None, training_length: int | None, vocab: int | None, tokenizer_hash: str | None
+) -> str:
+    """One line, said before scoring: what differs between the checkpoint and the board's pretrained models
+    (tokenizer, size, training length) and what to run to match; or that all three match."""
+    board, diff = proto.board, []
+    hashes, vocabs = board.get("tokenizer_hash") or [], board.get("vocab_size") or []
+    if (hashes and tokenizer_hash not in hashes) or (not hashes and vocabs and vocab not in vocabs):
+        mine = (f"{vocab:,} tokens" if vocab else "?") + (f", hash {tokenizer_hash}" if tokenizer_hash else "")
+        theirs = "/".join(board.get("tokenizer") or []) + " " + "/".join(f"{v:,}" for v in vocabs) + " tokens"
+        theirs += f", hash {'/'.join(hashes)}" if hashes else ""
+        diff.append(f"tokenizer ({mine} vs the board's {theirs.strip()}: compared by bits per byte, on its own chart)")
+    sizes = board.get("params") or []
+    if sizes and params not in sizes:
+        diff.append(f"size ({params:,} parameters vs {' / '.join(f'{p:,}' for p in sizes)})" if params else "size")
+    lengths = board.get("training_length") or []
+    if lengths and training_length not in lengths:
+        diff.append(f"training length ({training_length} vs {'/'.join(map(str, lengths))})")
+    if not diff:
+        return f"--like {proto.profile}: tokenizer, size and training length as the board's pretrained models"
+    return (f"--like {proto.profile}: differs from the board's pretrained models in " + "; ".join(diff)
+            + f"; to match, run `peeval tokenizer --profile {proto.profile} --out TOK` and `peeval train --profile "
+            f"{proto.profile} --tokenizer TOK --pe PE --out CKPT`")  # fmt: skip
 
 
 #: lm-eval flags peeval eval passes through that change which examples a task scores or how it prompts them

@@ -68,7 +68,11 @@ def encoding_names() -> list[str]:
 
 
 def model_targets() -> dict[str, str]:
-    names = {"peeval": f"{PLUGIN}:PeevalLM", "peeval-llama": f"{PLUGIN}:PeevalLlamaLM"}
+    names = {
+        "peeval": f"{PLUGIN}:PeevalLM",
+        "peeval-llama": f"{PLUGIN}:PeevalLlamaLM",
+        "peeval-hf": "peeval.harness.any_lm:PeevalHFLM",
+    }
     names.update({f"peeval-{pe}": f"{PLUGIN}:PeevalLM_{pe}" for pe in encoding_names()})
     return names
 

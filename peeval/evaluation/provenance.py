@@ -178,3 +178,15 @@ def tokenizer_name(lm) -> dict | None:
         return None
     name = str(getattr(tok, "name_or_path", "") or "").rstrip("/\\")
     return {"name": name.replace("\\", "/").rsplit("/", 1)[-1] or type(tok).__name__, "vocab_size": len(tok)}
+
+
+def like_line(proto, lm, tokenizer_hash: str | None) -> str:
+    """``--like``'s line on what differs from the board (``peeval.evaluation.like.comparability``), measured on
+    the model loaded: its parameters, the window it was trained for, its tokenizer's size and hash."""
+    from .like import comparability
+
+    cfg = getattr(getattr(lm, "model", None), "config", None)
+    trained = next((getattr(cfg, k) for k in ("max_position_embeddings", "n_positions", "n_ctx")
+                    if isinstance(getattr(cfg, k, None), int)), None)  # fmt: skip
+    tok = getattr(lm, "tokenizer", None)
+    return comparability(proto, model_size(lm), trained, len(tok) if tok is not None else None, tokenizer_hash)

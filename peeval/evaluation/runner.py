@@ -22,7 +22,7 @@ from pathlib import Path
 from peeval.records import PPL_PREFIX, PROVENANCE_KEY, clip_text
 
 from .._io import Claimed, claim_dir, dumps_json, replace_files
-from .provenance import check_tokenizer, checkpoint_hash, provenance, weights_path
+from .provenance import check_tokenizer, checkpoint_hash, like_line, provenance, weights_path
 from .provenance import git_commit as git_commit  # re-exported: callers imported them from here
 from .provenance import library_versions as library_versions
 from .provenance import now_iso as now_iso
@@ -114,6 +114,12 @@ def run_name(args, model_args: dict) -> str:
     digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:8]
     head = re.sub(r"[^A-Za-z0-9._+-]+", "_", f"{args.model}__{ckpt}__{'+'.join(args.tasks)}")[:140]
     return f"{head}__{digest}"
+
+
+def _hf_model():
+    from peeval.harness.any_lm import PeevalHFLM
+
+    return PeevalHFLM
 
 
 class EvalInputError(ValueError):
@@ -301,6 +307,8 @@ def run_eval(args) -> int:
         return 0
     if not args.model:
         raise EvalInputError("--model: required (peeval, peeval-<pe>, peeval-llama or an lm-eval model name)")
+    if args.model == "hf":  # lm-eval's HFLM as peeval's wrapper: the device this machine has, exact ppl windows
+        args.model = "peeval-hf"
     check_eval_args(args)
     metadata = parse_metadata(args.metadata)
     from peeval.tasks.metadata_keys import check_requested
@@ -399,8 +407,8 @@ def _evaluate_recorded(args, metadata: dict, limit, model_args: dict, out: Path,
     include = [p for p in str(flags.get("include_path") or "").split(",") if p]
     tm = task_manager(args.tasks, {**model_source, **metadata} or None, include)
     _build_tasks_first(tm, args.tasks)
-    try:
-        model_cls = get_model(args.model)
+    try:  # peeval-hf from its module: an install whose .pth hook predates it still runs `--model hf`
+        model_cls = get_model(args.model) if args.model != "peeval-hf" else _hf_model()
     except (ValueError, KeyError) as e:
         raise EvalInputError(f"--model {args.model!r} is not a registered lm-eval model ({e})") from e
     extra = {"batch_size": args.batch_size, "device": args.device}
@@ -412,6 +420,8 @@ def _evaluate_recorded(args, metadata: dict, limit, model_args: dict, out: Path,
         tokenizer_hash = check_tokenizer(lm, model_args)
     except ValueError as e:
         raise EvalInputError(str(e)) from None
+    if getattr(args, "like_protocol", None) is not None:  # what differs from the board, before anything is scored
+        print(like_line(args.like_protocol, lm, tokenizer_hash))
     tracker = EvaluationTracker()  # lm-eval's record of the run: model name, start / end time
     # lm-eval's bootstrap stderr forks a multiprocessing Pool from this process, which holds torch's threads: a
     # forked worker can wait forever on a lock it inherited held (a CI run hung 15 min in SemLock.__enter__).

@@ -68,7 +68,9 @@ def test_a_smoke_run_on_a_published_board_leaves_every_published_cell_unchanged(
     rows = {r["encoding"]: r for r in after["leaderboard"]}
     for r in before["leaderboard"]:  # every published cell: same value, same number
         assert rows[r["encoding"]] == r, r["encoding"]
-    assert after["vs_rope"] == before["vs_rope"]  # the published comparison with its own RoPE, as it was
+    # the published comparison with its own RoPE, as it was, and (issue 68 item 5) the user's row below it
+    assert after["vs_rope"][: len(before["vs_rope"])] == before["vs_rope"]
+    assert [r["encoding"] for r in after["vs_rope"][len(before["vs_rope"]) :]] == sorted(set(rows) - published)
     assert after["extension"] == before["extension"]
     assert all(r in after["efficiency_table"] for r in before["efficiency_table"])  # each checkpoint's own cost
     (mine,) = set(rows) - published  # the smoke run: one row of its own, one seed

@@ -229,11 +229,11 @@ def test_lm_eval_entry_points_match_the_hook():
 
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]["lm_eval.models"]
     targets = hook.model_targets()
-    assert set(targets) == {"peeval", "peeval-llama"} | {f"peeval-{pe}" for pe in ENCODINGS}
-    assert declared == {name: targets[name] for name in ("peeval", "peeval-llama")}
+    assert set(targets) == {"peeval", "peeval-llama", "peeval-hf"} | {f"peeval-{pe}" for pe in ENCODINGS}
+    assert declared == {name: targets[name] for name in ("peeval", "peeval-llama", "peeval-hf")}
     from lm_eval.api.model import LM
 
-    for name in ("peeval", "peeval-llama", "peeval-tape"):
+    for name in ("peeval", "peeval-llama", "peeval-hf", "peeval-tape"):
         cls = EntryPoint(name, targets[name], "lm_eval.models").load()
         assert issubclass(cls, LM), name
 

@@ -144,7 +144,9 @@ def test_like_cpu_fills_the_published_boards_columns(tmp_path, capsys, monkeypat
     published_rows = {n: cols for n, cols in filled("leaderboard").items() if cols}
     assert len(published_rows) >= 10, published_rows
     (mine,) = [(n, cols) for n, cols in filled("extension").items() if not n.endswith("@cpu")]  # a checkpoint of yours
-    assert published_rows and all(cols == mine[1] for cols in published_rows.values()), (mine, published_rows)
+    # every column the published rows fill, mine fills (issue 68: the table also keeps the SmolLM2 rows' own
+    # lengths, 512 and 2,048, which mine measured too)
+    assert published_rows and all(cols <= mine[1] for cols in published_rows.values()), (mine, published_rows)
     assert any("ppl@4096" in c for c in mine[1]) and any("ppl@256" in c for c in mine[1])
     lengths: dict[str, set[int]] = {}  # and the per-length table: the same lengths, all five
     for r in json.loads((site / "data" / "ppl_by_length_table.json").read_text()):

@@ -246,7 +246,8 @@ def _mean_nll(items) -> float:
 
 NOT_A_PEEVAL_MODEL = (
     "{task} cuts exact token windows with the model's tokenizer: run it with a peeval model "
-    "(--model peeval, peeval-<pe> or peeval-llama), not a generic lm-eval model"
+    "(--model peeval, peeval-<pe>, peeval-llama or peeval-hf; peeval eval --model hf runs peeval-hf), "
+    "not a generic lm-eval model"
 )
 
 
