@@ -56,9 +56,9 @@ def aa_table(evidence: list[Evidence], store: Store, alpha: float = D.ALPHA) -> 
     runs_t, docs, mcnemar = [], [], []
     for c, units, metric in groups(evidence):
         vals = R.run_values(c, store, units, metric)
-        if len(vals) >= 3:
+        if len(vals) >= 4:  # Welch's t needs two runs a side
             half = len(vals) // 2
-            diff, se, df = D.student_t(vals[:half], vals[half:])
+            diff, se, df = D.welch_t(vals[:half], vals[half:])
             if se > 0:
                 runs_t.append(D.two_sided_p(diff, se, df))
         if not isinstance(c.task, str):
@@ -73,7 +73,7 @@ def aa_table(evidence: list[Evidence], store: Store, alpha: float = D.ALPHA) -> 
                 if pair is not None and pair.test == "mcnemar" and pair.p is not None:
                     mcnemar.append(pair.p)
     return [
-        _row(R.TEST, "first half of a group's seeds vs the rest (1 vs 2, 2 vs 3 runs)", runs_t, alpha, True),
+        _row(R.TEST, "first half of a group's seeds vs the rest (2 vs 2, 2 vs 3 runs)", runs_t, alpha, True),
         _row(RETIRED[0], "every pair of seeds of a group, over documents", docs, alpha, False),
         _row(RETIRED[1], "every pair of seeds of a group, over examples", mcnemar, alpha, False),
     ]

@@ -7,9 +7,9 @@ p = 1e-10 over documents). So a pair is compared over its runs:
 
 - each side's runs (one per seed, :func:`run_values`): the claim's metric of each run, in the test's scale —
   the log of a perplexity (the ratio is what the papers compare), else the paper's unit;
-- :func:`compare`: Student's two-sample t over those values (``decision.student_t``: df = n_f + n_o − 2, fixed
-  by the design), when each side has ``decision.MIN_RUNS`` runs; else ``(None, "not decidable here: N runs per
-  side")``.
+- :func:`compare`: Welch's two-sample t over those values (``decision.welch_t``: the Welch–Satterthwaite df,
+  fixed by the design; issue 67: pooled t does not hold α when the sides' spreads differ), when each side has
+  ``decision.MIN_RUNS`` runs; else ``(None, "not decidable here: N runs per side")``.
 
 The old per-document and per-example tests (``paired``) are kept for the A/A table only (``calibration``),
 which shows what they do when two groups differ by their seed alone.
@@ -87,14 +87,14 @@ def compare(claim: Claim, store: Store, focus_units, other_units, metric: str) -
     if min(len(f), len(o)) < D.MIN_RUNS:
         why = f"not decidable here: {len(f)} vs {len(o)} runs per side (each side needs >= {D.MIN_RUNS} "
         return None, why + "independently trained runs: documents and examples are no replications of a training run)"
-    diff, se, df = D.student_t(f, o)
+    diff, se, df = D.welch_t(f, o)
     if claim.unit == "ppl":
         gf, go = math.exp(sum(f) / len(f)), math.exp(sum(o) / len(o))
         shown, shown_se = gf - go, gf * se  # the delta method: d ppl = ppl d log ppl
         note = f"log-ppl difference {diff:+.4f} ± {se:.4f} over runs; shown: geometric means over runs"
     else:
         shown, shown_se, note = diff, se, f"difference {diff:+.4g} ± {se:.4g} over runs"
-    note += f"; Student's t on {df:g} df ({len(f)} + {len(o)} runs)"
+    note += f"; Welch's t on {df:.3g} df ({len(f)} + {len(o)} runs)"
     return RunsComparison(diff, se, df, (len(f), len(o)), shown, shown_se, [note]), ""
 
 

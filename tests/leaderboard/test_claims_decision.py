@@ -147,10 +147,12 @@ def test_holm_within_the_paper_family_of_runs(tmp_path):
     variants = {"a": {"pe": "cope", "paper": 90.0}, "b": {"pe": "rope", "paper": 10.0}}
     both = _claims(tmp_path, [{"id": k, "task": t, "variants": variants} for k, t in (("ff", FF), ("sc", SC))])
     rows = {r["claim_id"]: r for r in C.compute_claims(con, both)}
-    p = {k: stats.ttest_ind(*runs[t], equal_var=True).pvalue for k, t in (("ff", FF), ("sc", SC))}
+    ref = {k: stats.ttest_ind(*runs[t], equal_var=False) for k, t in (("ff", FF), ("sc", SC))}  # Welch (issue 67)
+    p = {k: r.pvalue for k, r in ref.items()}
     for k in ("ff", "sc"):
         r = rows[f"{k}:a-vs-b"]
-        assert r["p_value"] == pytest.approx(p[k], rel=1e-9) and r["test"] == "runs-t" and r["df"] == 4
+        assert r["p_value"] == pytest.approx(p[k], rel=1e-9) and r["test"] == "runs-t"
+        assert r["df"] == pytest.approx(ref[k].df, rel=1e-9)
         assert r["family_m"] == 2 and r["family"] == "PoPE @ cpu"
     lo, hi = sorted(p.values())
     assert sorted(r["p_adjusted"] for r in rows.values()) == pytest.approx([2 * lo, max(2 * lo, hi)], rel=1e-9)
@@ -171,8 +173,8 @@ def test_runs_level_test_is_students_t(tmp_path):
         _metric(con, f"pope{s}", II, a, 0.01)
         _metric(con, f"rope{s}", II, b, 0.01)
     (row,) = C.compute_claims(con, _claims(tmp_path, [{}]))
-    ref = stats.ttest_ind([100 * x for x in pope], [100 * x for x in rope], equal_var=True)
-    assert row["test"] == "runs-t" and row["df"] == 4
+    ref = stats.ttest_ind([100 * x for x in pope], [100 * x for x in rope], equal_var=False)  # Welch (issue 67)
+    assert row["test"] == "runs-t" and row["df"] == pytest.approx(ref.df, rel=1e-9)
     assert row["p_value"] == pytest.approx(ref.pvalue, rel=1e-9) and row["p_value"] < 1e-3
     assert row["stderr"] == pytest.approx(84 / ref.statistic, rel=1e-9)
     assert row["verdict"] == "reproduced" and row["p_adjusted"] == row["p_value"]
