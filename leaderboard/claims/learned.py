@@ -101,28 +101,55 @@ def not_learned(ev: Evidence, name: str, store: Store) -> str:
     )
 
 
+#: a run at or above this in-distribution accuracy has learned its task: a falling loss there is polish, never
+#: "still improving" (issue 67: CoPE selective copy seed 2, 0.1958 -> 0.0005 nats at accuracy 1.00, was flagged)
+LEARNED_CEILING = 0.99
+
+
 def not_converged(ev: Evidence, name: str, store: Store) -> str:
-    """Why the pair is "not learned at this scale" because a diagnostic run of either side was still improving at
-    its end ('' when none was, or no run records two validations): its validation loss fell by more than
-    claims.yaml's ``converge_tolerance`` (nats per scored token) between its last two validations. A baseline
-    still learning when training stopped is a budget effect, not the encoding's (issue 55: learned PE on
-    flip-flop, 0.63 -> 0.44 while RoPE and CoPE sat at 1e-4)."""
+    """Why the pair is blocked because its trailing side was still improving at its end ('' when it was not, or no
+    run records two validations). One-sided (issue 67): only the side behind on the claim's in-distribution metric
+    (seed means) can have its gap closed or flipped by more training; the side ahead still improving only widens it.
+    A run of that side is still improving when its validation loss fell by more than claims.yaml's
+    ``converge_tolerance`` (nats per scored token) between its last two validations and its in-distribution
+    accuracy is below ``LEARNED_CEILING``. The label says "baseline under-trained", with the side, each run's slope
+    and the gap. A baseline still learning when training stopped is a budget effect, not the encoding's (issue 55:
+    learned PE on flip-flop, 0.63 -> 0.44 while RoPE and CoPE sat at 1e-4)."""
     c = ev.claim
-    if in_distribution_task(c) is None:
+    got = in_distribution_task(c)
+    if got is None:
         return ""
-    bits = []
+    metric = ev.metrics.get(name) or c.metric
+    means = {}
     for side in (c.focus, name):
+        vals = seed_values(store, ev.units[side], got[1], metric)
+        means[side] = sum(vals) / len(vals) if vals else None
+    if means[c.focus] is not None and means[name] is not None and means[c.focus] != means[name]:
+        trailing = [c.focus if means[c.focus] < means[name] else name]  # accuracies: the lower is behind
+    else:
+        trailing = [c.focus, name]  # no gap to read: either side's training could move it
+    bits = []
+    for side in trailing:
         for unit in ev.units[side]:
             run = store.runs.get(unit[0], {}) if unit else {}
             curve = store.curves.get(str(run.get("checkpoint")), [])
-            if len(curve) >= 2 and curve[-2][1] - curve[-1][1] > c.converge_tolerance:
-                (s0, l0), (s1, l1) = curve[-2], curve[-1]
-                bits.append(f"{side} seed {run.get('seed')}: {l0:.4f} at step {s0} -> {l1:.4f} at step {s1}")
+            if len(curve) < 2 or curve[-2][1] - curve[-1][1] <= c.converge_tolerance:
+                continue
+            acc = run_value(store, unit, got[1], metric)
+            if acc is not None and float(acc[0]) >= LEARNED_CEILING:
+                continue
+            (s0, l0), (s1, l1) = curve[-2], curve[-1]
+            slope = (l1 - l0) / max(1, s1 - s0) * 1000
+            bits.append(f"{side} seed {run.get('seed')}: {l0:.4f} at step {s0} -> {l1:.4f} at step {s1} "
+                        f"({slope:+.3g} nats per 1,000 steps)")  # fmt: skip
     if not bits:
         return ""
-    return (f"not learned at this scale: still improving at the end of training (validation loss fell by more than "
-            f"claims.yaml converge_tolerance = {c.converge_tolerance:g} nats between the last two validations): "
-            + "; ".join(bits))  # fmt: skip
+    gap = (f"; gap {c.focus} − {name} = {means[c.focus] - means[name]:+.3f} ({metric}, seed means)"
+           if means[c.focus] is not None and means[name] is not None else "")  # fmt: skip
+    return (f"not learned at this scale: baseline under-trained ({', '.join(trailing)} behind and still improving "
+            f"at the end of training: validation loss fell by more than claims.yaml converge_tolerance = "
+            f"{c.converge_tolerance:g} nats between the last two validations, below {LEARNED_CEILING:g} "
+            f"in-distribution accuracy): " + "; ".join(bits) + gap)  # fmt: skip
 
 
 def no_contrast(ev: Evidence, name: str, store: Store, diff: float | None, se: float | None) -> str:
