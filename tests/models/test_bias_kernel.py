@@ -1,0 +1,138 @@
+"""The fused distance-bias kernel (peeval.kernels.bias_attention) against float64 references.
+
+Like tests/models/test_kernels.py the kernel runs in a subprocess under ``TRITON_INTERPRET=1``
+(CPU tensors); on a GPU machine run the inner tests on compiled kernels:
+    PEEVAL_KERNEL_TESTS_INNER=1 PEEVAL_KERNEL_TESTS_DEVICE=cuda python -m pytest tests/models/test_bias_kernel.py
+
+Every gradient is checked: q, k, v and the bias's parameters (a free per-distance vector; t5's
+bucket embedding; kerple's r1, r2; alibi's output with fixed slopes), padded and unpadded,
+lengths that are not multiples of the 16-wide interpreter blocks, GQA.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+INNER = os.environ.get("PEEVAL_KERNEL_TESTS_INNER") == "1"
+DEVICE = os.environ.get("PEEVAL_KERNEL_TESTS_DEVICE", "cpu")
+HAVE_TRITON = importlib.util.find_spec("triton") is not None
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+if not INNER:
+
+    @pytest.mark.skipif(not HAVE_TRITON, reason="triton is not installed (pip install -e .[dev])")
+    def test_bias_kernel_under_triton_interpreter():
+        env = dict(os.environ, TRITON_INTERPRET="1", PEEVAL_KERNEL_TESTS_INNER="1", OMP_NUM_THREADS="1")
+        env.pop("PEEVAL_KERNEL_TESTS_DEVICE", None)
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", os.path.abspath(__file__)]
+        r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, f"inner bias-kernel tests failed:\n{r.stdout[-8000:]}\n{r.stderr[-3000:]}"
+
+else:
+    if DEVICE == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    pytestmark = pytest.mark.skipif(not HAVE_TRITON, reason="triton is not installed")
+    TOL = 1e-4  # fp32 against float64, relative Frobenius
+
+    def rel(a, ref):
+        a, ref = a.double(), ref.double()
+        assert torch.isfinite(a).all()
+        return ((a - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+    def leaf(g, b, h, n, d):
+        """A (B, N, H, d) leaf and its (B, H, N, d) view (the model's non-contiguous layout)."""
+        x = torch.randn(b, n, h, d, generator=g).to(DEVICE).requires_grad_()
+        return x, x.transpose(1, 2)
+
+    def key_valid(b, n, g):
+        """Left padding in row 0 (5 pads), right padding in row 1 (7 pads), the rest whole."""
+        m = torch.ones(b, n, dtype=torch.bool)
+        m[0, :5] = False
+        if b > 1:
+            m[1, n - 7 :] = False
+        return m.to(DEVICE)
+
+    def check(case, table_fn, params, padded, seed=0):
+        """Loss sum(out·go) through the kernel vs the float64 reference: out and the gradients of
+        q, k, v and ``params`` (the leaves ``table_fn`` builds the (H, N) vector from)."""
+        from peeval.kernels.bias_attention import bias_attention, bias_attention_reference
+
+        b, h, hk, n, d = case
+        g = torch.Generator().manual_seed(seed)
+        (ql, q), (kl, k), (vl, v) = leaf(g, b, h, n, d), leaf(g, b, hk, n, d), leaf(g, b, hk, n, d)
+        kv = key_valid(b, n, g) if padded else None
+        out = bias_attention(q, k, v, table_fn(params, torch.float32), kv)
+        go = torch.randn(out.shape, generator=g).to(DEVICE)
+        leaves = [ql, kl, vl, *params]
+        grads = torch.autograd.grad((out * go).sum(), leaves)
+        r = [t.detach().double().requires_grad_() for t in leaves]
+        rq, rk, rv = (t.transpose(1, 2) for t in r[:3])
+        ro = bias_attention_reference(rq, rk, rv, table_fn(r[3:], torch.float64), kv)
+        rgrads = torch.autograd.grad((ro * go.double()).sum(), r)
+        names = ["dq", "dk", "dv"] + [f"dparam{i}" for i in range(len(params))]
+        errs = {"out": rel(out, ro), **{nm: rel(a, x) for nm, a, x in zip(names, grads, rgrads)}}
+        assert max(errs.values()) < TOL, errs
+        return errs
+
+    # (B, H, Hk, N, d): N ragged w.r.t. the 16-wide blocks, one shorter than a block, GQA, d not 2^k
+    CASES = [(2, 2, 2, 37, 32), (2, 4, 2, 50, 48), (1, 2, 1, 13, 16)]
+    IDS = ["-".join(map(str, c)) for c in CASES]
+
+    @pytest.mark.parametrize("padded", [False, True], ids=["whole", "padded"])
+    @pytest.mark.parametrize("case", CASES, ids=IDS)
+    def test_free_distance_vector(case, padded):
+        g = torch.Generator().manual_seed(1)
+        w = torch.randn(case[1], case[3], generator=g).to(DEVICE).requires_grad_()
+        check(case, lambda p, dt: p[0].to(dt), [w], padded)
+
+    @pytest.mark.parametrize("padded", [False, True], ids=["whole", "padded"])
+    def test_t5_bucket_embedding(padded):
+        """t5: the (buckets, H) embedding gathered to a per-distance vector outside the kernel;
+        its gradient scatters back through the gather (torch)."""
+        from peeval.models.encodings.t5 import causal_buckets
+
+        case = (2, 4, 4, 45, 32)
+        g = torch.Generator().manual_seed(2)
+        emb = torch.randn(8, case[1], generator=g).to(DEVICE).requires_grad_()
+        buckets = causal_buckets(torch.arange(case[3], device=DEVICE), 8, 16)
+        check(case, lambda p, dt: p[0].to(dt)[buckets].t(), [emb], padded)
+
+    @pytest.mark.parametrize("variant", ["log", "power"])
+    def test_kerple_parameters(variant):
+        case = (2, 2, 2, 40, 32)
+        g = torch.Generator().manual_seed(3)
+        r1 = (torch.rand(case[1], generator=g) + 0.5).to(DEVICE).requires_grad_()
+        r2 = (torch.rand(case[1], generator=g) + 0.5).to(DEVICE).requires_grad_()
+
+        def table(p, dt):
+            a, c = (x.to(dt)[:, None] for x in p)
+            dist = torch.arange(case[3], device=DEVICE, dtype=dt)
+            return -a * torch.log1p(c * dist) if variant == "log" else -a * dist.pow(c)
+
+        check(case, table, [r1, r2], padded=True)
+
+    def test_alibi_fixed_slopes():
+        from peeval.models.encodings.alibi import alibi_slopes
+
+        case = (1, 4, 4, 33, 32)
+        slopes = alibi_slopes(case[1]).to(DEVICE)
+        dist = torch.arange(case[3], device=DEVICE)
+        check(case, lambda p, dt: -slopes.to(dt)[:, None] * dist.to(dt), [], padded=False)
+
+    def test_bias_gradient_is_not_the_bias_free_one():
+        """The test can fail: a kernel that dropped w from the scores would differ from the reference
+        by far more than the tolerance (here: the reference with w, the kernel with w = 0)."""
+        from peeval.kernels.bias_attention import bias_attention, bias_attention_reference
+
+        g = torch.Generator().manual_seed(4)
+        q, k, v = (torch.randn(1, 2, 20, 16, generator=g).to(DEVICE) for _ in range(3))
+        w = torch.randn(2, 20, generator=g).to(DEVICE)
+        with_w = bias_attention_reference(q.double(), k.double(), v.double(), w.double())
+        assert rel(bias_attention(q, k, v, w), with_w) < TOL
+        assert rel(bias_attention(q, k, v, torch.zeros_like(w)), with_w) > 100 * TOL
