@@ -92,7 +92,8 @@ def _has_blocked_content(c: AttentionCall) -> bool:
 
 
 def _can_fuse(c: AttentionCall) -> bool:
-    return c.pe.fused_kernel(c.q) is not None and triton_available(c.q) and c.whole
+    by_index = c.pe.index_distances and c.ctx.remapped  # randpe: distances are not the indices' difference
+    return c.pe.fused_kernel(c.q) is not None and triton_available(c.q) and c.whole and not by_index
 
 
 def _can_flash(c: AttentionCall) -> bool:

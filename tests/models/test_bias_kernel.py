@@ -136,3 +136,37 @@ else:
         with_w = bias_attention_reference(q.double(), k.double(), v.double(), w.double())
         assert rel(bias_attention(q, k, v, w), with_w) < TOL
         assert rel(bias_attention(q, k, v, torch.zeros_like(w)), with_w) > 100 * TOL
+
+    @pytest.mark.parametrize(
+        "pe,opts", [("alibi", {}), ("t5", {"num_buckets": 8, "max_distance": 16}), ("kerple", {"variant": "power"})]
+    )
+    def test_model_triton_backend_matches_float64_eager(pe, opts, monkeypatch):
+        """``attn_backend="triton"`` runs the fused kernel in every layer (GQA: 4 query, 2 kv heads) and
+        gives the float64 eager model's loss and every parameter's gradient (the encoding's included)."""
+        import peeval.kernels.bias_attention as ba
+        from peeval.models import PeevalConfig, PeevalForCausalLM
+
+        calls = []
+        real = ba.bias_attention
+        monkeypatch.setattr(ba, "bias_attention", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+        cfg = dict(vocab_size=61, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4)
+        cfg.update(num_key_value_heads=2, max_position_embeddings=64, rope_theta=100.0, pe=pe, pe_options=opts)
+        torch.manual_seed(0)
+        m = PeevalForCausalLM(PeevalConfig(**cfg, attn_backend="triton")).to(DEVICE)
+        with torch.no_grad():  # off their init values: every gradient matters
+            for p in m.model.pe.parameters():
+                p.add_(0.3 * torch.randn_like(p)).abs_()
+        ref = PeevalForCausalLM(PeevalConfig(**cfg, attn_backend="eager")).double().to(DEVICE)
+        ref.load_state_dict({k: v.double() for k, v in m.state_dict().items()})
+        x = torch.randint(0, 61, (2, 37), generator=torch.Generator().manual_seed(1)).to(DEVICE)
+        out, rout = m(x, labels=x), ref(x, labels=x)
+        out.loss.backward()
+        rout.loss.backward()
+        assert len(calls) == cfg["num_hidden_layers"]
+        assert abs(out.loss.item() - rout.loss.item()) < 1e-5
+        grads = {n: p.grad for n, p in m.named_parameters() if p.grad is not None}
+        rgrads = {n: p.grad for n, p in ref.named_parameters() if p.grad is not None}
+        assert set(grads) == set(rgrads)
+        errs = {n: rel(grads[n], rgrads[n]) for n in grads}
+        assert max(errs.values()) < TOL, errs
+        assert any(n.startswith("model.pe.") for n in grads) or pe == "alibi"
