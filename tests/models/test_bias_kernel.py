@@ -170,3 +170,38 @@ else:
         errs = {n: rel(grads[n], rgrads[n]) for n in grads}
         assert max(errs.values()) < TOL, errs
         assert any(n.startswith("model.pe.") for n in grads) or pe == "alibi"
+
+    @pytest.mark.parametrize("pe,opts", [("t5", {"num_buckets": 8, "max_distance": 16}), ("kerple", {})])
+    def test_model_triton_backend_padded_matches_float64_eager(pe, opts, monkeypatch):
+        """Left padding (row 0) and right padding (row 1): the kernel masks the padded keys; the loss
+        over the real tokens and every gradient equal the float64 eager model's."""
+        import peeval.kernels.bias_attention as ba
+        from peeval.models import PeevalConfig, PeevalForCausalLM
+
+        seen = []
+        real = ba.bias_attention
+        monkeypatch.setattr(ba, "bias_attention", lambda *a, **kw: seen.append(a[4] is not None) or real(*a, **kw))
+        cfg = dict(vocab_size=61, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4)
+        cfg.update(num_key_value_heads=2, max_position_embeddings=64, rope_theta=100.0, pe=pe, pe_options=opts)
+        torch.manual_seed(0)
+        m = PeevalForCausalLM(PeevalConfig(**cfg, attn_backend="triton")).to(DEVICE)
+        with torch.no_grad():
+            for p in m.model.pe.parameters():
+                p.add_(0.3 * torch.randn_like(p)).abs_()
+        ref = PeevalForCausalLM(PeevalConfig(**cfg, attn_backend="eager")).double().to(DEVICE)
+        ref.load_state_dict({k: v.double() for k, v in m.state_dict().items()})
+        x = torch.randint(0, 61, (2, 35), generator=torch.Generator().manual_seed(1)).to(DEVICE)
+        mask = torch.ones_like(x)
+        mask[0, :6] = 0
+        mask[1, 28:] = 0
+        labels = x.masked_fill(mask == 0, -100)
+        out, rout = m(x, attention_mask=mask, labels=labels), ref(x, attention_mask=mask, labels=labels)
+        out.loss.backward()
+        rout.loss.backward()
+        assert seen == [True] * cfg["num_hidden_layers"]
+        assert abs(out.loss.item() - rout.loss.item()) < 1e-5
+        grads = {n: p.grad for n, p in m.named_parameters() if p.grad is not None}
+        rgrads = {n: p.grad for n, p in ref.named_parameters() if p.grad is not None}
+        assert set(grads) == set(rgrads)
+        errs = {n: rel(grads[n], rgrads[n]) for n in grads}
+        assert max(errs.values()) < TOL, errs
