@@ -45,6 +45,14 @@ else:
         assert torch.isfinite(a).all()
         return ((a - ref).norm() / ref.norm().clamp_min(1e-30)).item()
 
+    def param_err(a, ref):
+        """rel, except for a gradient that is exactly zero in exact arithmetic (FIRE's b1 when every unit
+        is active over the range of x: a per-row constant, which the softmax ignores): the float64 one
+        is round-off (< 1e-12), and the kernel's must be round-off too (< 1e-6 absolute)."""
+        if ref.double().norm() < 1e-12:
+            return a.double().norm().item() * 1e2  # 1e-6 absolute maps to TOL
+        return rel(a, ref)
+
     def leaf(g, b, h, n, d):
         """A (B, N, H, d) leaf and its (B, H, N, d) view (the model's non-contiguous layout)."""
         x = torch.randn(b, n, h, d, generator=g).to(DEVICE).requires_grad_()
@@ -138,8 +146,10 @@ else:
         assert rel(bias_attention(q, k, v, torch.zeros_like(w)), with_w) > 100 * TOL
 
     @pytest.mark.parametrize(
-        "pe,opts", [("alibi", {}), ("t5", {"num_buckets": 8, "max_distance": 16}), ("kerple", {"variant": "power"})]
-    )
+        "pe,opts",
+        [("alibi", {}), ("t5", {"num_buckets": 8, "max_distance": 16}), ("kerple", {"variant": "power"}),
+         ("fire", {"init_L": 8, "hidden": 6})],
+    )  # fmt: skip
     def test_model_triton_backend_matches_float64_eager(pe, opts, monkeypatch):
         """``attn_backend="triton"`` runs the fused kernel in every layer (GQA: 4 query, 2 kv heads) and
         gives the float64 eager model's loss and every parameter's gradient (the encoding's included)."""
@@ -147,8 +157,9 @@ else:
         from peeval.models import PeevalConfig, PeevalForCausalLM
 
         calls = []
-        real = ba.bias_attention
-        monkeypatch.setattr(ba, "bias_attention", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+        name = "fire_attention" if pe == "fire" else "bias_attention"
+        real = getattr(ba, name)
+        monkeypatch.setattr(ba, name, lambda *a, **kw: calls.append(1) or real(*a, **kw))
         cfg = dict(vocab_size=61, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4)
         cfg.update(num_key_value_heads=2, max_position_embeddings=64, rope_theta=100.0, pe=pe, pe_options=opts)
         torch.manual_seed(0)
@@ -167,11 +178,13 @@ else:
         grads = {n: p.grad for n, p in m.named_parameters() if p.grad is not None}
         rgrads = {n: p.grad for n, p in ref.named_parameters() if p.grad is not None}
         assert set(grads) == set(rgrads)
-        errs = {n: rel(grads[n], rgrads[n]) for n in grads}
+        errs = {n: param_err(grads[n], rgrads[n]) for n in grads}
         assert max(errs.values()) < TOL, errs
         assert any(n.startswith("model.pe.") for n in grads) or pe == "alibi"
 
-    @pytest.mark.parametrize("pe,opts", [("t5", {"num_buckets": 8, "max_distance": 16}), ("kerple", {})])
+    @pytest.mark.parametrize(
+        "pe,opts", [("t5", {"num_buckets": 8, "max_distance": 16}), ("kerple", {}), ("fire", {"init_L": 8})]
+    )
     def test_model_triton_backend_padded_matches_float64_eager(pe, opts, monkeypatch):
         """Left padding (row 0) and right padding (row 1): the kernel masks the padded keys; the loss
         over the real tokens and every gradient equal the float64 eager model's."""
@@ -179,8 +192,9 @@ else:
         from peeval.models import PeevalConfig, PeevalForCausalLM
 
         seen = []
-        real = ba.bias_attention
-        monkeypatch.setattr(ba, "bias_attention", lambda *a, **kw: seen.append(a[4] is not None) or real(*a, **kw))
+        name, at = ("fire_attention", 8) if pe == "fire" else ("bias_attention", 4)  # key_valid's argument
+        real = getattr(ba, name)
+        monkeypatch.setattr(ba, name, lambda *a, **kw: seen.append(a[at] is not None) or real(*a, **kw))
         cfg = dict(vocab_size=61, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4)
         cfg.update(num_key_value_heads=2, max_position_embeddings=64, rope_theta=100.0, pe=pe, pe_options=opts)
         torch.manual_seed(0)
@@ -203,5 +217,40 @@ else:
         grads = {n: p.grad for n, p in m.named_parameters() if p.grad is not None}
         rgrads = {n: p.grad for n, p in ref.named_parameters() if p.grad is not None}
         assert set(grads) == set(rgrads)
-        errs = {n: rel(grads[n], rgrads[n]) for n in grads}
+        errs = {n: param_err(grads[n], rgrads[n]) for n in grads}
+        assert max(errs.values()) < TOL, errs
+
+    def _fire_inputs(b, h, n, nt, seed):
+        g = torch.Generator().manual_seed(seed)
+        psi = torch.log1p(0.3 * torch.arange(n + 3, dtype=torch.float32))  # ψ(d), more entries than N
+        norm = torch.log1p(0.3 * torch.arange(n, dtype=torch.float32).clamp(min=9.0)).repeat(b, 1) + 1e-6
+        x_max = (psi[:n] / norm[0]).max().item()
+        t = (torch.rand(nt, generator=g) * x_max * 1.1).sort().values  # breakpoints inside the range of x
+        slopes, icpt = (torch.randn(nt + 1, h, generator=g) for _ in range(2))
+        return [p.to(DEVICE).requires_grad_() for p in (psi, norm, slopes, icpt)], t.to(DEVICE)
+
+    @pytest.mark.parametrize("padded", [False, True], ids=["whole", "padded"])
+    @pytest.mark.parametrize("case", [(2, 2, 2, 37, 32), (2, 4, 2, 50, 16)], ids=["37", "50-gqa"])
+    def test_fire_piecewise_linear(case, padded):
+        """FIRE: dq, dk, dv and the gradients of ψ (diagonal sums), the row normaliser, the slopes and the
+        intercepts (per-segment sums) against the float64 dense bias; 5 segments crossed inside each row."""
+        from peeval.kernels.bias_attention import bias_attention_reference, fire_attention, fire_dense_bias
+
+        b, h, hk, n, d = case
+        params, t = _fire_inputs(b, h, n, 5, seed=5)
+        g = torch.Generator().manual_seed(6)
+        (ql, q), (kl, k), (vl, v) = leaf(g, b, h, n, d), leaf(g, b, hk, n, d), leaf(g, b, hk, n, d)
+        kv = key_valid(b, n, g) if padded else None
+        psi, norm, slopes, icpt = params
+        out = fire_attention(q, k, v, psi, norm, t, slopes, icpt, kv)
+        go = torch.randn(out.shape, generator=g).to(DEVICE)
+        leaves = [ql, kl, vl, *params]
+        grads = torch.autograd.grad((out * go).sum(), leaves)
+        r = [x.detach().double().requires_grad_() for x in leaves]
+        rq, rk, rv = (x.transpose(1, 2) for x in r[:3])
+        rb = fire_dense_bias(r[3], r[4], t.double(), r[5], r[6])
+        ro = bias_attention_reference(rq, rk, rv, rb, kv)
+        rgrads = torch.autograd.grad((ro * go.double()).sum(), r)
+        names = ["dq", "dk", "dv", "dpsi", "dnorm", "dslopes", "dicpt"]
+        errs = {"out": rel(out, ro), **{nm: rel(a, x) for nm, a, x in zip(names, grads, rgrads)}}
         assert max(errs.values()) < TOL, errs
