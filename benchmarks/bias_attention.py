@@ -7,7 +7,9 @@ B × N = 64 × 512 and 16 × 2,048. Methods, measured side by side in one run:
   sdpa_bias  sdpa with the N×N bias gathered from the per-distance vector w (H, N) in the timed
              call, gradient into w through the gather (t5 / kerple's CUDA training default)
   fused      the fused kernel: w read per tile, dw by per-tile diagonal sums
-Every method's dq, dk, dv, dw are compared with sdpa_bias's first (relative error printed).
+  fire_sdpa  sdpa with FIRE's N×N bias from its piecewise-linear pieces (32 segments), built in the call
+  fire_fused the kernel with FIRE's pieces (segment search in the tile; dψ, dnorm, dA, dC in the kernel)
+Every method's outputs and gradients are compared with its sdpa counterpart's (relative error printed).
 
     python benchmarks/bias_attention.py [--shapes 64x512,16x2048] [--reps 20] [--out FILE.json]
     TRITON_INTERPRET=1 python benchmarks/bias_attention.py --dry-run   # CPU, tiny shapes, no timings
@@ -26,7 +28,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from a checkout
 
-from peeval.kernels.bias_attention import bias_attention  # noqa: E402
+from peeval.kernels.bias_attention import bias_attention, fire_attention, fire_dense_bias  # noqa: E402
 
 H, D = 8, 64
 
@@ -67,7 +69,27 @@ def methods():
     def fused(q, k, v, w):
         return bias_attention(q, k, v, w)
 
-    return {"rope": rope, "sdpa_bias": sdpa_bias, "fused": fused}
+    def fire_sdpa(q, k, v, w):
+        psi, norm, t, a, c = fire_pieces(q.shape[0], q.shape[2], w)
+        i = torch.arange(q.shape[2], device=q.device)
+        bias = fire_dense_bias(psi, norm, t, a, c).to(q.dtype).masked_fill(i[None, :] > i[:, None], float("-inf"))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+
+    def fire_fused(q, k, v, w):
+        return fire_attention(q, k, v, *fire_pieces(q.shape[0], q.shape[2], w))
+
+    return {"rope": rope, "sdpa_bias": sdpa_bias, "fused": fused, "fire_sdpa": fire_sdpa, "fire_fused": fire_fused}
+
+
+def fire_pieces(b, n, w, hidden=32):
+    """FIRE's tensors (ψ, norm, t, A, C) at L = 512, c = 0.1, differentiable through w's first row (scaled)."""
+    g = torch.Generator(device="cpu").manual_seed(2)
+    dev = w.device
+    psi = torch.log1p(0.1 * torch.arange(n, device=dev, dtype=torch.float32)) * (1 + w[0, :1])
+    norm = torch.log1p(0.1 * torch.arange(n, device=dev, dtype=torch.float32).clamp(min=512.0)) + 1e-6
+    t = torch.rand(hidden, generator=g).sort().values.to(dev)
+    a, c = (torch.randn(hidden + 1, H, generator=g).to(dev) * (1 + w[0, 0]) for _ in range(2))
+    return psi, norm.expand(b, n), t, a, c
 
 
 def time_ms(fn, reps: int, warmup: int = 3) -> float:
@@ -101,10 +123,11 @@ def run_shape(b, n, reps, device, dtype, timed):
     x = inputs(b, n, device, dtype)
     go = torch.randn(b, H, n, D, generator=torch.Generator(device="cpu").manual_seed(1)).to(device, dtype)
     ms = methods()
-    ref = grads(ms["sdpa_bias"], x, go)
+    refs = {"sdpa_bias": grads(ms["sdpa_bias"], x, go), "fire_sdpa": grads(ms["fire_sdpa"], x, go)}
     rows = {}
     for name, fn in ms.items():
         got = grads(fn, x, go)
+        ref = refs["fire_sdpa" if name.startswith("fire") else "sdpa_bias"]
         errs = {k: rel(a, r) for k, a, r in zip(("out", "dq", "dk", "dv", "dw"), got, ref)} if name != "rope" else {}
         row = {"errors": errs}
         if timed:
