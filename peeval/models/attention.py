@@ -92,7 +92,10 @@ def _has_blocked_content(c: AttentionCall) -> bool:
 
 
 def _can_fuse(c: AttentionCall) -> bool:
-    return c.pe.fused_kernel(c.q) is not None and triton_available(c.q) and c.whole
+    by_index = c.pe.index_distances and c.ctx.remapped  # randpe: distances are not the indices' difference
+    # padding only for a kernel that takes the mask's keys (no cache history: Nq == Nk)
+    shape_ok = c.whole or (c.pe.fused_padding and c.ctx.past_length == 0 and c.padded)
+    return c.pe.fused_kernel(c.q) is not None and triton_available(c.q) and shape_ok and not by_index
 
 
 def _can_flash(c: AttentionCall) -> bool:
@@ -124,7 +127,10 @@ def _sdpa(c):
 
 
 def _fused(c):
-    return c.pe.fused_kernel(c.q)(c.layer, c.q, c.k, c.v, c.ctx), None
+    kernel = c.pe.fused_kernel(c.q)
+    if c.padded:  # only for a ``fused_padding`` kernel (``_can_fuse``): the mask's keys, every token sees itself
+        return kernel(c.layer, c.q, c.k, c.v, c.ctx, key_valid=c.attention_mask.bool()), None
+    return kernel(c.layer, c.q, c.k, c.v, c.ctx), None
 
 
 def _content_blocks(c):

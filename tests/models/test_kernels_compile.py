@@ -22,9 +22,10 @@ from triton._C.libtriton import ir
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from triton.compiler.compiler import make_backend
-from peeval.kernels import pope_attention as P, tape_attention as T
+from peeval.kernels import bias_attention as BA, pope_attention as P, tape_attention as T
 
 F32 = {"LSE", "DELTA", "QP", "KP", "TH", "DL", "DDL"}  # fp32 whatever the input dtype
+F32 |= {"W", "SCR", "PART", "NORM", "TB", "SA", "SC", "DN", "SEGP"}  # bias_attention's tables and sums
 PTRS = {"Q", "K", "V", "E", "Out", "EO", "DO", "DEO", "DK", "DV_", "DE_", "DQ"} | F32
 target = GPUTarget("cuda", 90, 32)
 backend = make_backend(target)
@@ -35,9 +36,15 @@ jobs = [(T._tape_fwd, tape, "bf16"), (T._tape_bwd_kv, tape, "bf16"), (T._tape_bw
         (P._pope_fwd, pope, "fp32"), (P._pope_bwd_kv, pope, "fp32"), (P._pope_bwd_q, pope, "fp32"),
         (P._pope_fwd, dict(pope, PREC="tf32", SOFTPLUS=False, HAS_DELTA=False), "bf16"),
         (P._pope_bwd_pre, dict(DV=64, BDV=64, BM=64), "fp32")]
+bias = dict(D=64, DV=64, BD=64, BDV=64, PREC="tf32", BM=64, BN=64, HAS_PAD=True, FIRE=False, BR=128, KP=64)
+jobs += [(BA._bias_fwd, bias, "bf16"), (BA._bias_bwd_kv, bias, "bf16"), (BA._bias_bwd_q, bias, "bf16"),
+         (BA._bias_bwd_q, dict(bias, PREC="ieee", HAS_PAD=False), "fp32"),
+         (BA._bias_bwd_pre, dict(DV=64, BDV=64, BM=64), "bf16"),
+         (BA._bias_fwd, dict(bias, FIRE=True), "bf16"), (BA._bias_bwd_kv, dict(bias, FIRE=True), "bf16"),
+         (BA._bias_bwd_q, dict(bias, FIRE=True), "bf16")]
 for fn, consts, dt in jobs:
     consts = {k: v for k, v in consts.items() if k in fn.arg_names}
-    sig = {n: "constexpr" if n in consts else "*fp32" if n in F32 else "*" + dt if n in PTRS
+    sig = {n: "constexpr" if n in consts else "*i8" if n == "KV" else "*fp32" if n in F32 else "*" + dt if n in PTRS
            else "fp32" if "scale" in n else "i32" for n in fn.arg_names}
     src = ASTSource(fn, sig, constexprs={(fn.arg_names.index(k),): v for k, v in consts.items()})
     opts = backend.parse_options(dict(num_warps=4, num_stages=2))
@@ -61,4 +68,4 @@ def test_every_kernel_lowers_for_sm90_without_a_gpu():
     env.update(OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([REPO, env.get("PYTHONPATH", "")]))
     r = subprocess.run([sys.executable, "-c", LOWER], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, f"{r.stdout[-3000:]}\n{r.stderr[-5000:]}"
-    assert r.stdout.count(" ok") == 9, r.stdout
+    assert r.stdout.count(" ok") == 17, r.stdout

@@ -234,6 +234,11 @@ class Encoding(nn.Module):
         return self, ctx
 
     # -- an encoding's own kernel (the ``triton`` back-end) -------------------------------
+    #: the fused kernel derives distances from the indices (refused for remapped positions)
+    index_distances: ClassVar[bool] = False
+    #: the fused kernel takes ``key_valid=`` (B, N) padded keys (a causal pass with no cache history)
+    fused_padding: ClassVar[bool] = False
+
     def fused_kernel(self, q: torch.Tensor) -> Callable | None:
         """``kernel(layer, q, k, v, ctx) -> out`` that computes the attention from these raw
         queries' shape (B, H, N, d), or None. Called for a causal pass with no cache history

@@ -63,6 +63,26 @@ class DistanceBias(Encoding):
         nq, nk = ctx.query_length, ctx.key_length
         return gather_block(slice(0, nq), slice(0, nk), self.table(layer, ctx), ctx.position_ids, ctx.key_position_ids)
 
+    # -- the ``triton`` back-end: w[h, i − j] built inside peeval.kernels.bias_attention ------
+    #: the kernel reads distances from the indices: never offered for remapped (randpe) positions
+    index_distances: ClassVar[bool] = True
+    #: padded keys masked in the kernel: the real tokens' distances are their indices' difference (left or
+    #: right padding, position ids contiguous over the real tokens)
+    fused_padding: ClassVar[bool] = True
+
+    def fused_kernel(self, q):
+        return self.fused_attention if q.dtype in (torch.float32, torch.float16, torch.bfloat16) else None
+
+    def fused_attention(self, layer, q, k, v, ctx, key_valid=None):
+        """The table (H, D) padded to N distances; its gradient reaches the parameters through torch."""
+        from ...kernels.bias_attention import bias_attention
+
+        w = self.table(layer, ctx)
+        n = q.shape[2]
+        if w.shape[1] < n:  # distances past the data's largest never occur; zeros keep the shape
+            w = torch.nn.functional.pad(w, (0, n - w.shape[1]))
+        return bias_attention(q, k, v, w, key_valid, self.scale())
+
     def bias(self, layer, ctx):
         return PositionBias(
             gather_block,

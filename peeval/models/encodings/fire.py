@@ -92,6 +92,26 @@ class FIRE(Encoding):
             _fire_block, tensors, element_fn=_fire_entry, dense_fn=lambda: self.reference_bias(layer, ctx)
         )
 
+    # -- the ``triton`` back-end: f's pieces inside peeval.kernels.bias_attention ----------------
+    #: the kernel reads distances from the indices (never for remapped positions) and takes padded keys
+    index_distances = True
+    fused_padding = True
+
+    def fused_kernel(self, q):
+        return self.fused_attention if q.dtype in (torch.float32, torch.float16, torch.bfloat16) else None
+
+    def fused_attention(self, layer, q, k, v, ctx, key_valid=None):
+        """ψ over the distances, the rows' normaliser and f's pieces; their gradients reach c, L_mult and
+        the MLP through torch (``bias`` builds the same tensors for the other back-ends)."""
+        from ...kernels.bias_attention import fire_attention
+
+        psi, norm, t, slopes, icpt, _qpos, _kpos = self.bias(layer, ctx).tensors
+        b, _h, n, _d = q.shape
+        if psi.shape[0] < n:  # distances past the data's largest never occur
+            psi = torch.nn.functional.pad(psi, (0, n - psi.shape[0]))
+        norm = norm.expand(b, n)
+        return fire_attention(q, k, v, psi, norm, t, slopes, icpt, key_valid, self.scale())
+
     def reference_bias(self, layer: int, ctx) -> torch.Tensor:
         """(B, H, Nq, Nk): the MLP on every pair (the paper's formula; the eager reference)."""
         rel = ctx.relative_positions()
