@@ -125,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def action() -> str:
         counts = ingest(args.paths, args.db, args.root)
-        return f"{args.db}: " + ", ".join(f"{t} {n}" for t, n in counts.items() if n)
+        total = counts.pop(writer.STORE_RUNS)
+        wrote = ", ".join(f"{t} {n}" for t, n in counts.items() if n)
+        return f"{args.db}: wrote {wrote}; the store now holds {total} runs"
 
     return run_command("ingest", action, IngestError)

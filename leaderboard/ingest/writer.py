@@ -87,6 +87,9 @@ def _replaced(con, rows: dict[str, list[dict]], whole: dict[str, str]) -> list[s
     return stale
 
 
+STORE_RUNS = "runs in the store"  # counts' key of the store's total, beside the rows this ingest wrote
+
+
 def _write(con, rows: dict[str, list[dict]], whole: dict[str, str]) -> dict[str, int]:
     """The transaction's statements; rows written per table (the views: the new runs' rows they show)."""
     stale = _replaced(con, rows, whole)
@@ -105,6 +108,7 @@ def _write(con, rows: dict[str, list[dict]], whole: dict[str, str]) -> dict[str,
     for t in VIEWS:
         q = f"SELECT count(*) FROM {t} WHERE list_contains(?, run_id)"
         counts[t] = con.execute(q, [run_ids]).fetchone()[0] if run_ids else 0
+    counts[STORE_RUNS] = con.execute("SELECT count(*) FROM runs").fetchone()[0]  # kept runs too (issue 68)
     return counts
 
 

@@ -371,3 +371,13 @@ def test_a_samples_per_document_scores_are_kept_beside_its_outcome():
     assert row["scores"] is None and row["correct"] is False
     with pytest.raises(ValueError, match="'rouge1'"):
         _sample_row({**s, "rouge1": 25.0}, "peeval_scrolls_qmsum", "r0")
+
+
+def test_the_summary_line_gives_the_store_total_beside_what_this_ingest_wrote(tree, capsys):
+    """Issue 68: "runs 71" for a store of 72 read as a lost run; the line says both numbers."""
+    db = tree / "p.duckdb"
+    ingest([tree / "results" / "lm"], db, root=tree)
+    capsys.readouterr()
+    assert main(["--db", str(db), "--root", str(tree), str(tree / "results" / "diag")]) == 0
+    line = capsys.readouterr().out.strip()
+    assert "wrote runs 1," in line and line.endswith("the store now holds 2 runs"), line
