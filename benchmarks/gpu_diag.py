@@ -33,6 +33,8 @@ sys.path.insert(0, str(REPO))  # leaderboard (publish's path rewriting), when ru
 PROFILE = REPO / "params" / "gpu-diag.yaml"
 #: what a checkpoint folder contributes to the tarball (as leaderboard.publish): no weights
 CHECKPOINT_FILES = ("train_summary.json", "train_curve.csv")
+#: an evaluation's lock (peeval.evaluation.runner.EVAL_LOCK): scratch state that a killed eval leaves; never packed
+EVAL_LOCK = ".peeval-eval.lock"
 #: the dry run's runs when --runs names none: one CoPE task and one TAPE task, two processes at once
 CPU_RUNS = ("rope-flip_flop", "tape-addition")
 CPU_SIZES = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
@@ -126,7 +128,7 @@ def pack(work: Path, out: Path, manifest: dict) -> Path:
             for f in sorted(d.rglob("*")):
                 if f.name == "results.json":
                     relative_checkpoints(f, work)
-                if f.is_file():
+                if f.is_file() and f.name != EVAL_LOCK:
                     tf.add(f, f.relative_to(work).as_posix())
         for d in sorted((work / "checkpoints" / "diag").glob("*")):
             for name in CHECKPOINT_FILES:
@@ -156,6 +158,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if a.window_s is not None and not 0 < a.window_s < float("inf"):
         print(f"gpu_diag: --window_s {a.window_s}: allowed a finite number of seconds > 0", file=sys.stderr)
+        return 2
+    if a.runs is not None and not a.runs:
+        print("gpu_diag: --runs: name at least one diagnostics.runs entry (omit --runs for every run)", file=sys.stderr)
+        return 2
+    if a.out.exists() and not a.out.is_dir():
+        print(f"gpu_diag: --out {a.out}: not a folder (allowed: an empty or new folder)", file=sys.stderr)
         return 2
     if a.out.exists() and any(a.out.iterdir()):
         print(f"gpu_diag: --out {a.out}: not empty (never overwritten: name an empty or new folder)", file=sys.stderr)

@@ -142,3 +142,40 @@ def test_diagnostics_train_compile_is_validated_where_it_enters():
         DiagTrain(compile="fast")
     _, p = load(FILE)
     assert p.diagnostics.train.compile == "off"  # gpu-diag's runs are too short to pay a compile (the file's header)
+
+
+def test_out_a_file_and_runs_naming_nothing_are_refused_in_one_line(tmp_path, capsys):
+    """Issue 66: ``--out`` naming a file was a NotADirectoryError traceback; ``--runs`` with no names ran every
+    run. Both: one line naming the option, exit 2, nothing written."""
+    sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+    import gpu_diag
+
+    afile = tmp_path / "a-file"
+    afile.write_text("mine\n")
+    capsys.readouterr()
+    assert gpu_diag.main(["--out", str(afile), "--cpu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("gpu_diag: --out ") and "not a folder" in err and "\n" not in err
+    assert afile.read_text() == "mine\n"
+    assert gpu_diag.main(["--out", str(tmp_path / "o"), "--cpu", "--runs"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("gpu_diag: --runs") and "\n" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_tarball_never_packs_an_eval_lock(tmp_path):
+    """Issue 66: a killed evaluation (``--window_s``) leaves ``.peeval-eval.lock`` in its results folder; the
+    tarball packs the results, never the stale lock."""
+    sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+    import gpu_diag
+
+    run = tmp_path / "work" / "results" / "diag" / "rope-flip_flop-s0"
+    run.mkdir(parents=True)
+    (run / ".peeval-eval.lock").write_text("12345\n")
+    (run / "scores.csv").write_text("a,b\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    with tarfile.open(gpu_diag.pack(tmp_path / "work", out, {"runs": []})) as tf:
+        names = tf.getnames()
+    assert "results/diag/rope-flip_flop-s0/scores.csv" in names and "gpu_diag.json" in names
+    assert not any(n.endswith(".peeval-eval.lock") for n in names)
