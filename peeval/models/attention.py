@@ -242,39 +242,68 @@ PREFERENCE: dict[str, tuple[str, ...]] = {
 
 
 @dataclass(frozen=True)
+class Row:
+    """A measured row of ``benchmarks/results/<file>`` (its ``entry``; ``call``: which of a file's
+    ``calls``): the timing that chose a CUDA default. The test reads it back and checks that it ran
+    that back-end and that no row of the same encoding under the same header was faster within 1.3x
+    rope's peak memory (tests/models/test_default_evidence.py)."""
+
+    file: str
+    entry: str
+    call: int | None = None
+
+
+#: a CUDA inference entry no forward timing has chosen yet (the test holds the list of them)
+UNTIMED = "untimed"
+
+
+@dataclass(frozen=True)
 class Defaults:
     """An encoding's back-end for a whole causal pass (no cache history, no padding) of the default
-    request: on the CPU, on CUDA for inference, and on CUDA under autograd (a training step)."""
+    request: on the CPU, on CUDA for inference, and on CUDA under autograd (a training step); each CUDA
+    entry with the ``Row`` that chose it (inference: a training row of that back-end, or ``UNTIMED``)."""
 
     cpu: str
     cuda: str
     cuda_train: str
+    cuda_row: Row | str = UNTIMED
+    cuda_train_row: Row | str = UNTIMED
 
 
-_PLAIN = Defaults("sdpa", "sdpa", "sdpa")
+_UNCOMPILED = "gpu_train_h200_default.json"  # issue 46: the defaults of then, uncompiled, 64 x 512
+_COMPILED = "gpu_train_h200_compiled_2026-11-28.json"  # issue 57's defaults, compiled, 64 x 512
+_ISSUES = "gpu_train_h200_transcribed.json"  # compiled rows of issues 57 (call 0) and 65 (1: 64 x 512, 2: 16 x 2,048)
+
+
+_PLAIN = Defaults("sdpa", "sdpa", "sdpa")  # an encoding missing from the table
+
+
+def _plain(row: Row) -> Defaults:
+    return Defaults("sdpa", "sdpa", "sdpa", row, row)
+
+
 #: THE table of default back-ends (issue 57): ``plan`` and the tests read it, nothing else decides a default.
 #: CPU: blocked sdpa for a position bias (issue 17: faster than the N×N bias, memory linear in N).
-#: CUDA inference: FlexAttention (no N×N tensor at 32k tokens). CUDA training: alibi FlexAttention
-#: (1.11x rope at 512, issue 46); t5 / kerple / fire sdpa with the N×N bias built once per forward
-#: (t5, alibi, kerple: one table for every layer) or layer (fire), whose gradient sdpa's memory-efficient
-#: kernel returns: FlexAttention's backward scatters into the small tables with atomics (t5 / kerple
-#: 3.6x rope at 512 and 2,048) and fire's did not compile on an H200; eager held every layer's
-#: probabilities (fire 58.8 GiB). CoPE: its query blocks, sized for the device (cope.block_elements).
-#: Not yet re-measured on a GPU (docs/gpu.md).
+#: CUDA inference: FlexAttention (no N×N tensor at 32k tokens; t5 / kerple / fire untimed). CUDA training: each
+#: entry's row. t5 trains on eager (issue 57: 2.06x compiled rope; sdpa with the N×N bias measured 5.0x, issue 65),
+#: kerple / fire on sdpa with the N×N bias built once per forward (kerple) or layer (fire), alibi on FlexAttention,
+#: CoPE on its query blocks (cope.block_elements). docs/gpu.md has the measured table.
 DEFAULT_BACKENDS: dict[str, Defaults] = {
-    "nope": _PLAIN,
-    "learned": _PLAIN,
-    "sinusoidal": _PLAIN,
-    "rope": _PLAIN,
-    "xpos": _PLAIN,
-    "randpe": _PLAIN,  # its base's table applies (the encoding whose hooks run)
-    "pope": _PLAIN,
-    "tape": _PLAIN,
-    "alibi": Defaults("blocked", "flex", "flex"),
-    "t5": Defaults("blocked", "flex", "sdpa"),
-    "kerple": Defaults("blocked", "flex", "sdpa"),
-    "fire": Defaults("blocked", "flex", "sdpa"),
-    "cope": Defaults("content_blocks", "content_blocks", "content_blocks"),
+    "nope": _plain(Row(_UNCOMPILED, "nope")),
+    "learned": _plain(Row(_UNCOMPILED, "learned")),
+    "sinusoidal": _plain(Row(_UNCOMPILED, "sinusoidal")),
+    "rope": _plain(Row(_COMPILED, "rope", 1)),
+    "xpos": _plain(Row(_UNCOMPILED, "xpos")),
+    "randpe": _plain(Row(_ISSUES, "randpe", 2)),  # its base's table applies (the encoding whose hooks run)
+    "pope": _plain(Row(_ISSUES, "pope", 1)),
+    "tape": _plain(Row(_ISSUES, "tape", 1)),
+    "alibi": Defaults("blocked", "flex", "flex", Row(_ISSUES, "alibi", 1), Row(_ISSUES, "alibi", 1)),
+    "t5": Defaults("blocked", "flex", "eager", UNTIMED, Row(_ISSUES, "t5", 0)),
+    "kerple": Defaults("blocked", "flex", "sdpa", UNTIMED, Row(_ISSUES, "kerple", 1)),
+    "fire": Defaults("blocked", "flex", "sdpa", UNTIMED, Row(_COMPILED, "fire", 1)),
+    "cope": Defaults(
+        "content_blocks", "content_blocks", "content_blocks", Row(_COMPILED, "cope", 1), Row(_COMPILED, "cope", 1)
+    ),  # fmt: skip
 }
 
 

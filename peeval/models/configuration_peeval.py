@@ -17,7 +17,7 @@ import json
 from huggingface_hub.dataclasses import strict
 from transformers import LlamaConfig
 
-from ..registry import ATTN_BACKENDS
+from ..registry import ATTN_BACKENDS, LINEAR_LOSSES
 
 #: transformers' ``attn_implementation`` names -> peeval's ``attn_backend`` (and peeval's own names as
 #: themselves): ``from_pretrained(..., attn_implementation="flex_attention")`` sets ``attn_backend="flex"``
@@ -67,6 +67,9 @@ class PeevalConfig(LlamaConfig):
     attn_backend: str = "sdpa"
     #: add a random offset k in [0, 2*max_position_embeddings] to positions while training
     random_offset: bool = False
+    #: how the loss meets lm_head: logits (default: whole logits, then cross-entropy), chunked, liger
+    #: (``linear_loss.LINEAR_LOSSES``: the latter two never hold the logits whole)
+    linear_loss: str = "logits"
 
     def __post_init__(self, **kwargs):
         recorded = kwargs.pop(EFFECTIVE, None)
@@ -105,6 +108,8 @@ class PeevalConfig(LlamaConfig):
         """Fail at load time on a bad size, an unknown encoding, option or back-end (SPEC 2.1)."""
         if self.attn_backend not in ATTN_BACKENDS:
             raise ValueError(f"attn_backend={self.attn_backend!r}: allowed {', '.join(ATTN_BACKENDS)}")
+        if self.linear_loss not in LINEAR_LOSSES:
+            raise ValueError(f"linear_loss={self.linear_loss!r}: allowed {', '.join(LINEAR_LOSSES)}")
         if not isinstance(self.pe_options, dict):
             raise ValueError(f"pe_options must be a dict, got {type(self.pe_options).__name__}")
         self._resolve_options()

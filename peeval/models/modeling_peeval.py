@@ -18,6 +18,7 @@ from . import attention as attn
 from .attention_ops import build_allowed, repeat_kv
 from .configuration_peeval import PeevalConfig, attn_backend_for, transformers_label
 from .encodings import Encoding, PEContext, build_encoding
+from .linear_loss import next_token_loss
 
 #: the name under which this transformers release hands the KV cache to ``forward`` and reads it back
 #: from outputs: ``cache`` from 5.24 on (``past_key_values`` deprecated there), ``past_key_values``
@@ -275,9 +276,14 @@ class PeevalForCausalLM(PeevalPreTrainedModel, GenerationMixin):
         h = out.last_hidden_state
         if logits_to_keep:
             h = h[:, -logits_to_keep:]
-        logits = self.lm_head(h)
-        loss = None
-        if labels is not None:
+        if labels is not None and self.config.linear_loss != "logits":  # the loss without the logits (issue 65)
+            loss = next_token_loss(h, self.lm_head.weight, labels, self.config.linear_loss,
+                                   kwargs.get("num_items_in_batch"))  # fmt: skip
+            logits = None
+        else:
+            logits = self.lm_head(h)
+            loss = None
+        if labels is not None and logits is not None:
             loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
         return CausalLMOutputWithPast(
             loss=loss,

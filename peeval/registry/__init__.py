@@ -38,6 +38,9 @@ ENCODINGS: dict[str, str] = {
 #: attention back-ends (``config.attn_backend``; ``peeval.models.attention.BACKENDS`` runs them)
 ATTN_BACKENDS: tuple[str, ...] = ("sdpa", "eager", "flash", "triton", "flex", "blocked")
 
+#: how the loss meets lm_head (``config.linear_loss``; ``peeval.models.linear_loss`` computes them)
+LINEAR_LOSSES: tuple[str, ...] = ("logits", "chunked", "liger")
+
 #: context-extension methods of ``peeval adapt`` (``peeval.models.llama_adapters``)
 ADAPT_METHODS: tuple[str, ...] = ("tape", "tape_pi", "lora", "theta", "pi", "yarn")
 
@@ -99,6 +102,7 @@ __all__ = [
     "DIAG_TASKS",
     "ENCODINGS",
     "GEN_PROFILES",
+    "LINEAR_LOSSES",
     "PAPERS",
     "SCROLLS_TASKS",
     "TASK_FAMILIES",

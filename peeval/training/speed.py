@@ -58,7 +58,11 @@ def make_optimizer(groups: list[dict], prof: dict, compiled: bool) -> torch.opti
 def summed_loss(model, input_ids: torch.Tensor, labels: torch.Tensor, attention_mask=None) -> torch.Tensor:
     """The summed next-token loss over labelled positions (``-100`` ignored): ``loss_and_correct``'s
     training loss, without its exact-match counts (unused while training) and without indexing by a
-    mask (a shape that depends on data, which would split the compiled graph)."""
+    mask (a shape that depends on data, which would split the compiled graph). With ``config.linear_loss``
+    other than ``logits`` the model computes it without holding the logits (issue 65)."""
+    config = getattr(getattr(model, "module", model), "config", None)  # a DDP-wrapped model: its module's
+    if getattr(config, "linear_loss", "logits") != "logits":
+        return model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, num_items_in_batch=1).loss
     logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
     return torch.nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100, reduction="sum"

@@ -28,7 +28,9 @@ def test_the_table_names_every_encoding_and_never_blocked_on_cuda():
     for pe, d in attn.DEFAULT_BACKENDS.items():
         assert {d.cpu, d.cuda, d.cuda_train} <= set(attn.BACKENDS), pe
         assert "blocked" not in (d.cuda, d.cuda_train), pe  # issue 46: fire fell to blocked (32x rope)
-        assert "eager" not in (d.cuda, d.cuda_train), pe  # every layer's N x N probabilities (fire: 58.8 GiB)
+        # every layer's N x N probabilities (fire: 58.8 GiB); t5 trains on eager, its measured winner (issue 65,
+        # tests/models/test_default_evidence.py), at 1.22x rope's memory (t5@eager, gpu_train_h200_alt.json)
+        assert d.cuda != "eager" and (d.cuda_train != "eager" or pe == "t5"), pe
 
 
 def ctx_for(n):
