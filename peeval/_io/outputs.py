@@ -8,8 +8,10 @@ imports) beside ``_io``, which does the atomic writing itself.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -59,11 +61,29 @@ def is_json(path: Path) -> bool:
     return True
 
 
+#: the first line of a markdown table a command writes: its manifest (the sha256 of the rest of the file)
+_MD_STAMP = "<!-- written by peeval ({}); replaced by its next run: edit a copy. sha256 {} -->"
+_MD_STAMP_RE = re.compile(r"<!-- written by peeval \(([^()\n]*)\); replaced by its next run: edit a copy\. "
+                          r"sha256 ([0-9a-f]{64}) -->")  # fmt: skip
+
+
+def stamp_markdown(body: str, writer: str) -> str:
+    """``body`` (a markdown table) under the line that proves it is the output of ``writer`` (``peeval bench
+    --md``): the hash of what follows it, so a file the user wrote or edited is never taken for one."""
+    return _MD_STAMP.format(writer, hashlib.sha256(body.encode()).hexdigest()) + "\n" + body
+
+
 def is_markdown(path: Path) -> bool:
-    """A markdown table a command wrote: UTF-8 text (no NUL byte: not weights or a store) holding a table row,
-    or empty."""
+    """A markdown table a command wrote (:func:`stamp_markdown`), unchanged since, or an empty file: a user's notes,
+    even ones holding a table, are not one."""
     text = _text(path)
-    return text is not None and (not text.strip() or any(line.startswith("|") for line in text.splitlines()))
+    if text is None:
+        return False
+    if not text.strip():
+        return True
+    first, _, body = text.partition("\n")
+    m = _MD_STAMP_RE.fullmatch(first)
+    return m is not None and hashlib.sha256(body.encode()).hexdigest() == m.group(2)
 
 
 def _json_doc(path: Path):
