@@ -135,3 +135,67 @@ def test_tokenizer_never_adds_files_to_a_model_folder(tmp_path, capsys, files):
         err = capsys.readouterr().err.strip().splitlines()
         assert "--out" in err[-1] and "holds a model" in err[-1] and any(f in err[-1] for f in files), err
         assert _files(model) == before
+
+
+def test_weights_are_written_with_the_umasks_mode(tmp_path):
+    """Item 20: train / export wrote model.safetensors mode 0600 (transformers writes it through a temporary
+    file); the folder savers give it what a plain write gives (0666 less the umask: 0644 under umask 022)."""
+    import os
+
+    from peeval._io import replace_dir, save_dir_atomically
+    from peeval.models import PeevalConfig, PeevalForCausalLM
+
+    old = os.umask(0o022)
+    try:
+        model = PeevalForCausalLM(PeevalConfig(vocab_size=64, hidden_size=16, intermediate_size=32,
+                                               num_hidden_layers=1, num_attention_heads=2, pe="rope"))  # fmt: skip
+        save_dir_atomically(tmp_path / "train", model.save_pretrained)  # as `peeval train` saves
+        tmp = tmp_path / ".export-tmp"
+        tmp.mkdir()
+        model.save_pretrained(tmp)
+        replace_dir(tmp, tmp_path / "export")  # as `peeval export` swaps its folder in
+    finally:
+        os.umask(old)
+    for d in ("train", "export"):
+        for f in ("model.safetensors", "config.json"):
+            assert (tmp_path / d / f).stat().st_mode & 0o777 == 0o644, (d, f, oct((tmp_path / d / f).stat().st_mode))
+
+
+def test_site_never_deletes_a_users_empty_folder(tmp_path):
+    """Item 20: `site --out` deleted a user's empty subfolders (only files were checked against the manifest)."""
+    from leaderboard.site.output import SiteOutError, write_tree
+
+    out = tmp_path / "site"
+    write_tree(out, {"index.html": "<p>one</p>", "data/a.json": "{}"})
+    (out / "drafts").mkdir()  # the user's, empty
+    (out / "data" / "mine").mkdir()
+    with pytest.raises(SiteOutError, match="drafts/"):
+        write_tree(out, {"index.html": "<p>two</p>", "data/a.json": "{}"})
+    assert (out / "drafts").is_dir() and (out / "data" / "mine").is_dir()
+    assert (out / "index.html").read_text() == "<p>one</p>"
+    (out / "drafts").rmdir()
+    (out / "data" / "mine").rmdir()
+    write_tree(out, {"index.html": "<p>two</p>", "data/a.json": "{}"})  # its own folders: replaced as before
+    assert (out / "index.html").read_text() == "<p>two</p>"
+    fresh = tmp_path / "fresh"  # an existing folder holding only a user's empty folder: refused too
+    (fresh / "photos").mkdir(parents=True)
+    with pytest.raises(SiteOutError, match="photos/"):
+        write_tree(fresh, {"index.html": "x"})
+    assert (fresh / "photos").is_dir()
+
+
+@pytest.mark.parametrize(
+    "base",
+    ["https://mirror.example/raw?token=SECRET123", "ftp://mirror.example/raw?token=SECRET123",
+     "https://u:SECRET123@mirror.example/raw#SECRET123", "https://[::1/raw?token=SECRET123"],
+)  # fmt: skip
+def test_a_refused_raw_base_never_prints_its_token(monkeypatch, base):
+    """Item 20: a refused `PEEVAL_DATA_RAW_BASE` printed its `?token=` query in the error."""
+    from peeval.data.rebuild import DataError, raw_base, shown
+
+    monkeypatch.setenv("PEEVAL_DATA_RAW_BASE", base)
+    with pytest.raises(DataError) as e:
+        raw_base()
+    assert "SECRET123" not in str(e.value) and "PEEVAL_DATA_RAW_BASE" in str(e.value), str(e.value)
+    assert shown("https://a:b@h.example/x/y?token=T#f") == "https://***@h.example/x/y?***"
+    assert shown("https://h.example/x/y") == "https://h.example/x/y"
