@@ -134,6 +134,51 @@ def _describe(path: Path) -> str:
     return "a text file" if _text(path) is not None else "a binary file"
 
 
+#: the manifest a folder writer leaves in its folder: who wrote it and the sha256 of every file it wrote
+MANIFEST = ".peeval-manifest.json"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _tree(folder: Path) -> tuple[list[str], list[str]]:
+    """(files, folders) under ``folder``, relative, as posix paths; a symbolic link counts as a file."""
+    files, dirs = [], []
+    for p in folder.rglob("*"):
+        (dirs if p.is_dir() and not p.is_symlink() else files).append(p.relative_to(folder).as_posix())
+    return sorted(files), sorted(dirs)
+
+
+def write_manifest(folder: str | os.PathLike, writer: str) -> None:
+    """Record in ``folder`` (a finished output, before it is swapped in) every file in it and its sha256: the
+    proof :func:`is_own_folder` asks for before the next run of ``writer`` may replace the folder."""
+    folder = Path(folder)
+    files = {f: _sha256(folder / f) for f in _tree(folder)[0] if f != MANIFEST}
+    (folder / MANIFEST).write_text(json.dumps({"written_by": writer, "files": files}, indent=1) + "\n")
+
+
+def is_own_folder(folder: str | os.PathLike, writer: str) -> bool:
+    """``folder`` is exactly what ``writer`` left (:func:`write_manifest`): every file listed, unchanged (its
+    sha256), none added (a ``.git/``, a user's note, even an empty folder); never judged by a name or a README."""
+    folder = Path(folder)
+    doc = _json_doc(folder / MANIFEST)
+    if not isinstance(doc, dict) or doc.get("written_by") != writer or not isinstance(doc.get("files"), dict):
+        return False
+    listed: dict = doc["files"]
+    files, dirs = _tree(folder)
+    if sorted(f for f in files if f != MANIFEST) != sorted(listed):
+        return False
+    parents = {str(q) for f in listed for q in Path(f).parents}
+    if any(d not in parents for d in dirs) or any((folder / f).is_symlink() for f in listed):
+        return False
+    return all(_sha256(folder / f) == h for f, h in listed.items())
+
+
 def overlap(out: Path, inputs: Iterable[str | os.PathLike | None], folder: bool = False) -> Path | None:
     """The input ``out`` is, lies inside, or (a folder output, replaced whole) holds; None if none. An input that
     does not exist is none (its own error names it)."""

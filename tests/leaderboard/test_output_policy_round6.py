@@ -199,3 +199,43 @@ def test_a_refused_raw_base_never_prints_its_token(monkeypatch, base):
     assert "SECRET123" not in str(e.value) and "PEEVAL_DATA_RAW_BASE" in str(e.value), str(e.value)
     assert shown("https://a:b@h.example/x/y?token=T#f") == "https://***@h.example/x/y?***"
     assert shown("https://h.example/x/y") == "https://h.example/x/y"
+
+
+def test_export_overwrite_replaces_only_an_unchanged_export(tmp_path, capsys):
+    """Item 4: `peeval export CK EXP --overwrite` deleted `EXP/.git/` and a user's file: a folder was judged an
+    export by its README. Now only a folder whose manifest lists every file in it, unchanged, is replaced."""
+    from conftest import tiny_model
+
+    from peeval.cli import main
+
+    ck = tmp_path / "ck"
+    tiny_model("rope").save_pretrained(ck)
+    exp = tmp_path / "EXP"
+    assert main(["export", str(ck), str(exp)]) == 0
+    card = (exp / "README.md").read_text()
+    capsys.readouterr()  # transformers' progress bars
+    (exp / ".git").mkdir()
+    (exp / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (exp / "mine.txt").write_text("my notes")
+    for change in ("git", "file", "empty folder", "edited card", "card only"):
+        if change == "file":
+            shutil.rmtree(exp / ".git")
+        elif change == "empty folder":
+            (exp / "mine.txt").unlink()
+            (exp / "drafts").mkdir()
+        elif change == "edited card":
+            (exp / "drafts").rmdir()
+            (exp / "README.md").write_text(card + "\nMy evaluation notes.\n")
+        elif change == "card only":  # a hand-made folder whose README says it is an export
+            shutil.rmtree(exp)
+            exp.mkdir()
+            (exp / "README.md").write_text(card)
+        before = _files(exp)
+        assert main(["export", str(ck), str(exp), "--overwrite"]) == 2, change
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "not an export of peeval" in err[0], (change, err)
+        assert _files(exp) == before and (change != "empty folder" or (exp / "drafts").is_dir()), change
+    shutil.rmtree(exp)
+    assert main(["export", str(ck), str(exp)]) == 0
+    assert main(["export", str(ck), str(exp), "--overwrite"]) == 0  # its own, unchanged: replaced as before
+    assert (exp / "README.md").read_text() == card
