@@ -96,7 +96,8 @@ def model_files(folder: Path) -> list[str]:
     """The files of ``folder`` that make it a model (its config, weights of any shard, an adapter)."""
     if not folder.is_dir():
         return []
-    return sorted(p.name for p in folder.iterdir() if p.name in MODEL_FILES or p.name.endswith(WEIGHT_SUFFIXES))
+    names = sorted(p.name for p in folder.iterdir() if p.name in MODEL_FILES or p.name.endswith(WEIGHT_SUFFIXES))
+    return sorted(names, key=lambda n: n in MODEL_FILES)  # the weights first: the error names them
 
 
 def build_tokenizer(out_dir: str | os.PathLike, profile: str = "cpu", *, overwrite: bool = False, **overrides):
