@@ -25,6 +25,25 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
+def _is_claims_db(path: Path, duckdb) -> bool:
+    """A database this stage wrote: exactly its verdict tables and the ``claims_store`` table it writes beside them
+    (its manifest); any other DuckDB file (a store, a user's) is not one, whatever its name."""
+    from leaderboard.claims.verdicts import TABLES
+    from leaderboard.store import CLAIMS_STORE_TABLE
+
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error:
+        return False
+    try:
+        names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    except duckdb.Error:
+        return False
+    finally:
+        con.close()
+    return names == {*TABLES, CLAIMS_STORE_TABLE}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="pipelines/claims.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--db", default=str(ROOT / "leaderboard" / "peeval.duckdb"), help="the store (read only)")
@@ -65,6 +84,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pipelines/claims.py: {e}", file=sys.stderr)
         return 2
     from leaderboard.store import CLAIMS_STORE_TABLE, StoreError, open_store, store_fingerprint
+
+    if out.exists() and not _is_claims_db(out, duckdb):  # another DuckDB file (a store, a user's): never replaced
+        print(f"pipelines/claims.py: --out {out}: exists and is a DuckDB database this stage did not write (no "
+              f"{CLAIMS_STORE_TABLE} table beside its verdicts); it is never replaced (remove it or choose another "
+              "path)", file=sys.stderr)  # fmt: skip
+        return 2
 
     if not Path(args.db).is_file():
         print(f"pipelines/claims.py: --db {args.db}: no such database (run the ingest stage first)", file=sys.stderr)

@@ -44,6 +44,7 @@ from leaderboard.store import (
     insert_rows,
     open_store,
 )
+from peeval._io.outputs import overlap
 from peeval.records import LOCAL_SOURCE, published_source
 
 from . import writer
@@ -93,6 +94,8 @@ def ingest(
     root = Path(root or Path.cwd())
     writer.check_is_store(db)
     result_dirs, ck_dirs, folders = _inputs(paths, published)
+    if (hit := overlap(Path(db), [*result_dirs, *ck_dirs, *folders])) is not None:  # never into its own input
+        raise IngestError(f"--db {db}: is or lies inside the input {hit}; write the store elsewhere")
     rows: dict[str, list[dict]] = {t: [] for t in TABLE_COLUMNS}
     for d in result_dirs:  # parse everything first: a bad file stops us before the database is touched
         got = parse_results_dir(d, root)

@@ -52,6 +52,11 @@ def check_out(out: Path, files: dict[str, str | bytes]) -> None:
         foreign = [f for f in present if f not in listed and f != MARKER]
     else:
         foreign = [f for f in present if f not in files and f != MARKER and not _OLD_SITE_FILE.match(f)]
+    # a folder is the site's only when it holds (or held) a file of the site: a user's folder, even an empty one,
+    # is never swapped away with the rest
+    ours = {str(q) for f in (listed if listed is not None else [*files, *present]) for q in Path(f).parents}
+    folders = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_dir() and not p.is_symlink())
+    foreign += [f"{d}/" for d in folders if d not in ours]
     if foreign:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
         raise SiteOutError(

@@ -92,6 +92,7 @@ def save_dir_atomically(out_dir: str | os.PathLike, write: Callable[[Path], obje
     tmp = Path(tempfile.mkdtemp(prefix=".save-", dir=out_dir))
     try:
         write(tmp)
+        public_modes(tmp)
         for f in sorted(tmp.iterdir()):
             os.replace(f, out_dir / f.name)
     except OSError as e:
@@ -158,6 +159,16 @@ def _umask() -> int:
     return mask
 
 
+def public_modes(folder: str | os.PathLike) -> None:
+    """Give each private file under ``folder`` (mode 0600: transformers writes ``model.safetensors`` through a
+    temporary file) the mode a plain ``open(..., "w")`` would (0666 less the umask): weights, an export, a profile
+    are meant to be read as any file the user writes is."""
+    mode = 0o666 & ~_umask()
+    for p in Path(folder).rglob("*"):
+        if not p.is_symlink() and p.is_file() and p.stat().st_mode & 0o777 == 0o600 != mode:
+            os.chmod(p, mode)
+
+
 def replace_dir(tmp: str | os.PathLike, target: str | os.PathLike) -> None:
     """Swap the finished folder ``tmp`` in for ``target`` (which may not exist yet): the old folder
     is renamed aside first, so ``target`` is never a half-built or half-deleted tree. ``target`` gets the
@@ -165,6 +176,7 @@ def replace_dir(tmp: str | os.PathLike, target: str | os.PathLike) -> None:
     profile, an export or a downloaded dataset is meant to be read by others as any folder is."""
     tmp, target = Path(tmp), Path(target)
     os.chmod(tmp, 0o777 & ~_umask())
+    public_modes(tmp)
     if target.exists():
         # a fresh name of its own: a folder beside it that happens to be called .<name>-old is not ours to delete
         old = Path(tempfile.mkdtemp(prefix=f".{target.name}-old-", dir=target.parent))

@@ -8,8 +8,10 @@ imports) beside ``_io``, which does the atomic writing itself.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -59,11 +61,29 @@ def is_json(path: Path) -> bool:
     return True
 
 
+#: the first line of a markdown table a command writes: its manifest (the sha256 of the rest of the file)
+_MD_STAMP = "<!-- written by peeval ({}); replaced by its next run: edit a copy. sha256 {} -->"
+_MD_STAMP_RE = re.compile(r"<!-- written by peeval \(([^()\n]*)\); replaced by its next run: edit a copy\. "
+                          r"sha256 ([0-9a-f]{64}) -->")  # fmt: skip
+
+
+def stamp_markdown(body: str, writer: str) -> str:
+    """``body`` (a markdown table) under the line that proves it is the output of ``writer`` (``peeval bench
+    --md``): the hash of what follows it, so a file the user wrote or edited is never taken for one."""
+    return _MD_STAMP.format(writer, hashlib.sha256(body.encode()).hexdigest()) + "\n" + body
+
+
 def is_markdown(path: Path) -> bool:
-    """A markdown table a command wrote: UTF-8 text (no NUL byte: not weights or a store) holding a table row,
-    or empty."""
+    """A markdown table a command wrote (:func:`stamp_markdown`), unchanged since, or an empty file: a user's notes,
+    even ones holding a table, are not one."""
     text = _text(path)
-    return text is not None and (not text.strip() or any(line.startswith("|") for line in text.splitlines()))
+    if text is None:
+        return False
+    if not text.strip():
+        return True
+    first, _, body = text.partition("\n")
+    m = _MD_STAMP_RE.fullmatch(first)
+    return m is not None and hashlib.sha256(body.encode()).hexdigest() == m.group(2)
 
 
 def _json_doc(path: Path):
@@ -112,6 +132,51 @@ def _describe(path: Path) -> str:
     if is_json(path):
         return "a JSON file"
     return "a text file" if _text(path) is not None else "a binary file"
+
+
+#: the manifest a folder writer leaves in its folder: who wrote it and the sha256 of every file it wrote
+MANIFEST = ".peeval-manifest.json"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _tree(folder: Path) -> tuple[list[str], list[str]]:
+    """(files, folders) under ``folder``, relative, as posix paths; a symbolic link counts as a file."""
+    files, dirs = [], []
+    for p in folder.rglob("*"):
+        (dirs if p.is_dir() and not p.is_symlink() else files).append(p.relative_to(folder).as_posix())
+    return sorted(files), sorted(dirs)
+
+
+def write_manifest(folder: str | os.PathLike, writer: str) -> None:
+    """Record in ``folder`` (a finished output, before it is swapped in) every file in it and its sha256: the
+    proof :func:`is_own_folder` asks for before the next run of ``writer`` may replace the folder."""
+    folder = Path(folder)
+    files = {f: _sha256(folder / f) for f in _tree(folder)[0] if f != MANIFEST}
+    (folder / MANIFEST).write_text(json.dumps({"written_by": writer, "files": files}, indent=1) + "\n")
+
+
+def is_own_folder(folder: str | os.PathLike, writer: str) -> bool:
+    """``folder`` is exactly what ``writer`` left (:func:`write_manifest`): every file listed, unchanged (its
+    sha256), none added (a ``.git/``, a user's note, even an empty folder); never judged by a name or a README."""
+    folder = Path(folder)
+    doc = _json_doc(folder / MANIFEST)
+    if not isinstance(doc, dict) or doc.get("written_by") != writer or not isinstance(doc.get("files"), dict):
+        return False
+    listed: dict = doc["files"]
+    files, dirs = _tree(folder)
+    if sorted(f for f in files if f != MANIFEST) != sorted(listed):
+        return False
+    parents = {str(q) for f in listed for q in Path(f).parents}
+    if any(d not in parents for d in dirs) or any((folder / f).is_symlink() for f in listed):
+        return False
+    return all(_sha256(folder / f) == h for f, h in listed.items())
 
 
 def overlap(out: Path, inputs: Iterable[str | os.PathLike | None], folder: bool = False) -> Path | None:

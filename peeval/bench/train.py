@@ -32,6 +32,7 @@ from pathlib import Path
 from peeval.registry.declarations import profile_names
 
 from .._io import atomic_write_text, dumps_json
+from .._io.outputs import stamp_markdown
 
 #: bf16 dense peak FLOP/s of the GPUs named here (NVIDIA's data sheets: H100 SXM 989 TFLOP/s; H200 the same chip)
 PEAK_FLOPS = {"H100": 989e12, "H200": 989e12}
@@ -281,6 +282,6 @@ def run(a: argparse.Namespace) -> list[dict]:
         if a.json:
             atomic_write_text(a.json, dumps_json({"header": header, "rows": rows}, indent=1))
         if a.md:
-            atomic_write_text(a.md, format_table(rows, header) + "\n")
+            atomic_write_text(a.md, stamp_markdown(format_table(rows, header) + "\n", "peeval bench --md"))
     print(format_table(rows, header), flush=True)
     return rows

@@ -83,11 +83,12 @@ def git_blob(data: bytes) -> str:
 
 
 def shown(url: str) -> str:
-    """``url`` as it may be printed: a user and password in it (a private mirror's) replaced by ``***``."""
-    parts = urllib.parse.urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urllib.parse.urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
+    """``url`` as it may be printed: a user and password in it (a private mirror's), and a ``?query`` or
+    ``#fragment`` (a ``?token=``), replaced by ``***``; also for a URL that does not parse."""
+    cut = min((i for i in (url.find("?"), url.find("#")) if i >= 0), default=-1)
+    if cut >= 0:
+        url = url[:cut] + url[cut] + "***"
+    return re.sub(r"^([^/?#]*//)[^/?#]*@", r"\1***@", url)
 
 
 def raw_base() -> str:

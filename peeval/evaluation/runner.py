@@ -331,6 +331,11 @@ def run_eval(args) -> int:
     except ValueError as e:
         raise EvalInputError(str(e)) from None
     out = Path(args.output_path) / run_name(args, model_args)
+    from peeval._io.outputs import overlap
+
+    read = [model_args.get(k) for k in ("pretrained", "tokenizer", "peft", "delta")]
+    if (hit := overlap(out, [str(r) for r in read if r])) is not None:  # never into the model being scored
+        raise EvalInputError(f"--output_path/--run_name: {out} is or lies inside the input {hit}; write it elsewhere")
     _check_output(out, args.overwrite)
     if int(os.environ.get("RANK", "0")) != 0:  # a launch's other processes: rank 0 claims and writes
         return _evaluate(args, metadata, limit, model_args, out)

@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 from .._io import check_safetensors, dumps_json, replace_dir
-from .._io.outputs import OutputRefused, check_output_dir, overlap
+from .._io.outputs import OutputRefused, check_output_dir, is_own_folder, overlap, write_manifest
 
 PACKAGE = Path(__file__).resolve().parent.parent  # peeval/
 FORMATS = ("llama", "remote-code")
@@ -200,16 +200,15 @@ def _save_tokenizer(ckpt: Path, out: Path) -> bool:
     return True
 
 
-#: the model card's line that marks a folder as written by ``peeval export`` (what --overwrite may replace)
+#: the model card's words naming its writer (what --overwrite may replace is proven by the manifest, not by them)
 EXPORT_MARK = "exported by `peeval export`"
 
 
 def is_export(folder: Path) -> bool:
-    """A folder ``peeval export`` wrote: its README.md is the model card this module writes."""
-    try:
-        return EXPORT_MARK in (folder / "README.md").read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return False
+    """A folder ``peeval export`` wrote and nobody changed since: its manifest (``peeval._io.outputs.MANIFEST``)
+    lists every file in it with its sha256 (a README that merely says so is not enough: the folder may hold a
+    ``.git/`` or the user's files)."""
+    return is_own_folder(folder, "peeval export")
 
 
 def model_card(ckpt: Path, cfg: dict, fmt: str, summary: dict | None, tokenizer: bool, where: str = ".") -> str:
@@ -280,7 +279,9 @@ def export(
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise ExportError(f"{out} exists and is not empty (--overwrite replaces it)")
     try:  # --overwrite replaces an export (its model card), never a checkpoint or a user's folder
-        check_output_dir(out, "OUT", is_export, "an export of peeval (no README.md of `peeval export`)")
+        check_output_dir(
+            out, "OUT", is_export, "an export of peeval (no manifest of `peeval export` listing every file, unchanged)"
+        )
     except OutputRefused as e:
         raise ExportError(str(e)) from None
     fmt = choose_format(cfg, as_llama, as_peeval)
@@ -295,6 +296,7 @@ def export(
         if summary is not None:
             shutil.copyfile(ckpt / SUMMARY, tmp / SUMMARY)
         (tmp / "README.md").write_text(model_card(ckpt, cfg, fmt, summary, tokenizer, str(out)), encoding="utf-8")
+        write_manifest(tmp, "peeval export")
         replace_dir(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

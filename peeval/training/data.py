@@ -85,9 +85,19 @@ def train_bpe(texts: list[str], vocab_size: int):
     return PreTrainedTokenizerFast(tokenizer_object=tk, bos_token=EOS, eos_token=EOS, unk_token=EOS, pad_token=EOS)
 
 
-#: files of a saved tokenizer (transformers' names) and of a model's weights
+#: files of a saved tokenizer (transformers' names) and of a model: its config, its weights whole or sharded
+#: (``model-00001-of-00002.safetensors``, ``pytorch_model.bin.index.json``), an adapter, a GGUF file
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json")
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "adapter_config.json")
+MODEL_FILES = ("config.json", "adapter_config.json", "generation_config.json")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth", ".ckpt", ".index.json")
+
+
+def model_files(folder: Path) -> list[str]:
+    """The files of ``folder`` that make it a model (its config, weights of any shard, an adapter)."""
+    if not folder.is_dir():
+        return []
+    names = sorted(p.name for p in folder.iterdir() if p.name in MODEL_FILES or p.name.endswith(WEIGHT_SUFFIXES))
+    return sorted(names, key=lambda n: n in MODEL_FILES)  # the weights first: the error names them
 
 
 def build_tokenizer(out_dir: str | os.PathLike, profile: str = "cpu", *, overwrite: bool = False, **overrides):
@@ -98,7 +108,7 @@ def build_tokenizer(out_dir: str | os.PathLike, profile: str = "cpu", *, overwri
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out_dir}: is a file, allowed a folder")
-    weights = [f for f in WEIGHT_FILES if (out / f).exists()]
+    weights = model_files(out)
     if weights:
         raise ValueError(
             f"--out {out_dir} holds a model ({weights[0]}): its tokenizer is the one it was trained with and is "

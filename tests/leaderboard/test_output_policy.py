@@ -67,7 +67,7 @@ def test_bench_report_never_replaces_weights(tmp_path, monkeypatch, capsys, opti
     assert option in _one_line(capsys.readouterr().err) and results.read_bytes() == before
     # a report of its own kind is replaced as before
     own = tmp_path / ("r.json" if option == "--json" else "r.md")
-    own.write_text("[]" if option == "--json" else "| old |\n")
+    own.write_text("[]" if option == "--json" else _outputs.stamp_markdown("| old |\n", "peeval bench --md"))
     assert peeval_main(["bench", "--train", "--profile", "smoke", "--pe", "rope", option, str(own)]) == 0
     assert "rope" in own.read_text()
 
@@ -166,7 +166,8 @@ def test_export_overwrite_never_deletes_a_sibling_named_like_its_backup(tmp_path
         (b"", "json", True),
         (b'{"a": 1}', "json", True),
         (WEIGHTS, "json", False),
-        (b"| a |\n", "markdown", True),
+        (b"| a |\n", "markdown", False),  # a user's table (issue 66 item 5): only one the command stamped
+        (_outputs.stamp_markdown("| a |\n", "peeval bench --md").encode(), "markdown", True),
         (b"my notes", "markdown", False),
         (WEIGHTS, "markdown", False),
         (b"{}", "duckdb", False),
