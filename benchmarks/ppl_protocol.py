@@ -34,16 +34,16 @@ def main(argv: list[str] | None = None) -> None:
         return [(d["text"], d) for d in build_dataset("deepmind/pg19", lengths=lengths, **md)["test"]]
 
     def run(name: str, rs: list, **patch) -> None:
-        saved = {k: getattr(plugin._PeevalHFLM, k) for k in patch}
+        saved = {k: getattr(plugin.PeevalHFLMBase, k) for k in patch}
         for k, v in patch.items():
-            setattr(plugin._PeevalHFLM, k, v)
+            setattr(plugin.PeevalHFLMBase, k, v)
         try:
             t = time.perf_counter()
             out = lm.score_rows(rs, disable_tqdm=True)
             dt = time.perf_counter() - t
         finally:
             for k, v in saved.items():
-                setattr(plugin._PeevalHFLM, k, v)
+                setattr(plugin.PeevalHFLMBase, k, v)
         tok, fwd = sum(r["tokens"] for r in out), sum(r["windows"] for r in out)
         print(f"| {name} | {tok:,} | {fwd} | {dt:.1f} | {tok / dt:,.0f} |", flush=True)
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from peeval._io import check_safetensors
 
-from .plugin import _local_folder, _PeevalHFLM
+from .plugin import PeevalHFLMBase, local_folder
 
 
-class PeevalHFLM(_PeevalHFLM):
+class PeevalHFLM(PeevalHFLMBase):
     """``--model peeval-hf`` (what ``peeval eval --model hf`` runs): any causal LM lm-eval's HFLM loads (GPT-2,
     Pythia, Qwen, ...), with peeval's device pick (cuda if available, else cpu) and its exact perplexity windows,
     so it scores every task of a board that needs no peeval internals."""
@@ -22,7 +22,7 @@ class PeevalHFLM(_PeevalHFLM):
 
     def __init__(self, pretrained=None, **kw):
         self.check_args(pretrained, kw)
-        check_safetensors(_local_folder("pretrained", pretrained), "checkpoint's weights")
+        check_safetensors(local_folder("pretrained", pretrained), "checkpoint's weights")
         super().__init__(pretrained, **kw)
 
 

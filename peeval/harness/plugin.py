@@ -48,7 +48,7 @@ def _named_params(fn) -> set[str]:
     return {p.name for p in inspect.signature(fn).parameters.values() if p.kind in kinds} - {"self"}
 
 
-def _local_folder(name: str, value) -> str | None:
+def local_folder(name: str, value) -> str | None:
     """``value`` when it names a local path (absolute, ./ or ~/): it must exist."""
     if not isinstance(value, str) or not value:
         return None
@@ -68,7 +68,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model",
 def _check_tokenizer(model_name: str, pretrained, kwargs: dict) -> None:
     """A checkpoint folder without tokenizer files (and no ``tokenizer=`` or ``gguf_file=``) is one
     line naming it; transformers would answer "install sentencepiece or tiktoken"."""
-    folder = _local_folder("pretrained", pretrained)
+    folder = local_folder("pretrained", pretrained)
     if not folder or not os.path.isdir(folder) or kwargs.get("tokenizer") or kwargs.get("gguf_file"):
         return
     if not any(os.path.exists(os.path.join(folder, f)) for f in TOKENIZER_FILES):
@@ -94,7 +94,7 @@ def check_trained_encoding(pretrained: str, cfg) -> None:
     """A checkpoint whose config.json names another encoding than the one it was trained with (its
     ``train_summary.json``) is refused: the weights would be evaluated under an encoding they never saw,
     and recorded as that encoding."""
-    folder = _local_folder("pretrained", pretrained)
+    folder = local_folder("pretrained", pretrained)
     summary = os.path.join(folder, "train_summary.json") if folder and os.path.isdir(folder) else None
     if not summary or not os.path.isfile(summary):
         return
@@ -127,7 +127,7 @@ def _cpu_launch_world_size() -> int:
 DTYPES = ("auto", "float32", "bfloat16", "float16", "float64", "float", "half", "double")
 
 
-class _PeevalHFLM(HFLM):
+class PeevalHFLMBase(HFLM):
     """What the peeval wrappers add to HFLM."""
 
     model_name = "peeval"
@@ -137,7 +137,7 @@ class _PeevalHFLM(HFLM):
         """HFLM's own keywords, this wrapper's, and the forwarded ``from_pretrained`` ones."""
         names = _named_params(HFLM.__init__) | set(_FROM_PRETRAINED)
         for klass in cls.__mro__:
-            if "__init__" in vars(klass) and issubclass(klass, _PeevalHFLM):
+            if "__init__" in vars(klass) and issubclass(klass, PeevalHFLMBase):
                 names |= _named_params(vars(klass)["__init__"])
         return sorted(names - {"backend", "kwargs"})
 
@@ -375,7 +375,7 @@ def check_attention_args(model_name: str, attn_backend, attn_implementation) -> 
     return mapped
 
 
-class PeevalLM(_PeevalHFLM):
+class PeevalLM(PeevalHFLMBase):
     """``--model peeval``: any peeval checkpoint; the encoding is read from it."""
 
     expected_pe: str | None = None
@@ -388,7 +388,7 @@ class PeevalLM(_PeevalHFLM):
         if isinstance(pretrained, str):
             from transformers import AutoConfig
 
-            check_safetensors(_local_folder("pretrained", pretrained), "checkpoint's weights")
+            check_safetensors(local_folder("pretrained", pretrained), "checkpoint's weights")
             try:
                 cfg = AutoConfig.from_pretrained(pretrained)
             except (OSError, ValueError) as e:
@@ -432,7 +432,7 @@ def scaling_factor(rope_scaling: str | None, factor, adapter=None) -> float | No
     return float(factor)
 
 
-class PeevalLlamaLM(_PeevalHFLM):
+class PeevalLlamaLM(PeevalHFLMBase):
     """``--model peeval-llama``: a HF Llama-family checkpoint or GGUF file (``gguf_file=``),
     with optional ``rope_scaling=linear|ntk|dynamic|yarn`` + ``factor`` and ``adapter=DIR``
     (a ``peeval adapt`` directory: tape, lora, theta, pi or yarn, see ``peeval.models.llama_adapters``)."""
@@ -448,8 +448,8 @@ class PeevalLlamaLM(_PeevalHFLM):
         if rope_scaling and rope_scaling not in ROPE_SCALINGS:
             raise ValueError(f"peeval-llama: rope_scaling={rope_scaling!r} is not one of {', '.join(ROPE_SCALINGS)}")
         factor = scaling_factor(rope_scaling, factor, adapter)
-        check_safetensors(_local_folder("pretrained", pretrained), "checkpoint's weights")
-        check_safetensors(_local_folder("adapter", adapter), "adapter's weights")
+        check_safetensors(local_folder("pretrained", pretrained), "checkpoint's weights")
+        check_safetensors(local_folder("adapter", adapter), "adapter's weights")
         if rope_scaling:  # training-free scaling, set on the config before loading
             from transformers import AutoModelForCausalLM, AutoTokenizer
 

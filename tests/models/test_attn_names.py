@@ -89,7 +89,7 @@ def test_lm_eval_model_args_set_the_backend(ckpt, args, backend):
 def test_lm_eval_bad_attention_args_fail_before_loading(ckpt, args, needle, monkeypatch):
     from peeval.harness.plugin import PeevalLM
 
-    monkeypatch.setattr("peeval.harness.plugin._PeevalHFLM.__init__", lambda *a, **k: pytest.fail("loaded"))
+    monkeypatch.setattr("peeval.harness.plugin.PeevalHFLMBase.__init__", lambda *a, **k: pytest.fail("loaded"))
     with pytest.raises(ValueError, match=r"--model peeval: " + needle):
         PeevalLM.create_from_arg_string(f"pretrained={ckpt},{args}", {"batch_size": 1, "device": "cpu"})
 
