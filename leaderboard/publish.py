@@ -146,10 +146,13 @@ def _is_published(folder: Path) -> bool:
     if not isinstance(doc, dict) or not isinstance(doc.get("profile"), str) or not isinstance(doc.get("machine"), str):
         return False
     listed = doc.get("files")
-    if not isinstance(listed, dict):  # published before SOURCE.json listed its files
-        return True
+    if not isinstance(listed, dict):  # no manifest (a "legacy" SOURCE.json, or a user's): never ours (issue 66)
+        return False
     present = {f.relative_to(folder).as_posix() for f in folder.rglob("*") if not f.is_dir()}
-    return present - {SOURCE_FILE} <= set(listed)
+    if not present - {SOURCE_FILE} <= set(listed):
+        return False
+    current = published_files(folder)  # a listed file a user has since edited is theirs too
+    return all(current[name] == listed[name] for name in present - {SOURCE_FILE})
 
 
 #: what SOURCE.json's ``run`` keeps of a tarball's gpu_diag.json (benchmarks/gpu_diag.py)

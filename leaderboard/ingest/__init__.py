@@ -76,7 +76,8 @@ def _inputs(paths: list[str | Path], published: str | Path | None) -> tuple[list
     ck_dirs = [d for d in ck_dirs if published_home(d) is None]
     shelf = []
     if published and Path(published).is_dir():
-        shelf = sorted(p.resolve() for p in Path(published).iterdir() if p.is_dir())
+        # a hidden folder is a publish's unfinished temporary (a kill -9 leaves one), never a profile (issue 66)
+        shelf = sorted(p.resolve() for p in Path(published).iterdir() if p.is_dir() and not p.name.startswith("."))
     folders = sorted(set(shelf) | named)
     if not result_dirs and not ck_dirs and not folders:
         raise IngestError(f"nothing to ingest under {[str(p) for p in paths]} (no results.json / *_summary.json)")

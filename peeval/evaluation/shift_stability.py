@@ -186,6 +186,29 @@ def results_document(metrics: dict, checkpoint: str, model, args) -> dict:
     }
 
 
+def _own_results(path: Path) -> bool:
+    """A results.json this module wrote: its only task is the shift-stability one."""
+    import json
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and isinstance(doc.get("results"), dict) and set(doc["results"]) == {TASK}
+
+
+def _check_out(out: Path, ckpt: str) -> None:
+    """Refuse (OutputRefused, one line) an ``--out`` that is or lies in the checkpoint, or holds a results.json
+    this module did not write."""
+    from .._io.outputs import OutputRefused, check_output_dir
+
+    check_output_dir(out, "--out", lambda p: True, "", inputs=[ckpt], whole=False)
+    res = out / "results.json"
+    if res.is_symlink() or (res.exists() and not _own_results(res)):
+        raise OutputRefused(f"--out {out}: holds a results.json shift stability did not write (another run's); it "
+                            "is never replaced (choose another folder)")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m peeval.evaluation.shift_stability", description=__doc__.split("\n\n")[0]
@@ -204,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     ckpt = args.checkpoint
     if not (Path(ckpt) / "config.json").is_file():
         ap.error(f"--checkpoint {ckpt}: no config.json (not a checkpoint directory)")
-    try:
+    try:  # never into the checkpoint, never over another command's results.json (an evaluation's)
+        _check_out(Path(args.out), ckpt)
         model = load_complete(AutoModelForCausalLM, ckpt, dtype=torch.float32)
     except ValueError as e:  # an incomplete checkpoint: one line, nothing written
         print(f"shift stability: error: {e}", file=sys.stderr)

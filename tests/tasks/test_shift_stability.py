@@ -152,3 +152,28 @@ def test_command_rejects_a_non_checkpoint(tmp_path, capsys):
     with pytest.raises(SystemExit):
         S.main(["--checkpoint", str(tmp_path), "--out", str(tmp_path / "o")])
     assert "no config.json" in capsys.readouterr().err
+
+
+def test_command_never_writes_into_the_checkpoint_or_over_an_eval_result(tmp_path, capsys, monkeypatch):
+    """Issue 66 item 1: --out DIR replaced a `peeval eval` results.json in DIR, and --out CK wrote into the
+    checkpoint; both are one line, exit 2, nothing written."""
+    import transformers
+
+    class _Tok:  # no tokenizer or PG-19 is read: the refusal comes first (before, a results.json was written)
+        bos_token_id = 1
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: _Tok())
+    monkeypatch.setattr(S, "_sequences", lambda *a, **k: [])
+    monkeypatch.setattr(S, "measure", lambda *a, **k: {"attn_diff@shift_ids@4": (0.0, 0.0, 1)})
+    ck = tmp_path / "ck"
+    _model("rope").save_pretrained(ck)
+    before = sorted(p.name for p in ck.iterdir())
+    assert S.main(["--checkpoint", str(ck), "--out", str(ck)]) == 2
+    assert "--out" in capsys.readouterr().err and sorted(p.name for p in ck.iterdir()) == before
+    run = tmp_path / "run"
+    run.mkdir()
+    theirs = '{"results": {"wikitext": {"word_perplexity,none": 31.5}}}'
+    (run / "results.json").write_text(theirs)
+    assert S.main(["--checkpoint", str(ck), "--out", str(run)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--out" in err[0] and (run / "results.json").read_text() == theirs
