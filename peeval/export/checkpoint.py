@@ -61,6 +61,7 @@ def code_modules() -> dict[str, Path]:
         "peeval.models.modeling_peeval": PACKAGE / "models" / "modeling_peeval.py",
         "peeval.models.attention": PACKAGE / "models" / "attention.py",
         "peeval.models.attention_ops": PACKAGE / "models" / "attention_ops.py",
+        "peeval.models.linear_loss": PACKAGE / "models" / "linear_loss.py",
         "peeval.models.encodings": PACKAGE / "models" / "encodings" / "__init__.py",
     }
     for f in sorted((PACKAGE / "models" / "encodings").glob("*.py")):

@@ -44,7 +44,7 @@ def test_blocks_and_loss_by_position_reach_the_store_and_the_page(tmp_path, caps
     assert all(0 < nll < 20 for *_, nll in pos)
     proto = con.execute("select protocol from runs").fetchone()[0]
     con.close()
-    assert proto == "fixed targets: 60 tokens, skip 0, seed 0"
+    assert proto == "fixed targets: 60 tokens, skip 0, seed 0, max_docs 2"  # max_docs: part of the protocol (issue 66)
 
     site = build_site(db, tmp_path / "site").parent
     page = (site / "ppl.html").read_text()
