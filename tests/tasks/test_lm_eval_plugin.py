@@ -163,7 +163,9 @@ def test_peeval_eval_writes_results_with_provenance(ckpt, tmp_path, data_mirror)
     prov = res["peeval"]
     assert prov["pe"] == "tape" and prov["training_length"] == 64 and prov["max_length"] == 128
     assert len(prov["checkpoint_sha256"]) == 64 and prov["versions"]["lm_eval"] == "0.4.13"
-    assert prov["protocol"]["ppl"] == "disjoint windows" and prov["seed"] == 0
+    assert (
+        prov["protocol"]["ppl"] == "disjoint windows, max_windows 1" and prov["seed"] == 0
+    )  # issue 66: scored windows
     # its size and tokenizer (issue 58: a checkpoint without a training summary shows them from here)
     from peeval.models import PeevalForCausalLM
 

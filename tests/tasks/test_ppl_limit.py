@@ -31,7 +31,9 @@ def test_limit_never_drops_a_length(limit, tmp_path, capsys):
 @needs_mirror("local", "gutenberg-eval")
 def test_a_generic_hf_model_is_refused_before_any_scoring(tmp_path, capsys, monkeypatch):
     """Issue 30: ``--model hf`` on a ppl task scored every whole document, then died in process_results.
-    Now its first loglikelihood_rolling call refuses the window requests: one line, exit 2, no result."""
+    Now its first loglikelihood_rolling call refuses the window requests: one line, exit 2, no result. Since issue
+    68 ``peeval eval --model hf`` is peeval's own HFLM (``peeval-hf``, exact windows); lm-eval's other name for
+    its generic HFLM, ``huggingface``, is still refused this way."""
     from lm_eval.models.huggingface import HFLM
 
     from peeval.cli import main
@@ -40,8 +42,9 @@ def test_a_generic_hf_model_is_refused_before_any_scoring(tmp_path, capsys, monk
     monkeypatch.setattr(HFLM, "_loglikelihood_tokens", lambda self, *a, **k: scored.append(1) or [])
     ck = save_tiny_checkpoint(tmp_path / "rope", ["the cat sat on the mat 0123456789 and the dog ran"], pe="rope",
                               vocab_size=300, max_positions=64)  # fmt: skip
-    argv = ["eval", "--model", "hf", "--model_args", f"pretrained={ck}", "--tasks", "peeval_ppl_pg19", "--device",
-            "cpu", "--limit", "1", "--metadata", '{"lengths": [16]}', "--output_path", str(tmp_path / "o")]  # fmt: skip
+    argv = ["eval", "--model", "huggingface", "--model_args", f"pretrained={ck}", "--tasks", "peeval_ppl_pg19",
+            "--device", "cpu", "--limit", "1", "--metadata", '{"lengths": [16]}', "--output_path",
+            str(tmp_path / "o")]  # fmt: skip
     rc = main(argv)
     err = capsys.readouterr().err
     lines = [li for li in err.splitlines() if li.startswith("peeval eval: error: ")]
