@@ -195,7 +195,8 @@ class Claimed(ValueError):
     """Another live process holds the folder's claim."""
 
 
-def _alive(pid: int) -> bool:
+def is_alive(pid: int) -> bool:
+    """A process of this host runs with ``pid`` (one we may not signal counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -228,7 +229,7 @@ def claim_dir(folder: str | os.PathLike, lock_name: str = ".peeval.lock"):
             except FileExistsError:
                 try:
                     host, pid = lock.read_text(encoding="utf-8").split()
-                    stale = host == socket.gethostname() and not _alive(int(pid))
+                    stale = host == socket.gethostname() and not is_alive(int(pid))
                 except (OSError, ValueError):  # being written, or removed meanwhile: not stale
                     host, pid, stale = "?", "?", False
                 if stale and attempt == 0:

@@ -179,6 +179,74 @@ def is_own_folder(folder: str | os.PathLike, writer: str) -> bool:
     return all(_sha256(folder / f) == h for f, h in listed.items())
 
 
+#: the names of a run folder's own bookkeeping, never a file the run produced: its manifest, a writer's claim
+#: (``.peeval-*.lock``), the folders ``--overwrite`` and the atomic saves stage files in
+_BOOKKEEPING = re.compile(r"^\.(peeval-manifest\.json|peeval[\w-]*\.lock|overwritten-\d+|save-\w+)$")
+
+
+def _run_files(folder: Path) -> list[str]:
+    """The files a run left under ``folder`` (relative posix paths), its bookkeeping left out."""
+    out = []
+    for p in folder.rglob("*"):
+        rel = p.relative_to(folder)
+        if any(_BOOKKEEPING.match(part) for part in rel.parts) or (p.is_dir() and not p.is_symlink()):
+            continue
+        out.append(rel.as_posix())
+    return sorted(out)
+
+
+def start_manifest(folder: str | os.PathLike, writer: str) -> bool:
+    """Mark ``folder`` as being written by ``writer`` before its first file (an unfinished manifest, no files):
+    a run killed before it finished is still recognised as ``writer``'s by :func:`is_written_by`. Returns
+    False (and writes nothing) when ``folder`` already holds ``writer``'s manifest (a resumed run)."""
+    folder = Path(folder)
+    if isinstance(doc := _json_doc(folder / MANIFEST), dict) and doc.get("written_by") == writer:
+        return False
+    from . import atomic_write_text
+
+    atomic_write_text(folder / MANIFEST, json.dumps({"written_by": writer, "finished": False, "files": {}}) + "\n")
+    return True
+
+
+def _top_matching(folder: Path, patterns: tuple[str, ...]) -> list[str]:
+    return [f for f in _run_files(folder) if "/" not in f and any(Path(f).match(g) for g in patterns)]
+
+
+def finish_manifest(folder: str | os.PathLike, writer: str, patterns: tuple[str, ...]) -> None:
+    """Record in ``folder`` every file ``writer``'s run wrote there (the files of ``folder`` matching ``patterns``,
+    what the run writes) and its sha256; a user's files beside them are not listed (not the run's)."""
+    from . import atomic_write_text
+
+    folder = Path(folder)
+    files = {f: _sha256(folder / f) for f in _top_matching(folder, patterns)}
+    doc = {"written_by": writer, "finished": True, "files": files}
+    atomic_write_text(folder / MANIFEST, json.dumps(doc, indent=1) + "\n")
+
+
+def is_written_by(folder: str | os.PathLike, writer: str, replaced: tuple[str, ...] = ()) -> bool:
+    """``folder`` holds ``writer``'s manifest (:func:`start_manifest` / :func:`finish_manifest`), every file it
+    lists is unchanged (its sha256) or gone, and no file it does not list matches ``replaced`` (the patterns the
+    next run moves aside or writes over): a user's file there is never taken for the run's. Files the user added
+    beside them (a note) do not matter: the next run never touches them."""
+    folder = Path(folder)
+    doc = _json_doc(folder / MANIFEST)
+    if not isinstance(doc, dict) or doc.get("written_by") != writer or not isinstance(doc.get("files"), dict):
+        return False
+    listed: dict = doc["files"]
+    for f, h in listed.items():
+        p = folder / f
+        if p.is_symlink() or (p.exists() and (not p.is_file() or _sha256(p) != h)):
+            return False
+    return not any(f not in listed for f in _top_matching(folder, replaced))
+
+
+def holds_nothing_of(folder: str | os.PathLike, patterns: tuple[str, ...]) -> bool:
+    """``folder`` holds no manifest (no other command's output) and no file a run writing ``patterns`` would
+    replace: writing there takes nothing from anyone (a folder holding only a user's data or notes)."""
+    folder = Path(folder)
+    return not (folder / MANIFEST).exists() and not _top_matching(folder, patterns)
+
+
 def overlap(out: Path, inputs: Iterable[str | os.PathLike | None], folder: bool = False) -> Path | None:
     """The input ``out`` is, lies inside, or (a folder output, replaced whole) holds; None if none. An input that
     does not exist is none (its own error names it)."""

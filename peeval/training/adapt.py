@@ -21,14 +21,28 @@ from pathlib import Path
 import torch
 
 from .._io import atomic_write_text, check_safetensors, dumps_json, save_dir_atomically
+from .._io.outputs import MANIFEST, check_output_dir, finish_manifest
 from ..install.extras import require
 from ..install.versions import cpu_identity
 from ..models import llama_adapters as la
 from .data import Batches, load_corpus, pack
 from .loop import fit, seed_all
 from .profiles import ADAPT_FIXED, get_profile
-from .state import STATE_FILE, check_out_dir, check_seed, cleaned_on_failure, drop_state, jsonable, overwriting
+from .state import (
+    RUN_FILES,
+    STATE_FILE,
+    check_out_dir,
+    check_seed,
+    cleaned_on_failure,
+    drop_state,
+    is_run_dir,
+    jsonable,
+    overwriting,
+    writing_run,
+)
 
+#: the writer named in an adapter folder's manifest (``_io.outputs``)
+WRITER = "peeval adapt"
 #: the files that mark a finished ``peeval adapt`` output, and what ``overwrite=True`` moves aside while it runs
 FINISHED_FILES = ("adapt_summary.json", la.ADAPTER_JSON)
 OVERWRITTEN_FILES = (
@@ -106,7 +120,14 @@ def run_adapt(
     check_seed(seed)
     out = Path(out_dir)
     state_path = Path(resume_dir if resume_dir is not None else out) / STATE_FILE
-    check_out_dir(out, FINISHED_FILES, state_path, overwrite, "--overwrite")
+
+    def check_out() -> None:  # only an adapter's own folder, never the base model's or a training checkpoint
+        check_out_dir(out, FINISHED_FILES, state_path, overwrite, "--overwrite")
+        check_output_dir(out, "--out", lambda d: is_run_dir(d, state_path, WRITER, OVERWRITTEN_FILES),
+                         f"an adapter's folder (no {MANIFEST} of {WRITER})", inputs=[base] if base else [],
+                         whole=False)  # fmt: skip
+
+    check_out()
     if "tape_pi" in overrides:  # a setting until issue 29: say where it went
         raise ValueError("--set tape_pi: no longer a setting: TAPE-PEFT on position interpolation is --method tape_pi")
     prof = get_profile("adapt", profile, overrides)
@@ -141,7 +162,11 @@ def run_adapt(
 
     identity = {"method": method, "base": str(Path(base).resolve()), "gguf_file": gguf, "profile": profile}
     # a failed overwrite keeps the old run; a failed run leaves no empty --out, a diverged one no state
-    with overwriting(out, state_path, OVERWRITTEN_FILES, overwrite), cleaned_on_failure(out, state_path):
+    with (
+        writing_run(out, WRITER, check_out),
+        overwriting(out, state_path, OVERWRITTEN_FILES, overwrite),
+        cleaned_on_failure(out, state_path),
+    ):
         out.mkdir(parents=True, exist_ok=True)
         kw = {"desc": f"adapt {method}", "identity": identity, "state_path": state_path}
         res = fit(model, batches, fit_prof, out, seed, save_model, **kw)
@@ -169,4 +194,5 @@ def run_adapt(
         if res["is_main_process"]:  # once per launch, not once per process
             atomic_write_text(out / "adapt_summary.json", dumps_json(summary, indent=1))
             drop_state(state_path, out)
+            finish_manifest(out, WRITER, (*OVERWRITTEN_FILES, *RUN_FILES))
         return summary

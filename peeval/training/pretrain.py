@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from .._io import atomic_write_text, dumps_json, save_dir_atomically
-from .._io.outputs import check_output_dir
+from .._io.outputs import MANIFEST, check_output_dir, finish_manifest
 from ..install.versions import cpu_identity
 from .data import (
     Batches,
@@ -34,6 +34,7 @@ from .loop import check_launch, fit, seed_all
 from .profiles import get_profile
 from .speed import check_compile
 from .state import (
+    RUN_FILES,
     STATE_FILE,
     check_out_dir,
     check_seed,
@@ -42,8 +43,11 @@ from .state import (
     is_run_dir,
     jsonable,
     overwriting,
+    writing_run,
 )
 
+#: the writer named in a training run's manifest (``_io.outputs``): only its own folder is ever written over
+WRITER = "peeval train"
 #: the files that mark a finished ``peeval train`` checkpoint
 FINISHED_FILES = ("model.safetensors", "train_summary.json")
 #: what ``overwrite=True`` moves aside while training (deleted when the new run finishes, moved back if it
@@ -129,10 +133,14 @@ def run_train(
     check_compile(compile)
     out = Path(out_dir)
     state_path = Path(resume_dir if resume_dir is not None else out) / STATE_FILE
-    check_out_dir(out, FINISHED_FILES, state_path, overwrite, "--overwrite")
-    # never over another tokenizer or model, never into the --tokenizer it reads
-    check_output_dir(out, "--out", lambda d: is_run_dir(d, state_path), "a training run's folder",
-                     inputs=[tokenizer] if tokenizer else [], whole=False)  # fmt: skip
+
+    def check_out() -> None:  # never over another tokenizer, model or export, never into the --tokenizer it reads
+        check_out_dir(out, FINISHED_FILES, state_path, overwrite, "--overwrite")
+        check_output_dir(out, "--out", lambda d: is_run_dir(d, state_path, WRITER, OVERWRITTEN_FILES),
+                         f"a training run's folder (no {MANIFEST} of {WRITER})",
+                         inputs=[tokenizer] if tokenizer else [], whole=False)  # fmt: skip
+
+    check_out()
     if task is not None and tokenizer:
         raise ValueError(f"--tokenizer {tokenizer}: allowed only for text pretraining (--task {task} has its own)")
     if task is not None:
@@ -189,8 +197,13 @@ def run_train(
 
         save_dir_atomically(out, write)
 
-    # a failed overwrite keeps the old run; a failed run leaves no empty --out, a diverged one no state
-    with overwriting(out, state_path, OVERWRITTEN_FILES, overwrite), cleaned_on_failure(out, state_path):
+    # one run at a time in --out; a failed overwrite keeps the old run; a failed run leaves no empty --out, a
+    # diverged one no state
+    with (
+        writing_run(out, WRITER, check_out),
+        overwriting(out, state_path, OVERWRITTEN_FILES, overwrite),
+        cleaned_on_failure(out, state_path),
+    ):
         out.mkdir(parents=True, exist_ok=True)
         res = fit(
             model,
@@ -235,4 +248,5 @@ def run_train(
         if res["is_main_process"]:  # written once, not by every process of a launch
             atomic_write_text(out / "train_summary.json", dumps_json(summary, indent=1))
             drop_state(state_path, out)
+            finish_manifest(out, WRITER, (*OVERWRITTEN_FILES, *RUN_FILES))
         return summary

@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 
-from .._io import atomic_write, files_aside, tmp_path
+from .._io import Claimed, atomic_write, claim_dir, files_aside, tmp_path
+from .._io.outputs import MANIFEST, holds_nothing_of, is_written_by, start_manifest
 
 STATE_FILE = "train_state.pt"
 MAX_SEED = 2**32 - 1  # numpy's seed range (transformers.set_seed seeds numpy too)
@@ -174,25 +175,51 @@ def check_out_dir(out: Path, finished_files: tuple[str, ...], state_path: Path, 
         )
 
 
-#: what a run writes into ``--out`` besides its summaries: a folder holding one of these but no run of peeval (a
-#: tokenizer folder, another model) is someone else's, never written over
+#: what a run writes into ``--out`` besides its summaries (``save_pretrained`` of the model and its tokenizer,
+#: moved in by rename): a file of these names the manifest does not list is someone else's, never written over
 RUN_FILES = ("config.json", "generation_config.json", "*.safetensors", "tokenizer*", "vocab*", "merges.txt",
-             "special_tokens_map.json", "added_tokens.json")  # fmt: skip
+             "special_tokens_map.json", "added_tokens.json", "README.md", "adapter_*", "*.bin")  # fmt: skip
+#: the claim ``peeval train`` / ``peeval adapt`` hold on ``--out`` while they run (``_io.claim_dir``)
+RUN_LOCK = ".peeval-run.lock"
 
 
-def is_run_dir(out: Path, state_path: Path) -> bool:
-    """``out`` is a training run's folder (or holds nothing a run writes): a resume state, a summary or curve, or
-    a config of model_type peeval; the output policy's test (``peeval._io.outputs``) for ``train --out``."""
-    out = Path(out)
-    if Path(state_path).exists() or any((out / f).exists() for f in ("train_summary.json", "train_curve.csv",
-                                                                        "adapt_summary.json")):  # fmt: skip
-        return True
+def is_run_dir(out: Path, state_path: Path, writer: str, replaced: tuple[str, ...]) -> bool:
+    """``out`` is ``writer``'s (``peeval train`` / ``peeval adapt``) run folder: its resume state, or the manifest
+    the writer left (``_io.outputs.is_written_by``: every listed file unchanged, no unlisted file the run would
+    replace), or a folder holding nothing a run writes and no other command's manifest (a user's data folder: the
+    run takes nothing from it). Never judged by a name or a config: a training checkpoint is not an adapter's
+    folder, an export or a base model not a training run's (issue 66). The output policy's test for ``--out``."""
+    if Path(state_path).exists() or (out.is_dir() and {p.name for p in out.iterdir()} <= {RUN_LOCK}):
+        return True  # resumable, or holding only the claim (this run's, or a killed run's before its first file)
+    return is_written_by(out, writer, (*replaced, *RUN_FILES)) or holds_nothing_of(out, (*replaced, *RUN_FILES))
+
+
+@contextmanager
+def writing_run(out: Path, writer: str, recheck=None):
+    """Hold ``out`` for this run (``_io.claim_dir``: a second run into the same folder meanwhile is refused in one
+    line) and mark it as ``writer``'s before its first file (``start_manifest``); a run that fails before writing
+    anything leaves neither the mark nor a folder it created. ``recheck()``: the output checks again, once the claim
+    is held (another run may have finished meanwhile). In a launch's other processes (RANK > 0) nothing: rank 0
+    claims and writes."""
+    import os
+
+    if int(os.environ.get("RANK", "0")) != 0:
+        yield
+        return
     try:
-        if json.loads((out / "config.json").read_text(encoding="utf-8")).get("model_type") == "peeval":
-            return True
-    except (OSError, ValueError, AttributeError):
-        pass
-    return not any(any(out.glob(g)) for g in RUN_FILES)
+        with claim_dir(out, RUN_LOCK):
+            if recheck is not None:
+                recheck()
+            marked = start_manifest(out, writer)
+            try:
+                yield
+            except BaseException:
+                left = [p for p in out.iterdir() if p.name not in (MANIFEST, RUN_LOCK)] if out.is_dir() else []
+                if marked and not left:
+                    (out / MANIFEST).unlink(missing_ok=True)
+                raise
+    except Claimed as e:
+        raise ValueError(f"--out: {e}: wait for it, or choose another --out") from None
 
 
 @contextmanager

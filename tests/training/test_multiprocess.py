@@ -136,7 +136,14 @@ def test_two_processes_train_like_one(tmp_path):
     # the checkpoint is written once, by process 0; no temporary files are left behind
     assert r.stderr.count("peeval: checkpoint written to") == 1
     assert "by process 0 of 2" in r.stderr
-    assert sorted(p.name for p in (tmp_path / "two").iterdir() if p.name.startswith(".") or ".tmp" in p.name) == []
+    assert (
+        sorted(
+            p.name
+            for p in (tmp_path / "two").iterdir()
+            if (p.name.startswith(".") and p.name != ".peeval-manifest.json") or ".tmp" in p.name
+        )
+        == []
+    )
     assert not (tmp_path / "two" / STATE_FILE).exists()
 
 

@@ -333,7 +333,11 @@ def test_overwrite_on_a_full_disk_keeps_the_finished_checkpoint(corpus, tok_dir,
     one_error_line(capsys, "peeval train: error: No space left on device", str(out))
     after = snapshot(out)
     assert {k: v for k, v in after.items() if k in before} == before, sorted(after)
-    assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".") or p.name.endswith(".tmp")]
+    assert not [
+        p
+        for p in tmp_path.rglob("*")
+        if (p.name.startswith(".") and p.name != ".peeval-manifest.json") or p.name.endswith(".tmp")
+    ]
 
 
 @pytest.mark.parametrize("method", ["lora", "tape"])
@@ -366,7 +370,11 @@ def test_adapt_overwrite_on_a_full_disk_keeps_the_finished_adapter(method, tiny_
     one_error_line(capsys, "peeval adapt: error: No space left on device", str(out))
     after = snapshot(out)
     assert {k: v for k, v in after.items() if k in before} == before, sorted(after)
-    assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".") or p.name.endswith(".tmp")]
+    assert not [
+        p
+        for p in tmp_path.rglob("*")
+        if (p.name.startswith(".") and p.name != ".peeval-manifest.json") or p.name.endswith(".tmp")
+    ]
     fresh = tmp_path / "fresh"
     assert main([*args[:8], str(fresh), *args[9:]]) == 2
     one_error_line(capsys, "No space left on device", str(fresh))
