@@ -15,8 +15,10 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import re
 import shutil
+import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -32,7 +34,7 @@ from leaderboard.ingest import (
     results_file,
 )
 from leaderboard.store import PUBLISHED, SOURCE_FILE
-from peeval._io import named, replace_dir
+from peeval._io import is_alive, named, replace_dir
 from peeval._io.outputs import OutputRefused, check_output_dir
 from peeval.records import model_shape
 from peeval.training.profiles import TRAIN_PROFILES, get_profile
@@ -90,8 +92,12 @@ def publish(
         if not d.resolve().is_relative_to(here):
             raise PublishError(f"{d}: outside the current directory {here} (run publish in the repository root)")
     out.mkdir(parents=True, exist_ok=True)
+    if removed := remove_leftovers(out):
+        print(f"publish: removed {len(removed)} temporary folder(s) a killed publish left in {out}: "
+              f"{', '.join(p.name for p in removed)}", file=sys.stderr)  # fmt: skip
     tmp = Path(tempfile.mkdtemp(prefix=f".{profile}.", dir=out))
     try:
+        (tmp / TMP_MARK).write_text(f"{socket.gethostname()} {os.getpid()}", encoding="utf-8")
         for d in result_dirs:
             if d.is_file():  # plain lm_eval: its results file and the samples of the same date, as written
                 dest = tmp / d.parent.resolve().relative_to(here)
@@ -121,19 +127,53 @@ def publish(
             "published": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "runs": len(result_dirs),
             "checkpoints": len(ck_dirs),
-            "files": published_files(tmp),  # ingest reads the folder only while it holds exactly these
+            # ingest reads the folder only while it holds exactly these (the writer's mark goes before the swap)
+            "files": {k: v for k, v in published_files(tmp).items() if k != TMP_MARK},
             # each training profile's default shape now: ingest names a pretrained model of another shape with its
             # size (a ladder rung, issue 43), and a profile resized later does not rename what was published
             "default_shapes": {name: model_shape(get_profile("train", name)) for name in TRAIN_PROFILES},
             **({"run": run_source} if run_source else {}),
         }
         (tmp / SOURCE_FILE).write_text(json.dumps(source, indent=1) + "\n", encoding="utf-8")
+        (tmp / TMP_MARK).unlink()  # from here on the folder is a published one (_is_published)
         replace_dir(tmp, target)
     except OSError as e:  # a full disk: the temporary goes, the folder published before stays
         raise named(e, target) from e
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+#: the mark a publish leaves in its temporary folder while it fills it ("host pid"): a kill -9 leaves the folder
+#: behind, and the next publish knows it for a dead publish's by this mark, never by its name alone
+TMP_MARK = ".peeval-publish-tmp"
+#: the names of publish's temporaries on the shelf: ``.<profile>.XXXXXXXX`` (``publish``) and
+#: ``.<profile>-old-XXXXXXXX`` (``peeval._io.replace_dir``), as ``tempfile.mkdtemp`` makes them
+_TEMPORARY = re.compile(r"^\.[a-z0-9][a-z0-9_-]{0,40}(\.|-old-)[a-z0-9_]{8}$")
+
+
+def remove_leftovers(out: Path) -> list[Path]:
+    """Delete the temporary folders a killed publish left on the shelf ``out`` (issue 66): one still marked by a
+    publish of this host that no longer runs, one already complete (``_is_published``: set aside by a swap, or
+    finished and never swapped in), or an empty one; a live publish's, another host's or anything else (a user's
+    hidden folder) is left alone. Returns the folders removed."""
+    removed = []
+    for d in sorted(out.iterdir()) if out.is_dir() else []:
+        if d.is_symlink() or not d.is_dir() or not _TEMPORARY.match(d.name):
+            continue
+        mark = d / TMP_MARK
+        if mark.is_file() and not mark.is_symlink():
+            try:
+                host, pid = mark.read_text(encoding="utf-8").split()
+                dead = host == socket.gethostname() and not is_alive(int(pid))
+            except (OSError, ValueError):
+                dead = False
+        else:
+            dead = not any(d.iterdir()) or _is_published(d)
+        if dead:
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
 
 
 def _is_published(folder: Path) -> bool:
