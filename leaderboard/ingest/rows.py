@@ -61,6 +61,7 @@ class SampleRow(TypedDict):
     response: str | None
     correct: bool | None
     scores: str | None
+    items: str | None
 
 
 class PplBlockRow(TypedDict):

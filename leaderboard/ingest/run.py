@@ -185,6 +185,8 @@ def _params(doc: dict, path: Path, prov: dict, model_args: dict, record: RunReco
         params["base_train"] = record.base_train
     if subtasks := summarised_subtasks(doc, path):
         params["subtasks"] = subtasks
+        # each group row's members, what its value is recomputed from (leaderboard.store.aggregate_mismatches)
+        params["groups"] = {g: list(m) for g, m in (doc.get("group_subtasks") or {}).items() if g in doc["results"]}
     if unknown := directions(doc, path):  # metrics peeval's registry does not know: lm-eval's direction
         params["higher_is_better"] = unknown
     return params

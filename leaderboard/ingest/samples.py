@@ -31,11 +31,38 @@ def _sample_row(s: Any, task: str, run_id: str) -> tuple[SampleRow, str]:
         hi = 1.0 if METRICS[key].kind == "fraction" else math.inf
         correct = real(s[key], f"'{key}'", 0.0, hi) > 0
     scores = {k: v for k in DOC_SCORE_KEYS if (v := real(s.get(k), f"'{k}'", 0.0, 1.0)) is not None}
+    filt = str(s.get("filter", "none"))
+    items = _items(s, filt)
     row: SampleRow = {"run_id": run_id, "task": task, "doc_id": whole(s["doc_id"], "'doc_id'"),
                       "prompt": clip(prompt), "target": clip(s.get("target")), "response": clip(resp),
-                      "correct": correct,
-                      "scores": json.dumps(scores, sort_keys=True) if scores else None}  # fmt: skip
-    return row, str(s.get("filter", "none"))
+                      "correct": correct, "scores": json.dumps(scores, sort_keys=True) if scores else None,
+                      "items": json.dumps(items, sort_keys=True) if items else None}  # fmt: skip
+    return row, filt
+
+
+#: the most numbers one sample's item of one metric may hold (a flip-flop sequence's reads, a triple, a pair)
+MAX_ITEM = 4096
+
+
+def _item(v: Any, where: str):
+    """A per-sample metric value as stored: a number (a non-finite one as its string, ``peeval.records.aggregate.
+    decode_item``), or a (nested) list of them; ValueError otherwise."""
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, (int, float)):
+        return v if math.isfinite(v) else str(float(v))  # JSON has no inf / NaN: 'inf', '-inf', 'nan'
+    if isinstance(v, (list, tuple)) and len(v) <= MAX_ITEM:
+        return [_item(x, where) for x in v]
+    raise ValueError(f"{where} must be a number or a list of numbers (its per-sample value), not {str(v)[:40]!r}")
+
+
+def _items(s: dict, filt: str) -> dict:
+    """{'metric,filter': value} of every metric the sample lists (``metrics``) and holds: what the run's
+    aggregates are recomputed from."""
+    metrics = s.get("metrics") or []
+    if not isinstance(metrics, list):
+        return {}
+    return {f"{m},{filt}": _item(s[m], f"'{m}'") for m in metrics if isinstance(m, str) and m in s}
 
 
 def _block_row(s: dict, task: str, run_id: str) -> PplBlockRow | None:

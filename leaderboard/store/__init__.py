@@ -279,6 +279,7 @@ def aggregate_mismatches(con, run_ids: list[str] | None = None, checkpoints: lis
             out.append(f"{path}: {task} {metric} is {value!r}, its {n} samples give {want!r}")
         elif stored_n is not None and stored_n != n:
             out.append(f"{path}: {task} {metric} counts n={stored_n}, its samples {n}")
+    out += _item_mismatches(con, runs.replace("b.run_id", "run_id"), args)
     if checkpoints is not None and not checkpoints:
         return out
     cks = "" if checkpoints is None else "WHERE list_contains($cks, e.checkpoint)"
@@ -295,6 +296,58 @@ def aggregate_mismatches(con, run_ids: list[str] | None = None, checkpoints: lis
         if points and (steps, tokens) != (last_step, last_tokens):
             out.append(f"{ck}: {steps} steps / {tokens} tokens, its training curve ends at step {last_step} / "
                        f"{last_tokens} tokens")  # fmt: skip
+    return out
+
+
+#: a task whose published runs predate its samples (shift stability logged no sequences before issue 66): its
+#: numbers cannot be recomputed, and a run of it without samples is the one exception to "no samples, no number"
+UNSAMPLED_TASKS = ("peeval_shift_stability",)
+
+
+def _item_mismatches(con, runs: str, args: dict) -> list[str]:
+    """Every metrics row recomputed from the rows it came from (issue 66): a task's metric from its samples' per-sample
+    items (``peeval.records.aggregate.recompute``, the task's own aggregation), a group's from its members' rows
+    (size-weighted, as lm-eval). A metric that no sample holds, of a task with no samples, or with no rule, is a
+    mismatch too: nothing the board shows is left unaccounted for."""
+    import json
+    from collections import defaultdict
+
+    from peeval.records.aggregate import NotRecomputable, decode_item, group_value, recompute
+
+    items, sampled = defaultdict(list), set()
+    for run_id, task, doc in con.execute(f"SELECT run_id, task, items FROM samples WHERE true {runs}", args).fetchall():
+        sampled.add((run_id, task))
+        for key, v in json.loads(doc or "{}").items():
+            items[(run_id, task, key)].append(decode_item(v))
+    rows = con.execute(
+        f"""SELECT m.run_id, r.results_path, m.task, m.metric, m.filter, m.value, m.n, r.params
+            FROM metrics m LEFT JOIN runs r USING (run_id) WHERE true {runs.replace("run_id", "m.run_id")}
+            ORDER BY ALL""",
+        args,
+    ).fetchall()
+    value = {(run_id, task, metric, filt): (v, n) for run_id, _, task, metric, filt, v, n, _ in rows}
+    out = []
+    for run_id, path, task, metric, filt, stored, _, params in rows:
+        where = f"{path}: {task} {metric}" + (f",{filt}" if filt != "none" else "")
+        groups = (json.loads(params) if params else {}).get("groups") or {}
+        if (run_id, task, f"{metric},{filt}") in items:
+            try:
+                want = recompute(task, metric, items[(run_id, task, f"{metric},{filt}")])
+            except NotRecomputable as e:
+                out.append(f"{path}: {e}")
+                continue
+            if _differs(stored, want):
+                out.append(f"{where} is {stored!r}, its samples give {want!r}")
+        elif task in groups:
+            members = [value.get((run_id, m, metric, filt)) for m in groups[task]]
+            if any(x is None or x[1] is None for x in members):
+                out.append(f"{where}: a member of the group has no {metric} row with its documents counted")
+            elif _differs(stored, want := group_value(members)):
+                out.append(f"{where} is {stored!r}, its members give {want!r}")
+        elif (run_id, task) in sampled:
+            out.append(f"{where}: no sample holds it (its samples list other metrics)")
+        elif task not in UNSAMPLED_TASKS:
+            out.append(f"{where}: the run has no samples of {task} (lm-eval's --log_samples): nothing accounts for it")
     return out
 
 

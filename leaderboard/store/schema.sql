@@ -195,8 +195,11 @@ CREATE TABLE IF NOT EXISTS samples (
     target   VARCHAR,
     response VARCHAR,
     correct  BOOLEAN,           -- the sample's acc / exact_match when it has one, else NULL
-    scores   JSON               -- the per-document parts of a corpus statistic (peeval.records.DOC_SCORE_KEYS:
+    scores   JSON,              -- the per-document parts of a corpus statistic (peeval.records.DOC_SCORE_KEYS:
                                 -- SCROLLS' rouge1/2/L, from which Rgm is computed), NULL when none
+    items    JSON               -- every metric the sample lists, its per-sample value (lm-eval's process_results
+                                -- item) keyed 'metric,filter': what the run's metrics are recomputed from
+                                -- (peeval.records.aggregate; leaderboard.store.aggregate_mismatches)
 );
 
 -- ---------------------------------------------------------------------------------------------

@@ -105,19 +105,43 @@ def shift_stability(model, input_ids: torch.Tensor, bos_id: int | None = None, s
     return out
 
 
-def measure(model, sequences: list[torch.Tensor], bos_id: int | None = None) -> dict[str, tuple[float, float, int]]:
-    """Mean, stderr across sequences and n for every metric, one sequence at a time."""
+def measure_each(model, sequences: list[torch.Tensor], bos_id: int | None = None) -> dict[str, list[float]]:
+    """Every metric of every sequence, one sequence at a time (the run's samples)."""
     from tqdm.auto import tqdm
 
     per: dict[str, list[float]] = {}
     for ids in tqdm(sequences, desc="shift stability", disable=len(sequences) < 4):
         for k, v in shift_stability(model, ids[None] if ids.dim() == 1 else ids, bos_id).items():
             per.setdefault(k, []).append(v)
+    return per
+
+
+def summarise(per: dict[str, list[float]]) -> dict[str, tuple[float, float, int]]:
+    """Mean, stderr across sequences and n for every metric."""
     out = {}
     for k, vals in per.items():
         mean, se = mean_stderr(vals)
         out[k] = (mean, float("nan") if se is None else se, len(vals))
     return out
+
+
+def measure(model, sequences: list[torch.Tensor], bos_id: int | None = None) -> dict[str, tuple[float, float, int]]:
+    """Mean, stderr across sequences and n for every metric, one sequence at a time."""
+    return summarise(measure_each(model, sequences, bos_id))
+
+
+#: the run's samples: one line per sequence, every metric's value under its name (lm-eval's samples layout), from
+#: which ingest recomputes each mean (issue 66)
+SAMPLES_FILE = f"samples_{TASK}.jsonl"
+
+
+def samples_lines(per: dict[str, list[float]]) -> str:
+    n = max((len(v) for v in per.values()), default=0)
+    lines = []
+    for i in range(n):
+        values = {k: per[k][i] for k in sorted(per) if i < len(per[k])}
+        lines.append(dumps_json({"doc_id": i, "filter": "none", "metrics": list(values), **values}))
+    return "\n".join(lines) + "\n"
 
 
 # --------------------------------------------------------------------------- command line
@@ -235,10 +259,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     tok = AutoTokenizer.from_pretrained(ckpt)
     bos = model.config.bos_token_id if model.config.bos_token_id is not None else tok.bos_token_id
-    metrics = measure(model, _sequences(tok, args.sequences, args.length, args.seed), bos)
+    per = measure_each(model, _sequences(tok, args.sequences, args.length, args.seed), bos)
+    metrics = summarise(per)
     doc = results_document(metrics, ckpt, model, args)
+    doc[PROVENANCE_KEY]["samples_files"] = [SAMPLES_FILE]  # ingest holds the folder to it (issue 66)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / SAMPLES_FILE, samples_lines(per))
     atomic_write_text(out / "results.json", dumps_json(doc, indent=1, default=str))
     print(f"shift stability: {len(metrics)} metrics in {out / 'results.json'}")
     return 0

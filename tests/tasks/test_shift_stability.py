@@ -164,7 +164,7 @@ def test_command_never_writes_into_the_checkpoint_or_over_an_eval_result(tmp_pat
 
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: _Tok())
     monkeypatch.setattr(S, "_sequences", lambda *a, **k: [])
-    monkeypatch.setattr(S, "measure", lambda *a, **k: {"attn_diff@shift_ids@4": (0.0, 0.0, 1)})
+    monkeypatch.setattr(S, "measure_each", lambda *a, **k: {"attn_diff@shift_ids@4": [0.0]})
     ck = tmp_path / "ck"
     _model("rope").save_pretrained(ck)
     before = sorted(p.name for p in ck.iterdir())
