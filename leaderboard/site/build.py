@@ -52,7 +52,8 @@ def build_site(db: str | Path, out: str | Path = DEFAULT_OUT, claims_db: str | P
             f"--claims-db {claims_db}: cannot open as a DuckDB database ({str(e).splitlines()[0]})"
         ) from None
     try:
-        check_aggregates(con, f"--db {db}")  # a number shown never disagrees with the rows it summarises
+        # a number shown never disagrees with the rows it summarises (ingest refused a run without samples)
+        check_aggregates(con, f"--db {db}", unsampled=True)
         if ccon is not None:  # verdicts of another store are never shown beside this one's runs
             check_claims_store(con, ccon, claims_db)
         return write_tree(Path(out), render_all(SiteStore(con, ccon)))

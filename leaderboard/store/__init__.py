@@ -224,7 +224,9 @@ def _differs(stored, want) -> bool:
     return stored != want and not math.isclose(stored, want, rel_tol=AGGREGATE_RTOL)
 
 
-def aggregate_mismatches(con, run_ids: list[str] | None = None, checkpoints: list[str] | None = None) -> list[str]:
+def aggregate_mismatches(
+    con, run_ids: list[str] | None = None, checkpoints: list[str] | None = None, unsampled: bool = False
+) -> list[str]:
     """Every aggregate the store holds that disagrees with the per-row data it summarises, one line each (empty:
     consistent); ``run_ids`` / ``checkpoints``: only those (None: all; ingest and the site check the runs' own, a
     test the published stores' checkpoints too). Recomputed here:
@@ -279,7 +281,7 @@ def aggregate_mismatches(con, run_ids: list[str] | None = None, checkpoints: lis
             out.append(f"{path}: {task} {metric} is {value!r}, its {n} samples give {want!r}")
         elif stored_n is not None and stored_n != n:
             out.append(f"{path}: {task} {metric} counts n={stored_n}, its samples {n}")
-    out += _item_mismatches(con, runs.replace("b.run_id", "run_id"), args)
+    out += _item_mismatches(con, runs.replace("b.run_id", "run_id"), args, unsampled)
     if checkpoints is not None and not checkpoints:
         return out
     cks = "" if checkpoints is None else "WHERE list_contains($cks, e.checkpoint)"
@@ -304,19 +306,21 @@ def aggregate_mismatches(con, run_ids: list[str] | None = None, checkpoints: lis
 UNSAMPLED_TASKS = ("peeval_shift_stability",)
 
 
-def _item_mismatches(con, runs: str, args: dict) -> list[str]:
+def _item_mismatches(con, runs: str, args: dict, unsampled: bool) -> list[str]:
     """Every metrics row recomputed from the rows it came from (issue 66): a task's metric from its samples' per-sample
     items (``peeval.records.aggregate.recompute``, the task's own aggregation), a group's from its members' rows
     (size-weighted, as lm-eval). A metric that no sample holds, of a task with no samples, or with no rule, is a
-    mismatch too: nothing the board shows is left unaccounted for."""
+    mismatch too: nothing the board shows is left unaccounted for. ``unsampled``: a task of a run with no samples
+    items at all is not checked (the site's check of a store: ingest, which refuses such a run, has run before)."""
     import json
     from collections import defaultdict
 
     from peeval.records.aggregate import NotRecomputable, decode_item, group_value, recompute
 
     items, sampled = defaultdict(list), set()
-    for run_id, task, doc in con.execute(f"SELECT run_id, task, items FROM samples WHERE true {runs}", args).fetchall():
-        sampled.add((run_id, task))
+    q = f"SELECT run_id, task, items FROM samples WHERE items IS NOT NULL {runs}"
+    for run_id, task, doc in con.execute(q, args).fetchall():
+        sampled.add((run_id, task))  # a samples row without items (lm-eval's before 0.4.3 list no metrics) is none
         for key, v in json.loads(doc or "{}").items():
             items[(run_id, task, key)].append(decode_item(v))
     rows = con.execute(
@@ -346,15 +350,17 @@ def _item_mismatches(con, runs: str, args: dict) -> list[str]:
                 out.append(f"{where} is {stored!r}, its members give {want!r}")
         elif (run_id, task) in sampled:
             out.append(f"{where}: no sample holds it (its samples list other metrics)")
-        elif task not in UNSAMPLED_TASKS:
+        elif task not in UNSAMPLED_TASKS and not unsampled:
             out.append(f"{where}: the run has no samples of {task} (lm-eval's --log_samples): nothing accounts for it")
     return out
 
 
-def check_aggregates(con, what: str, run_ids: list[str] | None = None, checkpoints: list[str] | None = ()) -> None:
+def check_aggregates(
+    con, what: str, run_ids: list[str] | None = None, checkpoints: list[str] | None = (), unsampled: bool = False
+) -> None:
     """StoreError, one line naming the first mismatch and how many more, unless :func:`aggregate_mismatches` finds
     none: a number the board shows never disagrees with the rows it summarises."""
-    if bad := aggregate_mismatches(con, run_ids, checkpoints):
+    if bad := aggregate_mismatches(con, run_ids, checkpoints, unsampled):
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
         raise StoreError(f"{what}: an aggregate disagrees with the rows it summarises: {bad[0]}{more}")
 

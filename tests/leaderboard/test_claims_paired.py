@@ -169,7 +169,7 @@ def _run(con, run_id: str, pe: str, seed: int, outcomes: list[int], task: str = 
     for i, ok in enumerate(outcomes):
         prompt = prompts[i] if prompts else f"example {i}"
         con.execute(
-            "INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
+            "INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
             [run_id, task, i, prompt, str(i % 7), "x", bool(ok)],
         )
 
@@ -535,7 +535,8 @@ def _rouge_run(con, run_id: str, pe: str, triples: list[tuple[float, float, floa
     for i, (r1, r2, rl) in enumerate(triples):
         scores = json.dumps({"rouge1": r1, "rouge2": r2, "rougeL": rl})
         con.execute(
-            "INSERT INTO samples VALUES (?, ?, ?, ?, ?, 'x', NULL, ?)", [run_id, QMSUM, i, f"doc {i}", "t", scores]
+            "INSERT INTO samples VALUES (?, ?, ?, ?, ?, 'x', NULL, ?, NULL)",
+            [run_id, QMSUM, i, f"doc {i}", "t", scores],
         )
 
 
