@@ -188,13 +188,15 @@ def test_addition_val_and_test_rows_follow_the_reference_cell_order():
 
 
 def stats_indirect_indexing(rows, p):
-    out = {"length": [], "source position": [], "shift": [], "letter": [], "answer position": []}
+    out = {"length": [], "source position": [], "source from the end": [], "shift": [], "letter": []}
+    out["answer position"] = []
     for r in rows:
         toks = r["prompt"].split()
         letters = toks[: toks.index(",")]
         src = letters.index(toks[len(letters) + 1])
         out["length"].append(len(letters))
         out["source position"].append(src)
+        out["source from the end"].append(len(letters) - 1 - src)
         out["shift"].append(letters.index(r["answer"]) - src)
         out["letter"] += letters
         out["answer position"].append(letters.index(r["answer"]))
@@ -248,7 +250,7 @@ def stats_counting(rows, p):
         out["target"].append(target)
         out["first set"].append(r["prompt"].split()[0])
         out["length"].append(len(r["prompt"].split()))
-    return {k: ("ks" if k in ("operations", "length") else "chi2", v) for k, v in out.items()}
+    return {k: ("ks" if k == "length" else "chi2", v) for k, v in out.items()}
 
 
 def stats_addition(rows, p):
@@ -281,12 +283,15 @@ STATS = {
 
 
 def homogeneity_p(kind, a, b):
-    """p of "a and b come from one distribution": chi-square on the categories (those with fewer than 10
-    draws in all pooled), or two-sample KS."""
+    """p of "a and b come from one distribution": two-sample KS, or chi-square on the categories (those with
+    fewer than 10 draws in all pooled; 0 where one side never draws a value the other draws 20 times, e.g. an
+    off-by-one at a range's end that a chi-square over many categories would dilute)."""
     if kind == "ks":
         return ks_2samp(a, b).pvalue
     ca, cb = Counter(a), Counter(b)
     cats = sorted(set(ca) | set(cb), key=str)
+    if any(min(ca[c], cb[c]) == 0 and max(ca[c], cb[c]) >= 20 for c in cats):
+        return 0.0  # a value drawn 20 times on one side and never on the other: a different support
     rare = [c for c in cats if ca[c] + cb[c] < 10]
     table = [[ca[c] for c in cats if c not in rare], [cb[c] for c in cats if c not in rare]]
     if rare:
