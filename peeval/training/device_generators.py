@@ -6,8 +6,9 @@ returns ``input_ids`` / ``attention_mask`` / ``labels`` in ``diagnostics.encode_
 (``prompt answer <eos>`` with no BOS, right-padded with ``<pad>``, labels -100 on the prompt and the padding
 except flip-flop's reads), always ``max_length(task, split, profile, **task_params)`` columns wide (the longest
 example the task's parameters allow). Every draw comes from ``generator`` (a ``torch.Generator`` on ``device``);
-there is no Python loop over examples, and no host sync (counting's operations are one log-depth scan over
-the steps, addition's carries one ``cummax``).
+there is no Python loop over examples and no read-back to the host (counting's operations are one log-depth
+scan over the steps, addition's carries one ``cummax``). Call it eagerly beside a compiled step, not inside one:
+dynamo breaks the graph at every draw that passes ``generator=``.
 
 ``peeval.tasks.diagnostics.generators`` stays the reference: these are its distributions (same tasks, splits,
 parameters and token ids), not its examples (a different random stream). Addition's ``val`` and ``test`` give
@@ -17,6 +18,8 @@ recomputed from its prompt) and every statistic the task's definition fixes agai
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -122,6 +125,16 @@ class _Draw:
     def arange(self, k: int) -> torch.Tensor:
         return torch.arange(k, device=self.device)
 
+    def table(self, values) -> torch.Tensor:
+        """A constant lookup tensor (token ids, widths), built once per device: no host-to-device copy after
+        the first batch (a copy from host memory cannot be captured in a CUDA graph)."""
+        return _table(tuple(tuple(v) if isinstance(v, list) else v for v in values), self.device)
+
+
+@functools.lru_cache(maxsize=256)
+def _table(values: tuple, device: torch.device) -> torch.Tensor:
+    return torch.tensor(values, device=device)
+
 
 def _segment(tokens: torch.Tensor, n_valid: torch.Tensor | None = None, labelled: bool | torch.Tensor = False):
     """(tokens, valid, labelled) of one piece of every row, ``(batch, k)``: its first ``n_valid`` columns are
@@ -147,7 +160,7 @@ def _pack(segments: list, width: int) -> dict[str, torch.Tensor]:
 
 def _indirect_indexing(d: _Draw, p: dict, split: str, ids: dict) -> list:
     lo, hi, m = p["min_len"], p["max_len"], p["max_shift"]
-    letters = torch.tensor([ids[c] for c in gen.LETTERS], device=d.device)
+    letters = d.table([ids[c] for c in gen.LETTERS])
     length = d.randint(lo, hi)
     string = letters[d.rand(len(gen.LETTERS)).argsort(1)[:, :hi]]  # a uniform draw without replacement
     src = (d.rand() * length).long().clamp(max=length - 1)
@@ -158,7 +171,7 @@ def _indirect_indexing(d: _Draw, p: dict, split: str, ids: dict) -> list:
     size = shift.abs()
     n_digits = 1 + sum((size >= 10**k).long() for k in range(1, len(str(m))))
     place = (n_digits[:, None] - 1 - d.arange(len(str(m)))).clamp(min=0)  # most significant digit first
-    digits = torch.tensor([ids[c] for c in "0123456789"], device=d.device)[(size[:, None] // 10**place) % 10]
+    digits = d.table([ids[c] for c in "0123456789"])[(size[:, None] // 10**place) % 10]
     sign = torch.where(shift > 0, ids["+"], ids["-"])[:, None]
     comma = d.const(ids[","])
     return [
@@ -176,7 +189,7 @@ def _flip_flop(d: _Draw, p: dict, split: str, ids: dict) -> list:
     u = d.rand(n)
     op = torch.where(u < p_i, ids["i"], torch.where(u < p_i + (1 - p_i) / 2, ids["w"], ids["r"]))
     op[:, 0], op[:, -1] = ids["w"], ids["r"]
-    bit = torch.tensor([ids["0"], ids["1"]], device=d.device)[d.randint(0, 1, n)]
+    bit = d.table([ids["0"], ids["1"]])[d.randint(0, 1, n)]
     last_write = torch.where(op == ids["w"], d.arange(n), 0).cummax(1).values
     read = op == ids["r"]
     bit = torch.where(read, bit.gather(1, last_write), bit)  # every read's bit is the last written bit
@@ -195,7 +208,7 @@ def _n_blank(p: dict, split: str) -> int:
 def _selective_copy(d: _Draw, p: dict, split: str, ids: dict) -> list:
     n_copy = p["n_copy"]
     total = n_copy + _n_blank(p, split)
-    data = torch.tensor([ids[c] for c in gen.COPY_DATA], device=d.device)[d.randint(0, len(gen.COPY_DATA) - 1, n_copy)]
+    data = d.table([ids[c] for c in gen.COPY_DATA])[d.randint(0, len(gen.COPY_DATA) - 1, n_copy)]
     slots = d.rand(total).argsort(1)[:, :n_copy]  # a uniform n_copy-subset of the positions
     is_data = torch.zeros((d.n, total), dtype=torch.bool, device=d.device).scatter_(1, slots, True)
     k = (is_data.long().cumsum(1) - 1).clamp(min=0)  # the k-th data position holds the k-th data token
@@ -232,20 +245,20 @@ def _counting(d: _Draw, p: dict, split: str, ids: dict) -> list:
     after = maps[..., 0]  # every value starts at 0: (batch, steps, var) after each step
     before = torch.cat([torch.zeros_like(after[:, :1]), after[:, :-1]], 1).gather(2, var[..., None])[..., 0]
     op = op_of.gather(2, before[..., None])[..., 0]
-    name = torch.tensor([ids[v] for v in gen.VARIABLES[:n_vars]], device=d.device)
+    name = d.table([ids[v] for v in gen.VARIABLES[:n_vars]])
     eq, zero, semi, var_slot = ids["="], ids["0"], ids[";"], -1
-    template = torch.tensor(  # the tokens of set / incr / pass, the variable's slot -1
-        [[var_slot, eq, zero, semi], [var_slot, ids["++"], semi, PAD], [ids["pass"], semi, PAD, PAD]], device=d.device
+    template = d.table(  # the tokens of set / incr / pass, the variable's slot -1
+        [[var_slot, eq, zero, semi], [var_slot, ids["++"], semi, PAD], [ids["pass"], semi, PAD, PAD]]
     )[op]
     tokens = torch.where(template == var_slot, name[var][..., None], template)  # (batch, steps, 4)
-    width = torch.tensor([4, 3, 2], device=d.device)[op]
+    width = d.table([4, 3, 2])[op]
     width = torch.where(d.arange(steps) < n_ops[:, None], width, 0)  # the steps past n_ops are not drawn
     valid = (d.arange(4) < width[..., None]).flatten(1)
     order = name[d.rand(n_vars).argsort(1)]  # the initial sets, in a random order
     init = torch.stack([order, *[torch.full_like(order, t) for t in (eq, zero, semi)]], -1).flatten(1)
     target = d.randint(0, n_vars - 1)
     final = after.gather(1, (n_ops - 1)[:, None, None].expand(-1, 1, n_vars))[:, 0].gather(1, target[:, None])
-    answer = torch.tensor([ids[str(k)] for k in range(top + 1)], device=d.device)[final]
+    answer = d.table([ids[str(k)] for k in range(top + 1)])[final]
     return [
         _segment(init),
         (tokens.flatten(1), valid, torch.zeros_like(valid)),
@@ -284,7 +297,7 @@ def _addition(d: _Draw, p: dict, split: str, ids: dict) -> list:
     sum_digits = (total + carry_in) % 10
     longer = torch.maximum(len_a, len_b)
     len_c = longer + carry_out.gather(1, (longer - 1)[:, None])[:, 0].long()
-    digit = torch.tensor([ids[c] for c in "0123456789"], device=d.device)
+    digit = d.table([ids[c] for c in "0123456789"])
     return [
         _segment(digit[a[:, :top]], len_a),
         _segment(d.const(ids["+"])),
