@@ -225,6 +225,10 @@ def run_rows(doc: dict, path: Path, root: Path, prov: dict, record: RunRecord, g
         if filt == "none":  # the cells of every family (check_cell: what a family parses as one)
             check_cell(task, metric, f"results[{task!r}][{metric + ',' + filt!r}]")
     rows["task_data"] = task_data_rows(prov, doc, got.run_id)
+    # results of a peeval that did not yet record its samples files (``peeval.samples_files``): a task of theirs
+    # without samples is read as before (shift stability logged none); plain lm_eval's and today's are held to them
+    pv = doc.get("peeval")
+    run["_unsampled_ok"] = isinstance(pv, dict) and "samples_files" not in pv
     # what makes two results the same run, whatever their bytes or folders (never stored: the duplicate check)
     run["_content"] = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
     run["_identity"] = run_identity(params, sorted(doc["results"]))

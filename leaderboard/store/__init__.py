@@ -225,7 +225,7 @@ def _differs(stored, want) -> bool:
 
 
 def aggregate_mismatches(
-    con, run_ids: list[str] | None = None, checkpoints: list[str] | None = None, unsampled: bool = False
+    con, run_ids: list[str] | None = None, checkpoints: list[str] | None = None, unsampled: bool | list[str] = False
 ) -> list[str]:
     """Every aggregate the store holds that disagrees with the per-row data it summarises, one line each (empty:
     consistent); ``run_ids`` / ``checkpoints``: only those (None: all; ingest and the site check the runs' own, a
@@ -306,23 +306,33 @@ def aggregate_mismatches(
 UNSAMPLED_TASKS = ("peeval_shift_stability",)
 
 
-def _item_mismatches(con, runs: str, args: dict, unsampled: bool) -> list[str]:
+def _item_mismatches(con, runs: str, args: dict, unsampled: bool | list[str]) -> list[str]:
     """Every metrics row recomputed from the rows it came from (issue 66): a task's metric from its samples' per-sample
     items (``peeval.records.aggregate.recompute``, the task's own aggregation), a group's from its members' rows
     (size-weighted, as lm-eval). A metric that no sample holds, of a task with no samples, or with no rule, is a
-    mismatch too: nothing the board shows is left unaccounted for. ``unsampled``: a task of a run with no samples
-    items at all is not checked (the site's check of a store: ingest, which refuses such a run, has run before)."""
+    mismatch too: nothing the board shows is left unaccounted for. ``unsampled`` (True, or those run ids): a task
+    of a run with no samples items at all is not checked: the site's check of a store (ingest has refused such runs
+    before), and ingest's of results a peeval wrote before it recorded its samples files."""
     import json
     from collections import defaultdict
 
+    from peeval.records import OUTCOME_KEYS
     from peeval.records.aggregate import NotRecomputable, decode_item, group_value, recompute
 
-    items, sampled = defaultdict(list), set()
-    q = f"SELECT run_id, task, items FROM samples WHERE items IS NOT NULL {runs}"
-    for run_id, task, doc in con.execute(q, args).fetchall():
-        sampled.add((run_id, task))  # a samples row without items (lm-eval's before 0.4.3 list no metrics) is none
-        for key, v in json.loads(doc or "{}").items():
+    items, itemised, sampled, judged = defaultdict(list), set(), set(), set()
+    q = f"SELECT run_id, task, items, correct IS NOT NULL FROM samples WHERE true {runs}"
+    for run_id, task, doc, has_correct in con.execute(q, args).fetchall():
+        sampled.add((run_id, task))
+        if has_correct:  # its outcome share is checked from samples.correct (above)
+            judged.update((run_id, task, k) for k in OUTCOME_KEYS)
+        if doc is None:  # a sample listing no metrics (lm-eval before it wrote `metrics`): no items
+            continue
+        itemised.add((run_id, task))
+        for key, v in json.loads(doc).items():
             items[(run_id, task, key)].append(decode_item(v))
+    q = f"SELECT DISTINCT run_id, task, length FROM ppl_blocks WHERE ll IS NOT NULL {runs}"
+    for run_id, task, length in con.execute(q, args).fetchall():  # its cells are checked from the blocks (above)
+        judged.update((run_id, task, f"{base}@{length}") for base in ("ppl", "bpb", "tokens"))
     rows = con.execute(
         f"""SELECT m.run_id, r.results_path, m.task, m.metric, m.filter, m.value, m.n, r.params
             FROM metrics m LEFT JOIN runs r USING (run_id) WHERE true {runs.replace("run_id", "m.run_id")}
@@ -348,15 +358,23 @@ def _item_mismatches(con, runs: str, args: dict, unsampled: bool) -> list[str]:
                 out.append(f"{where}: a member of the group has no {metric} row with its documents counted")
             elif _differs(stored, want := group_value(members)):
                 out.append(f"{where} is {stored!r}, its members give {want!r}")
-        elif (run_id, task) in sampled:
+        elif filt == "none" and (run_id, task, metric) in judged:
+            continue
+        elif (run_id, task) in itemised:
             out.append(f"{where}: no sample holds it (its samples list other metrics)")
-        elif task not in UNSAMPLED_TASKS and not unsampled:
+        elif (run_id, task) in sampled:
+            out.append(f"{where}: its samples list no metrics (lm-eval's `metrics`): nothing recomputes it")
+        elif task not in UNSAMPLED_TASKS and not (unsampled is True or (unsampled and run_id in unsampled)):
             out.append(f"{where}: the run has no samples of {task} (lm-eval's --log_samples): nothing accounts for it")
     return out
 
 
 def check_aggregates(
-    con, what: str, run_ids: list[str] | None = None, checkpoints: list[str] | None = (), unsampled: bool = False
+    con,
+    what: str,
+    run_ids: list[str] | None = None,
+    checkpoints: list[str] | None = (),
+    unsampled: bool | list[str] = False,
 ) -> None:
     """StoreError, one line naming the first mismatch and how many more, unless :func:`aggregate_mismatches` finds
     none: a number the board shows never disagrees with the rows it summarises."""

@@ -309,7 +309,7 @@ def test_seeds_paired_over_examples_but_decided_over_runs(tmp_path):
         ("UPDATE samples SET correct = NOT correct WHERE run_id = 'rope0' AND doc_id = 0",
          "run rope0: its samples give 0.69, not its acc 0.7"),
         ("INSERT INTO samples VALUES ('rope0', 'peeval_diag_indirect_indexing_test', 5, 'example 5', '5', 'x', true, "
-         "NULL)",
+         "NULL, NULL)",
          "run rope0 holds a doc_id twice"),
         ("DELETE FROM samples WHERE run_id = 'pope0'", "run pope0 has no per-example samples"),
     ],

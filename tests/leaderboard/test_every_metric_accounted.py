@@ -97,12 +97,19 @@ def test_a_metric_no_sample_holds_is_refused(tmp_path):
 
 
 def test_a_task_without_samples_is_refused(tmp_path):
-    """A plain lm_eval results file whose samples were deleted: nothing accounts for its numbers."""
+    """Plain lm_eval's results file (results_<date>.json beside samples_<task>_<date>.jsonl) one of whose samples
+    files was deleted: nothing accounts for that task's numbers. (Results of a peeval that did not yet record its
+    samples files are read as before: the published shift-stability runs.)"""
     run = copy_run(tmp_path, ZEROSHOT)
     doc = json.loads((run / "results.json").read_text())
-    doc["peeval"].pop("samples_files", None)  # as plain lm_eval or an older peeval wrote it: no list to miss
-    (run / "results.json").write_text(json.dumps(doc))
-    (run / "samples_piqa.jsonl").unlink()
+    doc.pop("peeval")
+    date = "2026-11-29T04-00-00.000000"
+    (run / "results.json").unlink()
+    (run / f"results_{date}.json").write_text(json.dumps(doc))
+    for f in run.glob("samples_*.jsonl"):
+        f.rename(run / f"{f.stem}_{date}.jsonl")
+    assert ingest_here(tmp_path, [run], "ok.duckdb")["runs"] == 1  # as lm_eval wrote it
+    (run / f"samples_piqa_{date}.jsonl").unlink()
     with pytest.raises(IngestError, match="piqa acc.*no samples of piqa"):
         ingest_here(tmp_path, [run])
 

@@ -61,12 +61,17 @@ def make_store(root: Path) -> Path:
             "peeval_ppl_pg19": {f"ppl@{L},none": v for L, v in zip((64, 128, 256), ppl)}
             | {f"bpb@{L},none": math.log2(v) / 4 for L, v in zip((64, 128, 256), ppl)},
             "peeval_passkey": {"acc,none": pk, "acc_stderr,none": 0.1}
-            | {f"acc@{L}@{d},none": min(1.0, pk * (1.5 - d) * 64 / L) for L in (64, 128, 256) for d in (0.0, 1.0)},
+            | {f"acc@{L}@{d},none": pk for L in (64, 128, 256) for d in (0.0, 1.0)},
         }
-        # ten documents, pk of them right: the passkey acc is its samples' share (ingest checks it, issue 56)
+        # ten documents per (length, depth) cell, pk of them right: the passkey acc and each cell are its samples'
+        # shares (ingest recomputes every metric from its samples, issues 56 and 66)
+        cells = [(L, d) for L in (64, 128, 256) for d in (0.0, 1.0)]
         samples = [{"doc_id": i, "target": "4242", "arguments": [[f"{EVIL} The pass key is 4242 #{i}", {}]],
-                    "filtered_resps": [f"</td>{EVIL}"], "filter": "none", "metrics": ["acc"],
-                    "acc": float(i < round(pk * 10))} for i in range(10)]  # fmt: skip
+                    "filtered_resps": [f"</td>{EVIL}"], "filter": "none",
+                    "metrics": ["acc", f"acc@{cells[i // 10][0]}@{cells[i // 10][1]}"],
+                    "acc": float(i % 10 < round(pk * 10)),
+                    f"acc@{cells[i // 10][0]}@{cells[i // 10][1]}": float(i % 10 < round(pk * 10))}
+                   for i in range(10 * len(cells))]  # fmt: skip
         _results(root / "results" / pe, ck, res, samples, MIRROR_PG19)
         diag = {
             "peeval_diag_addition_test": {"acc,none": add}
