@@ -161,3 +161,21 @@ def test_traces_whole_under_torch_compile():
     torch.testing.assert_close(got, ref, atol=1e-12, rtol=1e-12)
     for a, r in zip(torch.autograd.grad(got.sum(), (q, k, v, e)), torch.autograd.grad(ref.sum(), (q, k, v, e))):
         torch.testing.assert_close(a, r, atol=1e-12, rtol=1e-12)
+
+
+def test_position_gradient_without_scatter_in_float32_at_a_longer_row():
+    """``_position_grad`` (run sums at ``searchsorted`` bounds) in float32 over 512 keys against the plain
+    scatter of each dA at ⌊p⌋ and ⌈p⌉ in float64; counts from real gates, clamped and not, and p exactly integer."""
+    from peeval.models.encodings.cope_grad import _position_grad
+
+    g = torch.Generator().manual_seed(4)
+    r, n, npos = 6, 512, 64
+    gates = torch.sigmoid(torch.randn(2, 3, r, n, generator=g) * 3).tril(n - r)  # queries are the last r keys
+    gates[..., 0, n - r - 8 : n - r] = 1.0  # whole counts
+    p = gates.flip(-1).cumsum(-1).flip(-1).clamp(max=npos - 1)
+    da = torch.randn(p.shape, generator=g)
+    lo, hi, w = p.floor().long(), p.ceil().long(), (p - p.floor()).double()
+    ref = torch.zeros(*p.shape[:-1], npos, dtype=F64)
+    ref.scatter_add_(-1, lo, da.double() * (1 - w)).scatter_add_(-1, hi, da.double() * w)
+    assert (p == npos - 1).any() and (p < 3).any()
+    torch.testing.assert_close(_position_grad(da, p, npos).double(), ref, atol=2e-4, rtol=1e-4)

@@ -8,7 +8,7 @@ paper's derivatives directly (seeds/cope.txt eqs. 3–9, the listing's clamp):
 
 - a = s + b with s = q·kᵀ/√d, b_ij = z_i[⌊p⌋] + w (z_i[⌈p⌉] − z_i[⌊p⌋]), z_i = q_pos,i·e, w = p − ⌊p⌋;
 - p_ij = min(c_ij, npos_max − 1), c_ij = Σ_{t=j..i} g_it, g_it = σ(q_gate,i·gk_t/√d) (t ≤ i, else 0);
-- dA = P ⊙ (dP − Σ_j P dP), dP = dO·vᵀ; dz_i[⌊p⌋] += dA (1 − w), dz_i[⌈p⌉] += dA w;
+- dA = P ⊙ (dP − Σ_j P dP), dP = dO·vᵀ; dz_i[⌊p⌋] += dA (1 − w), dz_i[⌈p⌉] += dA w (``_position_grad``);
 - dc = dA (z_i[⌈p⌉] − z_i[⌊p⌋]) (0 where clamped: there ⌊p⌋ = ⌈p⌉); dg_it = Σ_{j≤t} dc_ij (a plain cumsum);
 - ds_gate = dg · g (1 − g).
 
@@ -21,6 +21,7 @@ Plain torch, so ``torch.compile`` traces it (an ``autograd.Function``) like the 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from ..attention_ops import causal_allowed, repeat_kv
 
@@ -41,12 +42,27 @@ def _block(q, q_gate, q_pos, k, gk, e, npos_max, scale, keep):
     p = g.flip(-1).cumsum(-1).flip(-1).clamp(max=npos_max - 1)  # c_ij = Σ_{t=j..i} g_it, clamped
     z = torch.matmul(q_pos, e)
     lo = p.floor()
-    w = p - lo
-    lo, hi = lo.long(), p.ceil().long()
-    z_lo, z_hi = z.gather(-1, lo), z.gather(-1, hi)
-    a = torch.matmul(q, k.transpose(-1, -2)) * scale + z_lo + w * (z_hi - z_lo)
+    z_lo, z_hi = z.gather(-1, lo.long()), z.gather(-1, p.ceil().long())
+    a = torch.matmul(q, k.transpose(-1, -2)) * scale + z_lo + (p - lo) * (z_hi - z_lo)
     a = a.masked_fill(future if keep is None else ~keep, float("-inf"))
-    return torch.softmax(a, dim=-1), g, lo, hi, w, z_hi - z_lo
+    return torch.softmax(a, dim=-1), g, p, z_hi - z_lo
+
+
+def _position_grad(da: torch.Tensor, p: torch.Tensor, npos_max: int) -> torch.Tensor:
+    """dz (B, H, r, npos_max): each dA_ij added into z_i at ⌊p_ij⌋ with weight 1 − w and at ⌈p_ij⌉ with w, without
+    a scatter (whose atomics would pile onto the clamped count npos_max − 1). p_ij does not grow with j (a sum of
+    gates from j to i; 0 past i), so in flipped key order each integer's keys are one run: per run m (m <= p < m + 1)
+    S0 = Σ dA and S1 = Σ dA (p − m) from prefix sums (small counts first, so the runs near the diagonal are exact
+    to rounding) at the run bounds ``searchsorted`` finds; dz[m] = S0[m] − S1[m] + S1[m − 1]. The weights are taken
+    from m, not from ⌊p⌋, so a key that rounding put one run off moves its weight by that rounding only."""
+    pf, daf = p.flip(-1).contiguous(), da.flip(-1)
+    c0 = F.pad(daf.cumsum(-1), (1, 0))
+    c1 = F.pad((daf * pf).cumsum(-1), (1, 0))
+    m = torch.arange(npos_max + 1, dtype=p.dtype, device=p.device)
+    bounds = torch.searchsorted(pf, m.expand(*p.shape[:-1], npos_max + 1).contiguous())  # #{j: p_ij < m}
+    s0 = c0.gather(-1, bounds).diff(dim=-1)
+    s1 = c1.gather(-1, bounds).diff(dim=-1) - m[:-1] * s0
+    return s0 - s1 + F.pad(s1[..., :-1], (1, 0))
 
 
 class _CoPEAttention(torch.autograd.Function):
@@ -99,15 +115,14 @@ class _CoPEAttention(torch.autograd.Function):
             keep = None if allowed is None else allowed[:, :, s:t, :kv]
             qb, qgb, qpb = (x[:, :, s:t].to(dt) for x in (q, q_gate, q_pos))
             kb, vb, gkb = kf[:, :, :kv], vf[:, :, :kv], gkf[:, :, :kv]
-            prob, g, lo, hi, w, dz_dp = _block(qb, qgb, qpb, kb, gkb, ef, npos_max, scale, keep)
+            prob, g, p, dz_dp = _block(qb, qgb, qpb, kb, gkb, ef, npos_max, scale, keep)
             do = d_out[:, :, s:t].to(dt)
             dp = torch.matmul(do, vb.transpose(-1, -2))
             da = prob * (dp - (prob * dp).sum(-1, keepdim=True))
             dv[:, :, :kv] += torch.matmul(prob.transpose(-1, -2), do)
             dq[:, :, s:t] = torch.matmul(da, kb) * scale
             dk[:, :, :kv] += torch.matmul(da.transpose(-1, -2), qb) * scale
-            dz = torch.zeros(qb.shape[:3] + (npos_max,), dtype=dt, device=q.device)
-            dz.scatter_add_(-1, lo, da - da * w).scatter_add_(-1, hi, da * w)
+            dz = _position_grad(da, p, npos_max)
             dqp[:, :, s:t] = torch.matmul(dz, ef.T)
             de += torch.einsum("bhrd,bhrp->dp", qpb, dz)
             dc = da * dz_dp  # clamped counts (p = npos_max − 1, an integer: ⌊p⌋ = ⌈p⌉) have dz_dp = 0 already
