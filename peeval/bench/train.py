@@ -39,7 +39,8 @@ from .._io.outputs import stamp_markdown
 PEAK_FLOPS = {"H100": 989e12, "H200": 989e12}
 #: on CUDA, besides every encoding's default: the alternatives issue 46 compares
 CUDA_ALTERNATIVES = ("fire@blocked", "fire@eager", "fire@flex", "t5@blocked", "t5@flex", "t5@eager", "kerple@blocked",
-                     "kerple@flex", "kerple@eager", "cope@eager", "tape@triton", "pope@triton")  # fmt: skip
+                     "kerple@flex", "kerple@eager", "cope@eager", "tape@triton", "pope@triton",
+                     "cope@recompute")  # fmt: skip
 CPU_ALTERNATIVES = ("fire@eager", "t5@eager", "kerple@eager", "cope@eager")
 SHAPE_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
               "vocab_size", "rope_theta", "tie_word_embeddings")  # fmt: skip
@@ -193,7 +194,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--profile", default="cpu", help=f"train profile whose model is timed: {', '.join(profile_names('train'))}"
     )
     p.add_argument("--pe", nargs="*", default=None, help="entries pe[@backend]; rope is added (default: every "
-                   "encoding, and on CUDA the alternatives fire/t5/kerple@blocked|flex|eager, cope@eager, "
+                   "encoding, and on CUDA the alternatives fire/t5/kerple@blocked|flex|eager, cope@eager|recompute, "
                    "tape/pope@triton)")  # fmt: skip
     p.add_argument("--device", default=None, help="default: cuda if available, else cpu")
     p.add_argument("--batch_size", type=int, default=None, help="default: the profile's")
