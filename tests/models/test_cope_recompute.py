@@ -192,3 +192,32 @@ def test_position_gradient_without_scatter_in_float32_at_a_longer_row():
     ref.scatter_add_(-1, lo, da.double() * (1 - w)).scatter_add_(-1, hi, da.double() * w)
     assert (p == npos - 1).any() and (p < 3).any()
     torch.testing.assert_close(_position_grad(da, p, npos).double(), ref, atol=2e-4, rtol=1e-4)
+
+
+def test_backward_recomputes_under_the_forwards_autocast(monkeypatch):
+    """Under bf16 autocast the forward's probabilities come from bf16 matmuls: the backward recomputes them under
+    the same autocast state (the backward itself runs outside it), and its gradients stay as close to float32's as
+    the default back-end's do under the same autocast."""
+    assert cope_grad is not None, "peeval.models.encodings.cope_grad is missing"
+    state = []
+    backward = cope_grad._CoPEAttention._backward
+
+    def spy(ctx, d_out):
+        state.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))
+        return backward(ctx, d_out)
+
+    monkeypatch.setattr(cope_grad._CoPEAttention, "_backward", staticmethod(spy))
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 48, 16, requires_grad=True) for _ in range(3))
+    e = torch.randn(16, 8, requires_grad=True)
+
+    def grads(fn, amp):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            out = fn(q, k, v, k.float(), e, 8, 0.25, None, rows=16)
+        return [out.float(), *torch.autograd.grad(out.float().sum(), (q, k, v, e))]
+
+    ref = grads(cope_mod.cope_attention, False)
+    got, default = grads(cope_attention_recompute, True), grads(cope_mod.cope_attention, True)
+    assert state == [(True, torch.bfloat16)]
+    for a, b, r in zip(got, default, ref, strict=True):
+        assert (a - r).norm() <= 2 * (b - r).norm() + 1e-3 * r.norm()

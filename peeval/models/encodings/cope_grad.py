@@ -67,7 +67,8 @@ def _position_grad(da: torch.Tensor, p: torch.Tensor, npos_max: int) -> torch.Te
 
 class _CoPEAttention(torch.autograd.Function):
     """``gk`` / ``q_gate`` / ``q_pos`` None: the same tensor as k / q / q_gate (torch.compile cannot trace one
-    tensor passed twice); their gradients are added to that tensor's."""
+    tensor passed twice); their gradients are added to that tensor's. The backward recomputes under the forward's
+    autocast state (as ``torch.amp.custom_bwd``, for q's device type), so both passes see the same probabilities."""
 
     @staticmethod
     def forward(ctx, q, k, v, gk, e, q_gate, q_pos, allowed, npos_max, scale, rows):
@@ -90,10 +91,18 @@ class _CoPEAttention(torch.autograd.Function):
             out.append(torch.matmul(prob, vf[:, :, :kv]))
         ctx.save_for_backward(q, k, v, e, allowed, *(None if x else y for x, y in zip(ctx.same, (gk, q_gate, q_pos))))
         ctx.consts = (npos_max, scale, rows)
+        dev = q.device.type
+        ctx.amp = (dev, torch.is_autocast_enabled(dev), torch.get_autocast_dtype(dev))
         return torch.cat(out, dim=2).to(q.dtype)
 
     @staticmethod
     def backward(ctx, d_out):
+        dev, enabled, dtype = ctx.amp
+        with torch.autocast(dev, dtype=dtype, enabled=enabled):
+            return _CoPEAttention._backward(ctx, d_out)
+
+    @staticmethod
+    def _backward(ctx, d_out):
         q, k, v, e, allowed, gk, q_gate, q_pos = ctx.saved_tensors
         same_gk, same_qg, same_qp = ctx.same
         gk = k if same_gk else gk
