@@ -29,6 +29,7 @@ import statistics
 import time
 from pathlib import Path
 
+from peeval.registry import LINEAR_LOSSES
 from peeval.registry.declarations import profile_names
 
 from .._io import atomic_write_text, dumps_json
@@ -38,7 +39,8 @@ from .._io.outputs import stamp_markdown
 PEAK_FLOPS = {"H100": 989e12, "H200": 989e12}
 #: on CUDA, besides every encoding's default: the alternatives issue 46 compares
 CUDA_ALTERNATIVES = ("fire@blocked", "fire@eager", "fire@flex", "t5@blocked", "t5@flex", "t5@eager", "kerple@blocked",
-                     "kerple@flex", "kerple@eager", "cope@eager", "tape@triton", "pope@triton")  # fmt: skip
+                     "kerple@flex", "kerple@eager", "cope@eager", "tape@triton", "pope@triton",
+                     "cope@recompute")  # fmt: skip
 CPU_ALTERNATIVES = ("fire@eager", "t5@eager", "kerple@eager", "cope@eager")
 SHAPE_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
               "vocab_size", "rope_theta", "tie_word_embeddings")  # fmt: skip
@@ -64,7 +66,7 @@ def profile_settings(name: str) -> dict:
     return get_profile("train", name)
 
 
-def build(entry: str, prof: dict, seq_len: int, device: str):
+def build(entry: str, prof: dict, seq_len: int, device: str, linear_loss: str = "logits"):
     import torch
 
     from ..models import PeevalConfig, PeevalForCausalLM
@@ -72,7 +74,8 @@ def build(entry: str, prof: dict, seq_len: int, device: str):
     pe, _, backend = entry.partition("@")
     torch.manual_seed(0)
     shape = {k: prof[k] for k in SHAPE_KEYS}
-    cfg = PeevalConfig(**shape, max_position_embeddings=seq_len, pe=pe, attn_backend=backend or "sdpa")
+    cfg = PeevalConfig(**shape, max_position_embeddings=seq_len, pe=pe, attn_backend=backend or "sdpa",
+                       linear_loss=linear_loss)  # fmt: skip
     return PeevalForCausalLM(cfg).to(device).train()
 
 
@@ -94,7 +97,8 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def time_entry(entry, prof, *, batch, seq_len, device, autocast, steps, warmup, entry_seconds, compiled=False) -> dict:
+def time_entry(entry, prof, *, batch, seq_len, device, autocast, steps, warmup, entry_seconds, compiled=False,
+               linear_loss="logits") -> dict:  # fmt: skip
     """One entry's row: median step time of up to ``steps`` steps after ``warmup``, and what ran.
     ``compiled``: the loss through ``speed.compiled_loss`` and fused AdamW, as ``peeval train`` on CUDA."""
     import torch
@@ -102,7 +106,7 @@ def time_entry(entry, prof, *, batch, seq_len, device, autocast, steps, warmup, 
     import peeval.models.attention as attn
     from peeval.training.speed import compiled_loss, make_optimizer, summed_loss
 
-    model = build(entry, prof, seq_len, device)
+    model = build(entry, prof, seq_len, device, linear_loss)
     opt = make_optimizer([{"params": list(model.parameters()), "weight_decay": 0.0}],
                          {"lr": 1e-4, "betas": (0.9, 0.999)}, compiled)  # fmt: skip
     loss_of = compiled_loss() if compiled else summed_loss
@@ -190,7 +194,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--profile", default="cpu", help=f"train profile whose model is timed: {', '.join(profile_names('train'))}"
     )
     p.add_argument("--pe", nargs="*", default=None, help="entries pe[@backend]; rope is added (default: every "
-                   "encoding, and on CUDA the alternatives fire/t5/kerple@blocked|flex|eager, cope@eager, "
+                   "encoding, and on CUDA the alternatives fire/t5/kerple@blocked|flex|eager, cope@eager|recompute, "
                    "tape/pope@triton)")  # fmt: skip
     p.add_argument("--device", default=None, help="default: cuda if available, else cpu")
     p.add_argument("--batch_size", type=int, default=None, help="default: the profile's")
@@ -204,6 +208,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile", default="auto", choices=["auto", "on", "off"], help="the step's path, as "
                    "peeval train's --compile: auto (default) compiles on CUDA (torch.compile + fused AdamW), "
                    "not on the CPU")  # fmt: skip
+    p.add_argument("--linear_loss", default="logits", choices=list(LINEAR_LOSSES), help="how every entry's "
+                   "loss meets lm_head (config.linear_loss): logits, chunked, liger (CUDA: peeval[cuda])")  # fmt: skip
     p.add_argument("--json", default=None, help="write the rows here (after every entry)")
     p.add_argument("--md", default=None, help="write the markdown table here (after every entry)")
 
@@ -233,6 +239,15 @@ def check_args(a: argparse.Namespace) -> None:
             raise ValueError(f"--device {a.device!r}: allowed cpu, cuda or cuda:N") from None
         if dev.type not in ("cpu", "cuda") or (dev.type == "cuda" and not torch.cuda.is_available()):
             raise ValueError(f"--device {a.device!r}: allowed cpu{', cuda or cuda:N' * torch.cuda.is_available()}")
+    if a.linear_loss == "liger":  # CUDA only, and from the cuda extra: said before any entry runs
+        import importlib.util
+
+        import torch
+
+        if not (a.device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cuda"):
+            raise ValueError("--linear_loss liger: runs on CUDA only (allowed on the CPU: logits, chunked)")
+        if importlib.util.find_spec("liger_kernel") is None:
+            raise ValueError("--linear_loss liger needs liger-kernel: pip install 'peeval[cuda]'")
     profile_settings(a.profile)  # an unknown profile: its own one line
     from .._io.outputs import check_output_file
 
@@ -258,7 +273,8 @@ def run(a: argparse.Namespace) -> list[dict]:
     shape = ", ".join(f"{k}={prof[k]}" for k in SHAPE_KEYS[:5])
     header = (f"training step (forward + backward + AdamW), profile {a.profile}: {shape}, vocab {prof['vocab_size']}, "
               f"batch {batch} x {seq_len} tokens; device {name}, autocast {autocast}, threads "
-              f"{torch.get_num_threads()}, torch {torch.__version__}, {'compiled' if compiled else 'eager'}; peak "
+              f"{torch.get_num_threads()}, torch {torch.__version__}, {'compiled' if compiled else 'eager'}, "
+              f"linear_loss {a.linear_loss}; peak "
               f"{f'{peak:.3g} FLOP/s' if peak else 'none assumed'}")  # fmt: skip
     print(header, flush=True)
     rows: list[dict] = []
@@ -266,7 +282,7 @@ def run(a: argparse.Namespace) -> list[dict]:
         try:
             row = time_entry(entry, prof, batch=batch, seq_len=seq_len, device=device, autocast=autocast,
                              steps=a.steps, warmup=a.warmup, entry_seconds=a.entry_seconds,
-                             compiled=compiled)  # fmt: skip
+                             compiled=compiled, linear_loss=a.linear_loss)  # fmt: skip
         except torch.OutOfMemoryError as e:
             row = {"entry": entry, "error": f"out of memory: {' '.join(str(e).split())[:160]}"}
         except Exception as e:  # one entry's failure is a row; the others still run

@@ -7,7 +7,14 @@ from __future__ import annotations
 import importlib.util
 
 #: the package each extra's import name comes from (pyproject.toml [project.optional-dependencies])
-EXTRA_OF = {"peft": "adapt", "gguf": "adapt", "rouge_score": "scrolls", "duckdb": "pipeline", "dvc": "pipeline"}
+EXTRA_OF = {
+    "peft": "adapt",
+    "gguf": "adapt",
+    "rouge_score": "scrolls",
+    "duckdb": "pipeline",
+    "dvc": "pipeline",
+    "liger_kernel": "cuda",
+}
 
 
 class MissingExtra(ValueError):

@@ -2,7 +2,8 @@
 
 ``BACKENDS`` maps each back-end to (can run, run), both taking one ``AttentionCall``: sdpa
 (default), eager (explicit softmax: the reference), flash, triton (an encoding's own fused
-kernel), content_blocks (a q/k-dependent bias in query blocks: CoPE), and for a bias that
+kernel), content_blocks (a q/k-dependent bias in query blocks: CoPE), recompute (the same with a
+hand-written backward that recomputes the blocks, never the default: issue 65), and for a bias that
 depends on positions only (a ``PositionBias``): flex (FlexAttention, a compiled
 ``score_mod``) and blocked (sdpa over query blocks). The computations themselves live in
 :mod:`peeval.models.attention_ops` (re-exported here, where the runners look them up, so a test
@@ -91,6 +92,10 @@ def _has_blocked_content(c: AttentionCall) -> bool:
     return isinstance(c.bias, ContentBias) and c.bias.attend_fn is not None
 
 
+def _has_recompute(c: AttentionCall) -> bool:
+    return isinstance(c.bias, ContentBias) and c.bias.recompute_fn is not None
+
+
 def _can_fuse(c: AttentionCall) -> bool:
     by_index = c.pe.index_distances and c.ctx.remapped  # randpe: distances are not the indices' difference
     # padding only for a kernel that takes the mask's keys (no cache history: Nq == Nk)
@@ -135,6 +140,10 @@ def _fused(c):
 
 def _content_blocks(c):
     return c.bias.attend_fn(c.q, c.k, c.v, c.allowed, c.scale), None
+
+
+def _recompute(c):
+    return c.bias.recompute_fn(c.q, c.k, c.v, c.allowed, c.scale), None
 
 
 def _flash(c):
@@ -223,6 +232,7 @@ BACKENDS: dict[str, Backend] = {
     "eager": Backend(_always, _eager),  # explicit softmax: the reference, and attention maps
     "triton": Backend(_can_fuse, _fused),  # the encoding's own fused kernel (raw q/k allowed)
     "content_blocks": Backend(_has_blocked_content, _content_blocks),  # CoPE's bias in query blocks, never N×N
+    "recompute": Backend(_has_recompute, _recompute),  # the same, its own backward recomputing the blocks
     "flash": Backend(_can_flash, _flash),  # flash-attn 2: no bias, or exactly its ALiBi
     "flex": Backend(_can_flex, _flex),  # FlexAttention with the position bias's score_mod
     "blocked": Backend(_is_position_bias, _blocked),  # sdpa over query blocks, bias rebuilt per block
@@ -238,6 +248,7 @@ PREFERENCE: dict[str, tuple[str, ...]] = {
     "sdpa": ("content_blocks", "flex", "blocked", "sdpa"),
     "flex": ("content_blocks", "flex", "blocked", "sdpa"),
     "blocked": ("content_blocks", "blocked", "sdpa"),
+    "recompute": ("recompute", "content_blocks", "flex", "blocked", "sdpa"),
 }
 
 

@@ -7,7 +7,7 @@ vocabulary) logits (at the gpu profile's 64 × 512 × 50,304: 6.6 GB in float32)
 - ``chunked``: this module's torch path on any device: a few hundred tokens' logits at a time, their
   gradients (of the hidden states and of lm_head's weight) computed in the forward, as Liger-Kernel's
   fused linear cross-entropy does, and scaled by the loss's gradient in the backward. Float32 throughout.
-- ``liger``: Liger-Kernel's Triton kernel (``pip install liger-kernel``, CUDA only): the GPU candidate.
+- ``liger``: Liger-Kernel's Triton kernel (``pip install 'peeval[cuda]'``, CUDA only): the GPU candidate.
 
 Every one shifts the labels as the model's loss does (position t predicts label t + 1, ``-100`` ignored) and
 reduces as it does: the mean over labelled tokens, or their sum over ``num_items_in_batch`` when given.
@@ -71,7 +71,7 @@ def _liger(h, weight, target):
     try:
         from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy
     except ImportError:
-        raise ValueError("linear_loss='liger' needs liger-kernel: pip install liger-kernel") from None
+        raise ValueError("linear_loss='liger' needs liger-kernel: pip install 'peeval[cuda]'") from None
     return liger_fused_linear_cross_entropy(h, weight, target, ignore_index=IGNORE_INDEX, reduction="sum")
 
 

@@ -36,7 +36,7 @@ ENCODINGS: dict[str, str] = {
 }
 
 #: attention back-ends (``config.attn_backend``; ``peeval.models.attention.BACKENDS`` runs them)
-ATTN_BACKENDS: tuple[str, ...] = ("sdpa", "eager", "flash", "triton", "flex", "blocked")
+ATTN_BACKENDS: tuple[str, ...] = ("sdpa", "eager", "flash", "triton", "flex", "blocked", "recompute")
 
 #: how the loss meets lm_head (``config.linear_loss``; ``peeval.models.linear_loss`` computes them)
 LINEAR_LOSSES: tuple[str, ...] = ("logits", "chunked", "liger")

@@ -149,3 +149,23 @@ def test_the_cuda_lock_resolves_with_the_torch_already_installed(tmp_path):
 
     names = [i["metadata"]["name"] for i in json.loads(report.read_text())["install"]]
     assert names == ["peeval"], names
+
+
+def test_the_cuda_extra_adds_only_its_pinned_liger_wheel_under_the_cuda_lock(tmp_path):
+    """Issue 65 item 3: ``peeval[cuda]`` pins liger-kernel exactly (the lock files are made on the CPU, where it is
+    not installed); under the CUDA lock with the torch in place it asks for peeval and that one wheel only."""
+    import json
+    import tomllib
+
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"].get("cuda", [])
+    assert [re.split(r"[;\s]", r)[0] for r in extra] == ["liger-kernel==0.8.5"]
+    report = tmp_path / "report.json"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "-q", "--report", str(report),
+                        "-c", str(REPO / "constraints-cuda.txt"), "-e", f"{REPO}[pipeline,gpu,cuda]"],
+                       capture_output=True, text=True, timeout=600)  # fmt: skip
+    if r.returncode != 0 and ("ConnectionError" in r.stderr or "NewConnectionError" in r.stderr):
+        pytest.skip("no package index reachable")
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = [(i["metadata"]["name"].replace("_", "-"), i["metadata"]["version"])
+           for i in json.loads(report.read_text())["install"]]  # fmt: skip
+    assert [n for n, _ in got] == ["peeval", "liger-kernel"] and dict(got)["liger-kernel"] == "0.8.5", got

@@ -80,11 +80,13 @@ class ContentBias:
 
     ``dense_fn(q, k)`` returns the (B, H, Nq, Nk) bias (the reference); ``attend_fn(q, k, v,
     allowed, scale)``, when offered, the attention output computed with it in query blocks
-    (no N×N tensor per head).
+    (no N×N tensor per head); ``recompute_fn`` (same arguments), when offered, the same attention
+    with a hand-written backward that recomputes the blocks (``attn_backend='recompute'``).
     """
 
     dense_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     attend_fn: Callable[..., torch.Tensor] | None = None
+    recompute_fn: Callable[..., torch.Tensor] | None = None
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,8 @@ Choices where the paper is silent or the hooks constrain:
 - Speed: ``reference_bias`` builds the full (B, H, Nq, Nk) bias (the reference, for the eager
   back-end and attention maps); the default path (the ``ContentBias``'s ``attend_fn``) computes
   the same attention in query blocks (``cope_attention``), so no N×N tensor per head is ever held
-  (under autograd: once the bias would exceed ``CHECKPOINT_ELEMENTS``).
+  (under autograd: once the bias would exceed ``CHECKPOINT_ELEMENTS``). ``attn_backend='recompute'``
+  runs the same blocks with a hand-written backward instead (``cope_grad``, issue 65).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from transformers import initialization as init
 
 from ..attention_ops import causal_allowed, repeat_kv
 from .base import BOOL, ContentBias, Encoding, Option, PEContext, is_int
+from .cope_grad import cope_attention_recompute
 from .rope import RoPE
 
 
@@ -143,6 +145,9 @@ class CoPE(Encoding):
         return ContentBias(
             dense_fn=lambda q, k: self.reference_bias(layer, q, k, ctx),
             attend_fn=lambda q, k, v, allowed, scale: self.blocked_attention(layer, q, k, v, ctx, allowed, scale),
+            recompute_fn=lambda q, k, v, allowed, scale: self.blocked_attention(
+                layer, q, k, v, ctx, allowed, scale, recompute=True
+            ),
         )
 
     def reference_bias(self, layer, q, k, ctx):
@@ -156,10 +161,12 @@ class CoPE(Encoding):
         z_hi = z.gather(-1, pos.ceil().long())
         return z_hi * w + z_lo * (1 - w)
 
-    def blocked_attention(self, layer, q, k, v, ctx, allowed, scale):
-        """softmax(q·kᵀ/√d + CoPE bias)·v in query blocks: no N×N tensor per head (``cope_attention``)."""
+    def blocked_attention(self, layer, q, k, v, ctx, allowed, scale, recompute=False):
+        """softmax(q·kᵀ/√d + CoPE bias)·v in query blocks: no N×N tensor per head (``cope_attention``;
+        ``recompute``: its hand-written backward, ``cope_grad``)."""
         q_gate, gk, q_raw, e = self._inputs(layer, q, k, ctx)
-        return cope_attention(q, k, v, gk, e, self.npos_max, scale, allowed, q_gate=q_gate, q_pos=q_raw)
+        fn = cope_attention_recompute if recompute else cope_attention
+        return fn(q, k, v, gk, e, self.npos_max, scale, allowed, q_gate=q_gate, q_pos=q_raw)
 
 
 #: query rows per block hold at most this many (B·H·rows·keys) elements per temporary (CPU: cache-sized)
