@@ -16,6 +16,7 @@ from pathlib import Path
 from leaderboard.site import compare_numbers as compare
 from leaderboard.site import compare_seeds, pages
 from leaderboard.site.context import Page, SiteStore, fmt, jsonable
+from leaderboard.site.responses import response_words
 
 #: the compare page's script (looks up the numbers compare.py computed)
 COMPARE_JS = Path(__file__).with_name("assets") / "compare.js"
@@ -42,7 +43,7 @@ def compare_data(store: SiteStore) -> dict:
     for r in rows:
         if r["doc_id"] in shown.get(r["task"], ()):
             examples[r["task"]][r["doc_id"]] = [(r["prompt"] or "")[-compare.CLIP :], r["target"]]
-            responses[r["run_id"]][r["task"]][r["doc_id"]] = clip_response(r["response"])
+            responses[r["run_id"]][r["task"]][r["doc_id"]] = clip_response(response_words(r["response"]))
     by_run: dict[str, dict[str, dict[str, tuple]]] = defaultdict(lambda: defaultdict(dict))
     for m in values:
         by_run[m["run_id"]][m["task"]][m["metric"]] = (m["value"], m["stderr"])
