@@ -239,13 +239,14 @@ def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = 
 def detectable_line(cols: list[front.Column], by_column: dict[str, list], seeds: set[tuple[int, int]]) -> str | None:
     """The board's detectable difference, one line: per perplexity column the smallest ratio its seeds tell from
     parity (``front.detectable``), how many seeds that rests on, and how it is computed."""
-    parts = [f"×{d:.2f} at {c.length:,} tokens" for c in cols if (d := front.detectable(by_column[c.label]))]
+    parts = [f"×{d:.2f} (or below ×{1 / d:.2f}) at {c.length:,} tokens" for c in cols
+             if (d := front.detectable(by_column[c.label]))]  # fmt: skip
     if not parts:
         return None
     n = sorted({f"{a} vs {b}" for a, b in seeds})
     return (
-        f"Smallest difference this board can detect: a perplexity ratio beyond {', '.join(parts)} (or its "
-        f"inverse), with {' or '.join(n)} seeds; the median half-width of the {int(front.LEVEL * 100)}% "
+        f"Smallest difference this board can detect: a perplexity ratio beyond {', '.join(parts)}, with "
+        f"{' or '.join(n)} seeds a side; the median half-width of the {int(front.LEVEL * 100)}% "
         "intervals over seeds in each column above. A true difference nearer ×1 reads within noise here."
     )
 
