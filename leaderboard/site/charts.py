@@ -42,31 +42,6 @@ def series_style(name: str) -> tuple[str, str]:
     return OTHER_COLORS[zlib.crc32(name.encode()) % len(OTHER_COLORS)], DASH_OTHER
 
 
-def legend_text(name: str, n: int = 31) -> str:
-    """A legend entry of at most ``n`` characters that keeps both ends (``SmolLM2-135M-Ins…Q4_1) + yarn``): long
-    names of one family differ at their end, and a cut head made four entries read the same."""
-    if len(name) <= n:
-        return name
-    words = [w for w in re.split(r"(?<=[ (=,])", name) if w]  # whole words: never "SmolLM2-135M-Ins…"
-    head, tail, k, m = [words[0]], [], 1, len(words)
-    room = lambda extra: sum(map(len, head)) + sum(map(len, tail)) + 1 + len(extra) <= n  # noqa: E731
-    if len(words[0]) < n - 4:
-        # the end first, to 3/5 of the room (names of one family differ there), then the start, then the end again
-        while m - 1 > k and room(words[m - 1]) and sum(map(len, tail)) + len(words[m - 1]) <= n * 3 // 5:
-            m -= 1
-            tail.insert(0, words[m])
-        while k < m and room(words[k]):
-            head.append(words[k])
-            k += 1
-        while m - 1 > k and room(words[m - 1]):
-            m -= 1
-            tail.insert(0, words[m])
-        if tail:
-            return f"{''.join(head).rstrip()}…{''.join(tail).lstrip()}"
-    cut = n * 3 // 5  # one word longer than the room: cut it in its middle, keeping both ends
-    return name[: n - cut - 1] + "…" + name[-cut:]
-
-
 def _fmt(v: float) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
@@ -113,6 +88,10 @@ def distinct_styles(style: dict[str, tuple[str, str]]) -> dict[str, tuple[str, s
         used.add((colour, dash))
         out[name] = (colour, dash)
     return out
+
+
+#: characters of a legend line (the 240 px legend column at 11 px) and the distance between its lines
+LEGEND_CHARS, LEGEND_LINE = 31, 13
 
 
 def line_chart(
@@ -169,7 +148,11 @@ def line_chart(
     width = max(width, 660)  # two charts side by side in the 1400 px page, legends of 31 characters
     shown = _wrap(title, (width - 16) // 8)  # the whole title, in as many lines as it needs (never cut)
     L, R, T, B = 64, 240, 28 + 15 * (len(shown) - 1), 44
-    height = max(height, T + 12 + 16 * len(clean) + 8)  # every legend entry inside the picture
+    # every legend entry whole, over as many lines as it needs (the front page's rule: a cut made four SmolLM2
+    # entries read "SmolLM2-135M-Instruct (…@cpu"), and every entry inside the picture
+    legend = {name: wrap_name(name, LEGEND_CHARS) for name in clean}
+    legend_h = sum(16 + LEGEND_LINE * (len(lines) - 1) for lines in legend.values())
+    height = max(height, T + 12 + legend_h + 8)
     W, H = width - L - R, height - T - B
 
     def px(v):
@@ -207,7 +190,8 @@ def line_chart(
         d = " ".join(f"{'M' if j == 0 else 'L'}{px(x):.1f},{py(y):.1f}" for j, (x, y) in enumerate(ring)) + " Z"
         out.append(f'<path d="{d}" class="band" fill="{c}" fill-opacity="0.15" stroke="none">'
                    f"<title>{escape(name)}: range</title></path>")  # fmt: skip
-    for i, (name, pts) in enumerate(clean.items()):
+    ly = T + 12
+    for name, pts in clean.items():
         c, dash = style[name]
         da = f' stroke-dasharray="{dash}"' if dash else ""
         d = " ".join(f"{'M' if j == 0 else 'L'}{px(x):.1f},{py(y):.1f}" for j, (x, y) in enumerate(pts))
@@ -216,10 +200,12 @@ def line_chart(
         for x, y in pts if len(pts) <= 40 else []:
             out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{c}" class="mark">'
                        f"<title>{escape(name)}: {_fmt(x)} → {_fmt(y)}</title></circle>")  # fmt: skip
-        ly = T + 12 + i * 16
+        lines = "".join(f'<tspan x="{L + W + 30}" dy="{0 if k == 0 else LEGEND_LINE}">{escape(line)}</tspan>'
+                        for k, line in enumerate(legend[name]))  # fmt: skip
         out.append(f'<line x1="{L + W + 8}" x2="{L + W + 26}" y1="{ly - 3}" y2="{ly - 3}" stroke="{c}"{da} '
                    f'stroke-width="3"/><text x="{L + W + 30}" y="{ly + 1}" class="legend">'
-                   f"{escape(legend_text(name))}<title>{escape(name)}</title></text>")  # fmt: skip
+                   f"{lines}<title>{escape(name)}</title></text>")  # fmt: skip
+        ly += 16 + LEGEND_LINE * (len(legend[name]) - 1)
     out.append("</svg>")
     return "".join(out)
 
@@ -272,9 +258,11 @@ def heatmap(
                    f"{escape(str(c))}</text>")  # fmt: skip
     for i, r in enumerate(rows):
         y = T + i * cell
-        out.append(
-            f'<text x="{L - 6}" y="{y + cell / 2 + 4}" class="tick" text-anchor="end">{escape(str(r)[:30])}</text>'
-        )
+        name = wrap_name(str(r), 30)  # whole, in lines of 30 characters (a cut read as another row)
+        ty = y + cell / 2 + 4 - 11 * (len(name) - 1) / 2
+        spans = "".join(f'<tspan x="{L - 6}" dy="{0 if k == 0 else 11}">{escape(line)}</tspan>'
+                        for k, line in enumerate(name))  # fmt: skip
+        out.append(f'<text x="{L - 6}" y="{ty:.1f}" class="tick" text-anchor="end">{spans}</text>')
         for j, c in enumerate(cols):
             v = values.get((r, c))
             x = L + j * cell

@@ -22,6 +22,7 @@ import math
 from html import escape
 from typing import Any
 
+from leaderboard.claims.decision import ALPHA
 from leaderboard.site import pages
 from leaderboard.site.charts import wrap_name
 from peeval.records import fmt_number, t_quantile
@@ -245,8 +246,23 @@ def render_claims_page(
     for r in aa:
         r["rate_text"] = "—" if r["rate"] is None else f"{r['rate']:.3f}"
         r["interval"] = f"{r['lo']:.3f}–{r['hi']:.3f}"
+        r["decides_text"] = aa_decides(r)
     return pages.render("claims.html", title="claims: the papers' headline results, measured by peeval", prefix="",
                         links=pages.nav(True, hidden), counts=counts, papers=papers, aa=aa, scale=SCALE)  # fmt: skip
+
+
+def aa_decides(row: dict, alpha: float = ALPHA) -> str:
+    """The A/A table's "decides" cell: ``yes`` only where the rejection rate's interval lies below ``alpha`` (the
+    test shown calibrated); ``no`` where it lies above or the test is retired; else the comparisons are too few
+    to show it either way (the cpu board's 6 read "yes")."""
+    if not row.get("used", True) or str(row["test"]).endswith("(retired)"):
+        return "no (retired)"
+    n, lo, hi = row["groups"], row["lo"], row["hi"]
+    if n and lo > alpha:
+        return f"no: rejects identical setups beyond {alpha:g}"
+    if n and hi < alpha:
+        return "yes"
+    return f"not shown: {n} comparison{'s' if n != 1 else ''}, interval {lo:.2f}–{hi:.2f} includes {alpha:g}"
 
 
 #: what a verdict at this scale can and cannot mean (the claims page and the front page say it in one sentence)

@@ -14,8 +14,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from leaderboard.site import compare_numbers as compare
-from leaderboard.site import pages
+from leaderboard.site import compare_seeds, pages
 from leaderboard.site.context import Page, SiteStore, fmt, jsonable
+from leaderboard.site.responses import response_words
 
 #: the compare page's script (looks up the numbers compare.py computed)
 COMPARE_JS = Path(__file__).with_name("assets") / "compare.js"
@@ -42,7 +43,7 @@ def compare_data(store: SiteStore) -> dict:
     for r in rows:
         if r["doc_id"] in shown.get(r["task"], ()):
             examples[r["task"]][r["doc_id"]] = [(r["prompt"] or "")[-compare.CLIP :], r["target"]]
-            responses[r["run_id"]][r["task"]][r["doc_id"]] = clip_response(r["response"])
+            responses[r["run_id"]][r["task"]][r["doc_id"]] = clip_response(response_words(r["response"]))
     by_run: dict[str, dict[str, dict[str, tuple]]] = defaultdict(lambda: defaultdict(dict))
     for m in values:
         by_run[m["run_id"]][m["task"]][m["metric"]] = (m["value"], m["stderr"])
@@ -103,8 +104,9 @@ def default_pair(data: dict, run_ids: list[str]) -> tuple[str | None, str | None
     return (run_ids + [None, None])[0], (run_ids + [None, None])[1]
 
 
-#: what the page embeds; the rest of compare_data is in the runs' scripts (``split``)
-EMBEDDED = ("metrics", "examples")
+#: what the page embeds (the board's rows and their seed-level comparisons: compare_seeds); the rest of
+#: compare_data is in the runs' scripts (``split``)
+EMBEDDED = ("metrics", "examples", "rows", "seeds")
 #: the keys of compare_data held per pair (``a|b``), in the file of ``a``
 PER_PAIR = ("pairs", "ppl_pairs", "ppl_unpaired")
 
@@ -171,11 +173,13 @@ def read_site(site: Path) -> dict:
 def render(store: SiteStore) -> Page:
     runs = store.view("compare_runs", order="kind, name, seed, run_id")
     data = compare_data(store)
+    data.update(compare_seeds.row_pairs(store))
     embedded, parts = split(data, [r["run_id"] for r in runs])
     text = script_json(embedded)
     for rid, part in parts.items():
         store.files[f"compare/{rid}.js"] = run_script(rid, part)
-    first, second = default_pair(data, [r["run_id"] for r in runs])
+    opening = compare_seeds.tape_vs_rope(runs, data["rows"], data["ppl_pairs"])
+    first, second = opening or default_pair(data, [r["run_id"] for r in runs])
     labels = run_labels(runs, data["metrics"])
     store.files["assets/compare.js"] = COMPARE_JS.read_text(encoding="utf-8")
     html = pages.render("compare.html", title="compare two runs", prefix="", links=store.nav(),

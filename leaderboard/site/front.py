@@ -20,6 +20,7 @@ Pure functions of per-run numbers (no store, no HTML), so each rule is tested on
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 
 from peeval import registry
@@ -167,5 +168,22 @@ def win_rate(cells: list[VsCell | None]) -> WinRate:
                    len(done))  # fmt: skip
 
 
-__all__ = ["BASELINE", "LEVEL", "PAPERS", "Column", "Run", "VsCell", "WinRate", "compare", "estimate", "fmt_number",
-           "win_rate"]  # fmt: skip
+def detectable(cells: list[VsCell | None]) -> float | None:
+    """The smallest ratio a perplexity column's seeds can tell from parity: exp of the median half-width of its
+    cells' intervals on log perplexity (a ratio nearer ×1 than that, at this seed spread, reads within noise).
+    None when no cell has an interval."""
+    halves = [(c.diff.hi - c.diff.lo) / 2 for c in cells if c is not None and c.diff is not None]
+    return math.exp(statistics.median(halves)) if halves else None
+
+
+def ratio_words(ratio: float, lo: float | None, hi: float | None, outcome: str) -> str:
+    """A ratio as the front page's text says it: ``×1.31 (interval ×0.93–×1.85, within noise)``; ``better`` /
+    ``worse`` than RoPE where the interval clears ×1."""
+    said = {"win": "better", "loss": "worse"}.get(outcome, outcome)
+    if lo is None or hi is None:
+        return f"×{ratio:.2f} ({said})"
+    return f"×{ratio:.2f} (interval ×{lo:.2f}–×{hi:.2f}, {said})"
+
+
+__all__ = ["BASELINE", "LEVEL", "PAPERS", "Column", "Run", "VsCell", "WinRate", "compare", "detectable", "estimate",
+           "fmt_number", "ratio_words", "win_rate"]  # fmt: skip

@@ -190,6 +190,8 @@ def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = 
         return (n != base, papers.index(pe) if pe in papers else len(papers), natural_key(n))
 
     rows = []
+    by_column: dict[str, list] = defaultdict(list)  # the board's own cells per perplexity column (detectable)
+    seeds: set[tuple[int, int]] = set()
     picture: list[dict] = []  # the front page's picture: each encoding's perplexity ÷ RoPE's, with its interval
     shown_names = [n for n in runs if n in base_of]  # the board's RoPE per byte is no row of its own
     for name in sorted(shown_names, key=lambda n: (n in own, order_key(n))):  # yours last, marked
@@ -205,6 +207,9 @@ def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = 
                 continue
             vc = front.compare(c, runs[name][c.label], runs[against][c.label])
             compared.append(vc)
+            if vc is not None and vc.diff is not None and c.kind == "ppl" and name not in own:
+                by_column[c.label].append(vc)
+                seeds.add((len(runs[name][c.label]), len(runs[against][c.label])))
             if vc is not None and c.kind == "ppl":
                 lo, hi = (math.exp(vc.diff.lo), math.exp(vc.diff.hi)) if vc.diff is not None else (None, None)
                 picture[-1]["cells"][c.label] = (vc.sort, lo, hi, vc.outcome)
@@ -225,8 +230,25 @@ def vs_rope_table(store: SiteStore, b: Board, claims: list[dict], source: str = 
             row.append(Cell(wr.text, wr.wins - wr.losses if wr.compared else None, cls="num", sub=wr.sub))
         rows.append(row)
     info.update(longest=longest, train_len=train_len, picture=_picture(cols, picture, train_len))
-    shown = table(store, tid, headers, rows, table_cls="sticky", filt=False, wide=True)
-    return pages.Markup(pages.render("vs_rope.html", table=shown, unmatched=", ".join(unmatched))), info
+    shown = table(store, tid, headers, rows, table_cls="sticky", filt=False, wide=True, fold=None)  # the answer
+    detect = detectable_line([c for c in cols if c.label in by_column], by_column, seeds)
+    return pages.Markup(pages.render("vs_rope.html", table=shown, unmatched=", ".join(unmatched), detect=detect,
+                                     tid=tid)), info  # fmt: skip
+
+
+def detectable_line(cols: list[front.Column], by_column: dict[str, list], seeds: set[tuple[int, int]]) -> str | None:
+    """The board's detectable difference, one line: per perplexity column the smallest ratio its seeds tell from
+    parity (``front.detectable``), how many seeds that rests on, and how it is computed."""
+    parts = [f"×{d:.2f} (or below ×{1 / d:.2f}) at {c.length:,} tokens" for c in cols
+             if (d := front.detectable(by_column[c.label]))]  # fmt: skip
+    if not parts:
+        return None
+    n = sorted({f"{a} vs {b}" for a, b in seeds})
+    return (
+        f"Smallest difference this board can detect: a perplexity ratio beyond {', '.join(parts)}, with "
+        f"{' or '.join(n)} seeds a side; the median half-width of the {int(front.LEVEL * 100)}% "
+        "intervals over seeds in each column above. A true difference nearer ×1 reads within noise here."
+    )
 
 
 def _your_runs(store: SiteStore, cols: list[front.Column], runs: dict, own: set[str], base: str) -> set[str]:
@@ -293,6 +315,13 @@ def _picture(cols: list[front.Column], rows: list[dict], train_len: int | None) 
         parts.append(f"at {p} {outs.count('win')} of {len(outs)} encodings beat RoPE and {outs.count('loss')} "
                      "lose to it" + (f" ({', '.join(rest)})" if rest else ""))  # fmt: skip
     reading = parts[0][0].upper() + "; ".join(parts)[1:] + "."
+    papers = {short.lower(): short for short, _, _ in front.PAPERS}
+    for r in shown:  # the papers' encodings in numbers (the picture draws them; the text says them)
+        pe, _, rest = r["name"].partition(" ")
+        if pe in papers and (not rest or re.fullmatch(r"@[\w-]+", rest)):
+            said = [f"{front.ratio_words(cell[0], cell[1], cell[2], cell[3])} at {p.split(' (')[0]}"
+                    for p in panels if (cell := r["cells"].get(p))]  # fmt: skip
+            reading += f" {papers[pe]} ÷ RoPE: {'; '.join(said)}."
     return {"svg": pages.Markup("".join(svgs)), "reading": reading}
 
 

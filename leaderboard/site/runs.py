@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from leaderboard.site.context import Page, SiteStore, fmt, natural_key
+from leaderboard.site.responses import response_words
 from leaderboard.site.tables import page, table
 from peeval.records import NOT_RECORDED
 
@@ -60,7 +61,7 @@ def run_page(store: SiteStore, run: dict) -> Page:
     return page(store, f"runs/{rid}.html", what, "run.html", run_id=rid, summary=summary, record=record,
                 read=read_table, not_recorded=NOT_RECORDED, metrics=metric_table, per_task=SAMPLES_PER_TASK,
                 clip=CLIP, samples=[{**s, "prompt": _clip(s["prompt"], end=True), "target": _clip(s["target"]),
-                                     "response": _clip(s["response"]), "correct": fmt(s["correct"])}
+                                     "response": _clip(response_words(s["response"])), "correct": fmt(s["correct"])}
                                     for s in samples])  # fmt: skip
 
 

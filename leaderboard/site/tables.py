@@ -9,6 +9,10 @@ from typing import Any
 from leaderboard.site import pages
 from leaderboard.site.context import Page, SiteStore, fmt, jsonable
 
+#: a table longer than this many rows is folded (a <details> closed by default): the page leads with its answer,
+#: and a 240-row list of runs made the front page 59 screens tall (issue 68 item 11)
+FOLD_ROWS = 12
+
 
 @dataclass
 class Cell:
@@ -45,10 +49,12 @@ def table(
     table_cls: str = "",
     wide: bool = False,
     download: bool = True,
+    fold: int | None = FOLD_ROWS,
 ) -> pages.Markup:
     """A sortable, filterable table plus its CSV / JSON downloads (``data/<tid>.csv|json``, the sort values);
     ``wide``: in a box that scrolls sideways on its own (the page never does); ``download=False``: rows a store
-    table's download already holds (a run page's metrics), not written a second time."""
+    table's download already holds (a run page's metrics), not written a second time; more rows than ``fold``
+    (None: never) and it is folded, its summary saying how many rows and columns it holds."""
     assert tid not in store.table_ids, tid
     if download:
         store.table_ids.add(tid)
@@ -59,7 +65,8 @@ def table(
     shown = [[{**c.__dict__, "sort": None if c.sort is None else str(jsonable(c.sort)),
                "claims": c.claims if store.claims_html else []} for c in r] for r in cells]  # fmt: skip
     html = pages.render("table.html", tid=tid, headers=headers, rows=shown, prefix=prefix, filt=filt, wide=wide,
-                        tcls=f"sortable {table_cls}".strip(), download=download)  # fmt: skip
+                        tcls=f"sortable {table_cls}".strip(), download=download,
+                        folded=fold is not None and len(rows) > fold, n_rows=len(rows))  # fmt: skip
     return pages.Markup(html)
 
 

@@ -27,6 +27,7 @@ def check_in_browser(
             page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
             page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
             page.goto(index.as_uri())
+            page.evaluate("document.querySelectorAll('details.fold').forEach(d => d.open = true)")  # as a visitor
             rows = page.locator("#leaderboard tbody tr")
             assert rows.count() == n_rows
             names = lambda: page.locator("#leaderboard tbody tr td:first-child").all_inner_texts()  # noqa: E731

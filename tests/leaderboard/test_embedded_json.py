@@ -12,7 +12,24 @@ HOSTILE = {
     "examples": {"k": ["</script><b>bold</b> & more", "<!-- not a comment -->"]},
     "responses": {},
     "ppl_pairs": {},
+    # the board's rows and their seed-level comparisons (compare_seeds.row_pairs), named by hostile rows too
+    "rows": {"r1": "tape</script><!--"},
+    "seeds": {
+        "rope|tape</script><!--": [
+            {
+                "label": "x<!--<script>",
+                "kind": "ppl",
+                "value": 1.0,
+                "lo": None,
+                "hi": None,
+                "a_seeds": 1,
+                "b_seeds": 1,
+                "outcome": "no interval",
+            }
+        ]
+    },
 }
+SEEDS = {k: HOSTILE[k] for k in ("rows", "seeds")}
 
 
 class _Store:
@@ -29,7 +46,8 @@ class _Store:
 
 
 def test_hostile_names_stay_inside_the_compare_pages_json(monkeypatch):
-    monkeypatch.setattr(page, "compare_data", lambda store: HOSTILE)
+    monkeypatch.setattr(page, "compare_data", lambda store: {k: v for k, v in HOSTILE.items() if k not in SEEDS})
+    monkeypatch.setattr(page.compare_seeds, "row_pairs", lambda store: SEEDS)
     html = page.render(_Store()).html
     found = re.findall(r'<script type="application/json" id="compare-data">(.*?)</script>', html, re.S)
     embedded = {k: HOSTILE[k] for k in page.EMBEDDED}  # the rest is in the runs' scripts (compare/<run>.js)

@@ -526,8 +526,10 @@ def test_axes_and_legends_stay_inside_the_chart_and_read_apart():
     height = float(re.search(r'viewBox="0 0 [\d.]+ ([\d.]+)"', svg)[1])
     ys = [float(y) for y in re.findall(r'<text x="[\d.]+" y="([-\d.]+)" class="tick" text-anchor="end">', svg)]
     assert len(ys) >= 3 and all(0 < y < height for y in ys), ys
-    legend = re.findall(r'class="legend">([^<]*)<', svg)
-    assert len(legend) == len(pts) == len(set(legend))
+    legend = [
+        " ".join(re.findall(r"<tspan[^>]*>([^<]*)</tspan>", b)) for b in re.findall(r'class="legend">(.*?)<title>', svg)
+    ]  # whole, over lines (issue 68 item 7)
+    assert len(legend) == len(pts) == len(set(legend)) and "…" not in svg
     ly = [float(y) for y in re.findall(r'<text x="[\d.]+" y="([\d.]+)" class="legend"', svg)]
     assert max(ly) < height
     styles = _strokes(svg)

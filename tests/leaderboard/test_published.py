@@ -143,13 +143,13 @@ def test_the_first_screen_compares_each_source_with_its_own_rope(repo):
         return [r["encoding"] for r in json.loads((site / "data" / f"{tid}.json").read_text())]
 
     assert names("vs_rope") == ["rope"] and names("vs_rope_gpu") == ["rope @gpu"]
-    assert html.index('id="vs_rope"') < html.index("<details") < html.index('id="vs_rope_gpu"')
+    assert html.index('id="vs_rope"') < html.index('<details class="published-vs"') < html.index('id="vs_rope_gpu"')
     assert "1 encodings, each" in html and "2 encodings" not in html  # the budget line: this machine's runs only
 
     only = repo / "only.duckdb"  # nothing ran here: the published profile is the first table, said so
     ingest([], only, root=repo, published=repo / "published")
     html = build_site(only, repo / "site2").read_text()
-    assert "No RoPE run on this machine" in html and "<details" not in html
+    assert "No RoPE run on this machine" in html and '<details class="published-vs"' not in html
     assert json.loads((repo / "site2" / "data" / "vs_rope.json").read_text())[0]["encoding"] == "rope @gpu"
 
 

@@ -41,6 +41,42 @@
     if (m && has(a, m[1]) && has(b, m[2])) { a.value = m[1]; b.value = m[2]; }
   }
   function render() { need([a.value, b.value], show); }
+  // the board's test between the rows the two runs are seeds of (compare_seeds.py computed it as the front page
+  // does: mean over each row's seeds, Welch interval over seeds); a pair it cannot judge says so in words
+  function seedLevel(ra, rb) {
+    var na = (data.rows || {})[ra], nb = (data.rows || {})[rb];
+    var cannot = function (why) { return '<p class="verdict" id="verdict"><b>Cannot be judged</b>: ' + why +
+      ' The numbers below describe these two runs only; they decide nothing.</p>'; };
+    if (ra === rb) return cannot('A and B are the same run.');
+    if (!na || !nb) return cannot((na ? 'B is' : nb ? 'A is' : 'neither run is') + ' a row of the board (no ' +
+      'training seeds to compare over), so the board\'s test does not apply.');
+    if (na === nb) return cannot('both runs are seeds of the same row, ' + esc(na) + ': their difference is the ' +
+      'seed-to-seed spread the board\'s intervals are made of.');
+    var flip = na > nb, list = (data.seeds || {})[flip ? nb + '|' + na : na + '|' + nb];
+    if (!list) return cannot(esc(na) + ' and ' + esc(nb) + ' are rows of different boards (another source or size).');
+    var words = {win: 'A better (interval clear of 1)', loss: 'B better (interval clear of 1)', 'within noise': 'within noise'};
+    var judged = 0, body = list.map(function (c) {
+      var ppl = c.kind === 'ppl', v = c.value, lo = c.lo, hi = c.hi, out = c.outcome;
+      var sa = flip ? c.b_seeds : c.a_seeds, sb = flip ? c.a_seeds : c.b_seeds;
+      if (flip) {
+        v = ppl ? 1 / v : -v;
+        if (lo != null) { var l = lo; lo = ppl ? 1 / hi : -hi; hi = ppl ? 1 / l : -l; }
+        out = out === 'win' ? 'loss' : out === 'loss' ? 'win' : out;
+      }
+      if (out !== 'no interval') judged++;
+      var verdict = out === 'no interval' ? 'cannot be judged: ' + Math.min(sa, sb) + ' seed on a side' : words[out];
+      if (!ppl && out === 'win') verdict = 'A better (interval clear of 0)';
+      if (!ppl && out === 'loss') verdict = 'B better (interval clear of 0)';
+      return ['<td>' + esc(c.label) + '</td>', '<td class="num">' + sa + ' vs ' + sb + '</td>',
+        '<td class="num diff">' + (ppl ? '×' + num(v, 3) : (v >= 0 ? '+' : '') + num(v, 3)) + '</td>',
+        '<td class="num">' + (lo == null ? 'none' : ppl ? '×' + num(lo, 3) + ' to ×' + num(hi, 3) : num(lo, 3) + ' to ' + num(hi, 3)) + '</td>',
+        '<td class="outcome">' + verdict + '</td>'];
+    });
+    var lead = '<p class="verdict" id="verdict">A is a seed of <b>' + esc(na) + '</b>, B of <b>' + esc(nb) +
+      '</b>. ' + (judged ? 'Judged as the front page judges it: the mean over each row\'s seeds, with a 95 % Welch interval over seeds.'
+        : '<b>Cannot be judged</b>: a row with one seed has no interval over seeds; the numbers below decide nothing.') + '</p>';
+    return lead + table(['column', 'seeds (A vs B)', 'A ÷ B or A − B (mean over seeds)', '95 % interval over seeds', 'verdict'], body);
+  }
   function show() {
     var link = '#a=' + a.value + '&b=' + b.value;
     document.getElementById('permalink').setAttribute('href', link);
@@ -48,15 +84,14 @@
     var ra = a.value, rb = b.value, flip = ra > rb, key = flip ? rb + '|' + ra : ra + '|' + rb;
     var pairs = data.pairs[key] || [], paired = {}, rows = [], ex = [];
     pairs.forEach(function (p) {
-      var d = flip ? -p.diff : p.diff, lo = flip ? (p.hi == null ? null : -p.hi) : p.lo, hi = flip ? (p.lo == null ? null : -p.lo) : p.hi;
+      var d = flip ? -p.diff : p.diff;
       var ao = flip ? p.b_only : p.a_only, bo = flip ? p.a_only : p.b_only;
       var ac = flip ? p.b_only_count : p.a_only_count, bc = flip ? p.a_only_count : p.b_only_count;
       paired[p.task] = true;
       rows.push(['<td>' + esc(p.task) + '</td>', '<td class="num">' + p.n + '</td>',
         '<td class="num">' + num(flip ? p.b_acc : p.a_acc) + '</td>', '<td class="num">' + num(flip ? p.a_acc : p.b_acc) + '</td>',
         '<td class="num diff">' + (d >= 0 ? '+' : '') + num(d) + '</td>',
-        '<td class="num">' + (lo == null ? 'no interval' : '[' + num(lo) + ', ' + num(hi) + ']') + '</td>',
-        '<td class="num">' + num(p.mcnemar_p, 3) + '</td>', '<td class="num">' + ac + ' / ' + bc + '</td>']);
+        '<td class="num">' + ac + ' / ' + bc + '</td>']);
       [[ao, 'A right, B wrong', ac], [bo, 'B right, A wrong', bc]].forEach(function (g) {
         if (!g[0].length) return;
         ex.push('<h3>' + esc(p.task) + ': ' + g[1] + ' (' + g[2] + (g[2] > g[0].length ? ', first ' + g[0].length : '') + ')</h3>' +
@@ -70,12 +105,11 @@
     });
     var ppl = (data.ppl_pairs || {})[key] || [];
     var prows = ppl.map(function (p) {
-      var r = flip ? 1 / p.ratio : p.ratio, lo = p.lo == null ? null : flip ? 1 / p.hi : p.lo, hi = p.hi == null ? null : flip ? 1 / p.lo : p.hi;
+      var r = flip ? 1 / p.ratio : p.ratio;
       paired[p.task] = true;
       return ['<td>' + esc(p.task) + '</td>', '<td class="num">' + p.length + '</td>', '<td class="num">' + p.n + '</td>',
         '<td class="num">' + num(flip ? p.b_ppl : p.a_ppl) + '</td>', '<td class="num">' + num(flip ? p.a_ppl : p.b_ppl) + '</td>',
-        '<td class="num diff">×' + num(r) + '</td>',
-        '<td class="num">' + (lo == null ? 'no interval' : '[×' + num(lo) + ', ×' + num(hi) + ']') + '</td>'];
+        '<td class="num diff">×' + num(r) + '</td>'];
     });
     var ma = data.metrics[ra] || {}, mb = data.metrics[rb] || {}, side = [];
     // perplexity of the same corpus not paired (another tokenizer: the same token positions are other text): why,
@@ -100,10 +134,11 @@
       if (un.why === 'tokenizer') unpaired += brows.length ? table(['corpus', 'length', 'A bits per byte (its own targets)',
         'B bits per byte (its own targets)'], brows) : '<p class="empty">neither run recorded bits per byte</p>';
     }
-    document.getElementById('paired').innerHTML = (rows.length ? table(['task', 'shared examples', 'A acc', 'B acc',
-      'A − B', '95 % interval', 'McNemar p', 'A-only / B-only right'], rows) : '') +
-      (prows.length ? table(['corpus', 'length', 'documents (same targets)', 'A ppl', 'B ppl', 'A ÷ B',
-        '95 % interval'], prows) : '') + unpaired ||
+    document.getElementById('seeds').innerHTML = seedLevel(ra, rb);
+    document.getElementById('paired').innerHTML = (rows.length ? table(['task', 'shared examples', 'A accuracy',
+      'B accuracy', 'A − B (these two runs)', 'A-only / B-only right'], rows) : '') +
+      (prows.length ? table(['corpus', 'length', 'documents (same targets)', 'A perplexity', 'B perplexity',
+        'A ÷ B (these two runs)'], prows) : '') + unpaired ||
       '<p class="empty">these two runs share no examples with per-example outcomes, nor perplexity target blocks</p>';
     Object.keys(ma).sort(natural).forEach(function (t) {
       if (!(t in mb)) return;
