@@ -38,6 +38,7 @@ from pathlib import Path
 import torch
 
 from .._io import atomic_write_text, dumps_json
+from .._io.outputs import finish_manifest
 from ..install.versions import cpu_identity
 from ..records import PROVENANCE_KEY, SHIFTS, Provenance, mean_stderr, result_key, shift_metric, stderr_key
 from ..records import SHIFT_TASK as TASK
@@ -210,27 +211,21 @@ def results_document(metrics: dict, checkpoint: str, model, args) -> dict:
     }
 
 
-def _own_results(path: Path) -> bool:
-    """A results.json this module wrote: its only task is the shift-stability one."""
-    import json
-
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(doc, dict) and isinstance(doc.get("results"), dict) and set(doc["results"]) == {TASK}
+#: the writer named in the manifest shift stability leaves in ``--out`` (``_io.outputs``), and the files it writes
+WRITER = "shift stability"
+WRITES = ("results.json", "samples_*.jsonl")
 
 
 def _check_out(out: Path, ckpt: str) -> None:
-    """Refuse (OutputRefused, one line) an ``--out`` that is or lies in the checkpoint, or holds a results.json
-    this module did not write."""
-    from .._io.outputs import OutputRefused, check_output_dir
+    """Refuse (OutputRefused, one line) an ``--out`` that is or lies in the checkpoint, or holds a results.json or
+    samples this module did not write: its own earlier output is known by the manifest it left, never by content."""
+    from .._io.outputs import MANIFEST, OutputRefused, check_output_dir, holds_nothing_of, is_written_by
 
     check_output_dir(out, "--out", lambda p: True, "", inputs=[ckpt], whole=False)
-    res = out / "results.json"
-    if res.is_symlink() or (res.exists() and not _own_results(res)):
-        raise OutputRefused(f"--out {out}: holds a results.json shift stability did not write (another run's); it "
-                            "is never replaced (choose another folder)")  # fmt: skip
+    if out.is_dir() and not (is_written_by(out, WRITER, WRITES) or holds_nothing_of(out, WRITES)):
+        raise OutputRefused(f"--out {out}: holds a results.json or samples shift stability did not write (no "
+                            f"{MANIFEST} of it: another run's, or edited); it is never replaced (choose another "
+                            "folder)")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -267,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / SAMPLES_FILE, samples_lines(per))
     atomic_write_text(out / "results.json", dumps_json(doc, indent=1, default=str))
+    finish_manifest(out, WRITER, WRITES)
     print(f"shift stability: {len(metrics)} metrics in {out / 'results.json'}")
     return 0
 

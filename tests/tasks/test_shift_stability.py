@@ -177,3 +177,35 @@ def test_command_never_writes_into_the_checkpoint_or_over_an_eval_result(tmp_pat
     assert S.main(["--checkpoint", str(ck), "--out", str(run)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--out" in err[0] and (run / "results.json").read_text() == theirs
+
+
+def test_its_own_output_is_known_by_its_manifest(tmp_path, monkeypatch, capsys):
+    """Issue 66 (one output policy): --out was judged shift stability's by its results.json's content (its only task);
+    now by the manifest the command leaves: rerunning over its own unchanged output works, over an edited one or a
+    hand-made results.json that merely looks like one it is refused."""
+    import json
+
+    import transformers
+
+    class _Tok:
+        bos_token_id = 1
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: _Tok())
+    monkeypatch.setattr(S, "_sequences", lambda *a, **k: [])
+    monkeypatch.setattr(S, "measure_each", lambda *a, **k: {"attn_diff@shift_ids@4": [0.25, 0.5]})
+    ck = tmp_path / "ck"
+    _model("rope").save_pretrained(ck)
+    out = tmp_path / "out"
+    assert S.main(["--checkpoint", str(ck), "--out", str(out)]) == 0
+    assert (out / ".peeval-manifest.json").is_file() and (out / S.SAMPLES_FILE).is_file()
+    assert S.main(["--checkpoint", str(ck), "--out", str(out)]) == 0  # its own, unchanged
+    doc = json.loads((out / "results.json").read_text())
+    (out / "results.json").write_text(json.dumps(doc) + "\n")  # edited by hand
+    capsys.readouterr()
+    assert S.main(["--checkpoint", str(ck), "--out", str(out)]) == 2
+    assert "--out" in capsys.readouterr().err
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "results.json").write_text(json.dumps({"results": {S.TASK: {"attn_diff@shift_ids@4,none": 1.0}}}))
+    assert S.main(["--checkpoint", str(ck), "--out", str(fake)]) == 2
+    assert json.loads((fake / "results.json").read_text())["results"][S.TASK]["attn_diff@shift_ids@4,none"] == 1.0
