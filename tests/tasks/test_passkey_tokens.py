@@ -64,3 +64,24 @@ def test_peeval_eval_counts_in_the_models_tokens_and_refuses_truncation(ckpt, tm
     tok = AutoTokenizer.from_pretrained(ckpt)
     n, per_filler = (len(tok(s, add_special_tokens=False)["input_ids"]) for s in (prompt, " " + FILLER))
     assert 400 - per_filler - 2 <= n <= 400, n  # a 400-token cell is about 400 tokens of this model
+
+
+def test_limit_applies_per_length(ckpt):
+    """Issue 68 item 6: `lm_eval ... --limit 2` on peeval_passkey scored two depths of the first length and skipped the
+    second length silently. A limit now keeps that many prompts of every length (whole rounds of the grid)."""
+    from collections import Counter
+
+    from lm_eval.tasks import TaskManager, get_task_dict
+
+    import peeval
+
+    tasks_dir = str(__import__("pathlib").Path(peeval.__file__).parent / "tasks")
+    md = {"lengths": [40, 60], "depths": [0.0, 0.5, 1.0], "per_cell": 3, "tokenizer": str(ckpt)}
+    tm = TaskManager(include_path=[tasks_dir], include_defaults=False, metadata=md)
+    task = get_task_dict(["peeval_passkey"], tm)["peeval_passkey"]
+    for limit, per_length in ((2, 3), (1, 3), (4, 6), (100, 9)):
+        docs = [d for _, d in task.doc_iterator(limit=limit)]
+        lengths = Counter(d["length"] for d in docs)
+        assert lengths == {40: per_length, 60: per_length}, (limit, lengths)
+        cells = Counter((d["length"], d["depth"]) for d in docs)
+        assert len(set(cells.values())) == 1, (limit, cells)  # every cell as many prompts

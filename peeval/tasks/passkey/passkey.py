@@ -18,6 +18,7 @@ per cell (``acc@<length>@<depth>``) and overall (``acc``). Bad metadata (a depth
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from functools import lru_cache
@@ -155,6 +156,23 @@ class PasskeyTask(ConfigurableTask):
     def _cells(self):
         md = check_metadata(self.config.metadata or {})
         return [(int(L), float(d)) for L in md["lengths"] for d in md["depths"]]
+
+    def whole_rounds(self, limit, samples=None):
+        """``--limit N`` applies per length: N prompts of every length, rounded up to whole rounds of the grid (the
+        rows are index-major: one round holds every (length, depth) cell once), so no length is dropped and every
+        cell of a length gets as many prompts. Before, ``--limit 2`` scored two depths of the first length only."""
+        if not limit or samples:
+            return limit
+        md = check_metadata(self.config.metadata or {})
+        rounds = math.ceil(int(limit) / len(md["depths"]))
+        return min(rounds, int(md["per_cell"])) * len(self._cells())
+
+    def build_all_requests(self, *, limit=None, samples=None, **kwargs):  # lm-eval slices by the limit here
+        return super().build_all_requests(limit=self.whole_rounds(limit, samples), samples=samples, **kwargs)
+
+    def doc_iterator(self, *, rank: int = 0, limit=None, world_size: int = 1, samples=None):  # and here
+        limit = self.whole_rounds(limit, samples)
+        return super().doc_iterator(rank=rank, limit=limit, world_size=world_size, samples=samples)
 
     def process_results(self, doc, results):
         hit = float(first_integer(results[0]) == doc["key"])
