@@ -85,8 +85,7 @@ def _at_size(ev: Evidence, name: str, store: Store, size: str, alpha: float) -> 
     (ev2,) = find_runs([ev.claim], sub)
     p, cmp = pair_p(ev2, name, sub)
     if p is None:
-        n = [len(R.run_values(ev.claim, sub, ev2.units[s], ev2.metrics.get(name) or "")) if ev2.metrics.get(name)
-             else 0 for s in (ev.claim.focus, name)]  # fmt: skip
+        n = [len(ev2.units[s]) for s in (ev.claim.focus, name)]  # one unit per seed with the claim's task
         why = f"{n[0]} vs {n[1]} runs" if min(n) < D.MIN_RUNS else "no spread over runs"
         return {"second_size": size, "second_note": f"{size}: no test ({why})"}
     v = _verdict(ev2, name, cmp, p, alpha)
