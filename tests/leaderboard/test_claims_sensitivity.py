@@ -180,3 +180,34 @@ def test_claims_page_shows_the_line_and_the_simulated_calibration(decided):
     assert f"calibrated error rate {ii['welch_rate']:.3f}" in html
     assert "store-wide family (m = 3)" in html and "4x32: difference" in html
     assert "runs-t (Welch), simulated" in html and "no A/A split (no group of &gt;= 4 runs)" in html
+
+
+def test_a_claims_db_written_before_the_table_existed_is_replaced(tmp_path, capsys):
+    """pipelines/claims.py replaces only a database it wrote: one written before ``claims_sensitivity`` existed (its
+    three verdict tables and claims_store) still is, and gets the table; one holding another table still is not."""
+    import importlib.util
+
+    from conftest import REPO
+
+    from leaderboard.store import connect, table_ddl
+
+    spec = importlib.util.spec_from_file_location("claims_stage_67", f"{REPO}/pipelines/claims.py")
+    stage = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stage)
+    db = tmp_path / "s.duckdb"
+    connect(db).close()
+    for name, extra in (("old.duckdb", None), ("notes.duckdb", "CREATE TABLE notes AS SELECT 'keep me' AS text")):
+        con = duckdb.connect(str(tmp_path / name))
+        for t in ("claims", "claim_values", "claims_calibration"):
+            con.execute(table_ddl(t))
+        con.execute("CREATE TABLE claims_store AS SELECT 'x' AS fingerprint, 'local' AS source")
+        if extra:
+            con.execute(extra)
+        con.close()
+    assert stage.main(["--db", str(db), "--out", str(tmp_path / "old.duckdb")]) == 0
+    con = duckdb.connect(str(tmp_path / "old.duckdb"), read_only=True)
+    q = "SELECT count(*) FROM information_schema.tables WHERE table_name = 'claims_sensitivity'"
+    assert con.execute(q).fetchone() == (1,) and _sensitivity(con) == {}  # the table, empty: nothing decided
+    con.close()
+    assert stage.main(["--db", str(db), "--out", str(tmp_path / "notes.duckdb")]) == 2
+    assert "never replaced" in capsys.readouterr().err
