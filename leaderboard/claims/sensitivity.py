@@ -78,11 +78,16 @@ def _second_sizes(store: Store) -> list[str]:
     return sorted({str(r["size"]) for r in store.runs.values() if r.get("size") is not None})
 
 
-def _at_size(ev: Evidence, name: str, store: Store, size: str, alpha: float) -> dict:
-    """The pair on the runs of model size ``size`` alone (their own store: the ladder's rungs as the only runs)."""
+def _size_evidence(evidence: list[Evidence], store: Store, size: str) -> tuple[dict[str, Evidence], Store]:
+    """Every claim's evidence among the runs of model size ``size`` alone (their own store: the ladder's rungs as
+    the only runs; every claim passed, so that an ablation run is never taken for a default one)."""
     runs = {rid: {**r, "size": None} for rid, r in store.runs.items() if str(r.get("size")) == size}
     sub = dataclasses.replace(store, runs=runs)
-    (ev2,) = find_runs([ev.claim], sub)
+    return {e.claim.id: e for e in find_runs([e.claim for e in evidence], sub)}, sub
+
+
+def _at_size(ev: Evidence, ev2: Evidence, name: str, sub: Store, size: str, alpha: float) -> dict:
+    """The pair ``ev``/``name`` at another model size: ``ev2``, its evidence in ``sub`` (:func:`_size_evidence`)."""
     p, cmp = pair_p(ev2, name, sub)
     if p is None:
         n = [len(ev2.units[s]) for s in (ev.claim.focus, name)]  # one unit per seed with the claim's task
@@ -107,6 +112,7 @@ def sensitivity_rows(evidence: list[Evidence], store: Store, rows: list[dict], a
     store_ids = [r["claim_id"] for r in rows if r.get("p_value") is not None]
     store_adj = dict(zip(store_ids, D.holm([r["p_value"] for r in rows if r.get("p_value") is not None]), strict=True))
     sizes = _second_sizes(store)
+    second = _size_evidence(evidence, store, sizes[0]) if sizes else None
     out = []
     for r in decided:
         ev, name = pairs[r["claim_id"]]
@@ -128,6 +134,9 @@ def sensitivity_rows(evidence: list[Evidence], store: Store, rows: list[dict], a
         _, welch_cmp = pair_p(ev, name, store)
         row.update(store_m=len(store_ids), p_store_adjusted=store_adj[r["claim_id"]],
                    verdict_store=_verdict(ev, name, welch_cmp, store_adj[r["claim_id"]], alpha))  # fmt: skip
-        row.update(_at_size(ev, name, store, sizes[0], alpha) if sizes else {"second_note": "no second size"})
+        if second:
+            row.update(_at_size(ev, second[0][c.id], name, second[1], sizes[0], alpha))
+        else:
+            row["second_note"] = "no second size"
         out.append(row)
     return out
