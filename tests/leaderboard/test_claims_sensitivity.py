@@ -20,18 +20,20 @@ from leaderboard.store import schema_sql
 TASK = "piqa"  # a pretraining task: no diagnostic gate in the way of these tests
 #: Monte Carlo tolerance of a rate near 0.05 over 20,000 draws: 4 standard errors (sqrt(.05 * .95 / 20000) = 0.0015)
 TOL = 0.006
-POPE = [0.90 - 0.058, 0.90, 0.90 + 0.058]  # sd 5.8 points
-ROPE = [0.10 - 0.010, 0.10, 0.10 + 0.010]  # sd 1 point: PoPE's spread is 5.8x RoPE's
-COPE = [0.10 - 0.058, 0.10, 0.10 + 0.058]  # sd 5.8 points: equal to PoPE's
-POPE_SMALL, ROPE_SMALL = [0.50, 0.60, 0.70], [0.45, 0.50, 0.62]  # the second model size, 4x32
+POPE = [0.90 - 0.0058, 0.90, 0.90 + 0.0058]  # sd 0.58 points (a standard error below 1 in the test's scale)
+ROPE = [0.10 - 0.0010, 0.10, 0.10 + 0.0010]  # sd 0.1 point: PoPE's spread is 5.8x RoPE's
+COPE = [0.10 - 0.0058, 0.10, 0.10 + 0.0058]  # sd 0.58 points: equal to PoPE's
+#: the second model size, 4x32: PoPE 3 runs, RoPE 4, CoPE 2 (too few to test)
+SMALL = {"pope": [0.50, 0.60, 0.70], "rope": [0.45, 0.50, 0.62, 0.55], "cope": [0.30, 0.35]}
+#: the same, no spread over runs on either side of ii
+FLAT = {"pope": [0.50, 0.50, 0.50], "rope": [0.40, 0.40, 0.40]}
 
 
-def _store(second_size: bool = True):
+def _store(second_size: dict | None = SMALL):
     con = duckdb.connect()
     con.execute(schema_sql())
     sides = [("pope", POPE, None), ("rope", ROPE, None), ("cope", COPE, None)]
-    if second_size:
-        sides += [("pope", POPE_SMALL, "4x32"), ("rope", ROPE_SMALL, "4x32")]
+    sides += [(pe, vals, "4x32") for pe, vals in (second_size or {}).items()]
     for pe, vals, size in sides:
         for s, v in enumerate(vals):
             rid = f"{pe}{s}{size or ''}"
@@ -156,15 +158,26 @@ def test_second_model_size(decided):
     """ii at 4x32: Welch's p over those runs alone (unadjusted); kk has no CoPE run at 4x32: no test, and says so."""
     _, sens, _ = decided
     ii, kk = _decided_rows(sens)
-    ref = stats.ttest_ind(_pct(POPE_SMALL), _pct(ROPE_SMALL), equal_var=False).pvalue
+    pope, rope = _pct(SMALL["pope"]), _pct(SMALL["rope"])
+    ref = stats.ttest_ind(pope, rope, equal_var=False).pvalue
     assert ii["second_size"] == "4x32" and ii["p_second"] == pytest.approx(ref, rel=1e-9)
-    assert ii["diff_second"] == pytest.approx(100 * (sum(POPE_SMALL) - sum(ROPE_SMALL)) / 3, rel=1e-9)
+    assert ii["diff_second"] == pytest.approx(sum(pope) / 3 - sum(rope) / 4, rel=1e-9)
+    assert "(unadjusted, 3 vs 4 runs)" in ii["second_note"]
     assert ii["verdict_second"] == ("reproduced" if ref < 0.05 else "inconclusive")
-    assert kk["second_size"] == "4x32" and kk["p_second"] is None and "3 vs 0 runs" in kk["second_note"]
+    assert kk["second_size"] == "4x32" and kk["p_second"] is None
+    assert kk["second_note"] == "4x32: no test (3 vs 2 runs)"
+
+
+def test_second_size_without_spread_is_no_test(tmp_path):
+    """ii at 4x32 with every run of a side equal (0.50 x 3 vs 0.40 x 3): no spread, so no p-value, and it says so."""
+    con, out = _store(second_size=FLAT), duckdb.connect()
+    C.compute_claims(con, _claims(tmp_path), out=out, profile="cpu")
+    ii, _ = _decided_rows(_sensitivity(out))
+    assert ii["p_second"] is None and ii["second_note"] == "4x32: no test (no spread over runs)"
 
 
 def test_no_second_size_in_the_store(tmp_path):
-    con, out = _store(second_size=False), duckdb.connect()
+    con, out = _store(second_size=None), duckdb.connect()
     C.compute_claims(con, _claims(tmp_path), out=out, profile="cpu")
     sens = _sensitivity(out)
     assert sens and all(s["second_size"] is None and s["second_note"] == "no second size" for s in sens.values())
