@@ -35,7 +35,8 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(PY) -m pytest -m slow
 
-# issue 60: mutants of the claims decision code against the claims tests (minutes; not in CI)
+# issue 60, 67: every mutant of the claims decision code against the claims tests (hours; not in CI), in shards:
+# make mutation MUTATION_ARGS="--shard 3/8" (docs/testing.md)
 mutation: $(STAMP)
 	$(PY) tests/mutation_check.py $(MUTATION_ARGS)
 

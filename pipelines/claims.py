@@ -26,8 +26,9 @@ if str(ROOT) not in sys.path:
 
 
 def _is_claims_db(path: Path, duckdb) -> bool:
-    """A database this stage wrote: exactly its verdict tables and the ``claims_store`` table it writes beside them
-    (its manifest); any other DuckDB file (a store, a user's) is not one, whatever its name."""
+    """A database this stage wrote: its verdict tables (an older version's lack the newer ones) and the
+    ``claims_store`` table it writes beside them (its manifest), nothing else; any other DuckDB file (a store, a
+    user's) is not one, whatever its name."""
     from leaderboard.claims.verdicts import TABLES
     from leaderboard.store import CLAIMS_STORE_TABLE
 
@@ -41,7 +42,7 @@ def _is_claims_db(path: Path, duckdb) -> bool:
         return False
     finally:
         con.close()
-    return names == {*TABLES, CLAIMS_STORE_TABLE}
+    return {"claims", CLAIMS_STORE_TABLE} <= names <= {*TABLES, CLAIMS_STORE_TABLE}  # an older one lacks a table
 
 
 def main(argv: list[str] | None = None) -> int:

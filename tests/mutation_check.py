@@ -3,12 +3,16 @@
 Each mutant changes one thing in one function of the decision modules (a comparison flipped or loosened, + for -,
 and for or, a numeric constant moved by one, a gate made to return nothing) in a throwaway copy of the repository;
 the claims tests run on the copy; a mutant that no test kills *survives*. The survival rate is printed and the
-survivors listed, so that each can be killed by a new test or explained. Not run in CI (minutes of CPU):
+survivors listed, so that each can be killed by a new test or explained. Not run in CI (hours of CPU for every
+mutant, so in shards: ``make mutation MUTATION_ARGS="--shard 3/8"``):
 
-    python tests/mutation_check.py [--limit N] [--files leaderboard/claims/decision.py ...] [--tests ...]
+    python tests/mutation_check.py [--shard I/N] [--list] [--limit N] [--files leaderboard/claims/decision.py ...]
+                                   [--tests ...]
 
-Mutants are enumerated in a fixed order and every k-th is taken when --limit is below their number, so two runs on
-the same code run the same mutants.
+Mutants are enumerated in a fixed order. By default every one runs; ``--shard I/N`` runs the I-th of N disjoint
+shards (the mutants whose index is I - 1 modulo N), so the N shards together run every mutant once, on one machine
+or several. ``--limit`` samples every k-th of the shard's mutants instead (a quick look, not the check).
+``--list`` prints the shard's mutants without running them.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ FILES = [
     "leaderboard/claims/learned.py",
     "leaderboard/claims/verdicts.py",
     "leaderboard/claims/calibration.py",
+    "leaderboard/claims/sensitivity.py",
 ]
 #: the tests that judge it (fast ones; the published untrained-store test is one of them)
 TESTS = [
@@ -38,6 +43,8 @@ TESTS = [
     "tests/leaderboard/test_claims_decision.py",
     "tests/leaderboard/test_claims_untrained.py",
     "tests/leaderboard/test_claims.py",
+    "tests/leaderboard/test_claims_boundaries.py",
+    "tests/leaderboard/test_claims_sensitivity.py",
 ]
 #: skipped: docstrings, messages and the retired tests' table rows are not decisions
 SKIP_FUNCS = {"summary", "_setting_summary", "_options"}
@@ -100,15 +107,39 @@ def mutants(path: Path) -> list[tuple[str, str, str]]:
     return out
 
 
+def parse_shard(text: str) -> tuple[int, int]:
+    """``I/N`` -> (I, N) with 1 <= I <= N; ValueError naming what is allowed otherwise."""
+    i, sep, n = text.partition("/")
+    if not (sep and i.isdigit() and n.isdigit() and 1 <= int(i) <= int(n)):
+        raise ValueError(f"--shard {text}: must be I/N with whole numbers 1 <= I <= N (e.g. 3/8)")
+    return int(i), int(n)
+
+
+def select(every: list, shard: tuple[int, int], limit: int | None = None) -> list:
+    """The shard's mutants (index I - 1 modulo N, in the fixed order), then every k-th of them under ``limit``."""
+    i, n = shard
+    mine = every[i - 1 :: n]
+    if limit is None or limit >= len(mine):
+        return mine
+    return mine[:: -(-len(mine) // limit)]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="tests/mutation_check.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--files", nargs="+", default=FILES)
     ap.add_argument("--tests", nargs="+", default=TESTS)
-    ap.add_argument("--limit", type=int, default=60, help="mutants run at most (every k-th): %(default)s")
+    ap.add_argument("--shard", default="1/1", help="run the I-th of N disjoint shards, I/N: %(default)s (every mutant)")
+    ap.add_argument("--limit", type=int, default=None, help="run at most this many of the shard's (every k-th)")
+    ap.add_argument("--list", action="store_true", help="print the shard's mutants, run none")
     ap.add_argument("--timeout", type=int, default=300, help="seconds a mutant's tests may run: %(default)s")
     args = ap.parse_args(argv)
-    if args.limit < 1:
-        print("tests/mutation_check.py: --limit must be >= 1", file=sys.stderr)
+    try:
+        shard = parse_shard(args.shard)
+    except ValueError as e:
+        print(f"tests/mutation_check.py: {e}", file=sys.stderr)
+        return 2
+    if args.limit is not None and args.limit < 1:
+        print(f"tests/mutation_check.py: --limit {args.limit}: must be >= 1", file=sys.stderr)
         return 2
     every = []
     for f in args.files:
@@ -117,9 +148,13 @@ def main(argv=None) -> int:
             print(f"tests/mutation_check.py: --files {f}: no such file", file=sys.stderr)
             return 2
         every += [(f, *m) for m in mutants(p)]
-    step = max(1, -(-len(every) // args.limit))
-    chosen = every[::step]
-    print(f"mutation: {len(every)} mutants in {len(args.files)} files, running {len(chosen)} (every {step})")
+    chosen = select(every, shard, args.limit)
+    print(f"mutation: {len(every)} mutants in {len(args.files)} files; shard {shard[0]}/{shard[1]}: "
+          f"{'listing' if args.list else 'running'} {len(chosen)}", flush=True)  # fmt: skip
+    if args.list:
+        for _f, desc, _fn, _text in chosen:
+            print(f"  {desc}")
+        return 0
     survived, t0 = [], time.time()
     with tempfile.TemporaryDirectory(prefix="peeval-mutation-") as tmp:
         work = Path(tmp) / "repo"

@@ -80,21 +80,25 @@ class RunsComparison:
     notes: list[str] = field(default_factory=list)
 
 
-def compare(claim: Claim, store: Store, focus_units, other_units, metric: str) -> tuple[RunsComparison | None, str]:
-    """The comparison over runs, or (None, why not: "not decidable here: ..." when a side has too few runs)."""
+def compare(
+    claim: Claim, store: Store, focus_units, other_units, metric: str, test=D.welch_t
+) -> tuple[RunsComparison | None, str]:
+    """The comparison over runs, or (None, why not: "not decidable here: ..." when a side has too few runs).
+    ``test``: ``decision.welch_t``, the claims' test; ``decision.student_t`` only for the sensitivity beside it."""
     f = run_values(claim, store, focus_units, metric)
     o = run_values(claim, store, other_units, metric)
     if min(len(f), len(o)) < D.MIN_RUNS:
         why = f"not decidable here: {len(f)} vs {len(o)} runs per side (each side needs >= {D.MIN_RUNS} "
         return None, why + "independently trained runs: documents and examples are no replications of a training run)"
-    diff, se, df = D.welch_t(f, o)
+    diff, se, df = test(f, o)
     if claim.unit == "ppl":
         gf, go = math.exp(sum(f) / len(f)), math.exp(sum(o) / len(o))
         shown, shown_se = gf - go, gf * se  # the delta method: d ppl = ppl d log ppl
         note = f"log-ppl difference {diff:+.4f} ± {se:.4f} over runs; shown: geometric means over runs"
     else:
         shown, shown_se, note = diff, se, f"difference {diff:+.4g} ± {se:.4g} over runs"
-    note += f"; Welch's t on {df:.3g} df ({len(f)} + {len(o)} runs)"
+    name = "Welch's t" if test is D.welch_t else "pooled t"
+    note += f"; {name} on {df:.3g} df ({len(f)} + {len(o)} runs)"
     return RunsComparison(diff, se, df, (len(f), len(o)), shown, shown_se, [note]), ""
 
 

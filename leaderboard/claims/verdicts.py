@@ -56,7 +56,7 @@ VERDICTS = ("reproduced", "contradicted", "inconclusive", NOT_LEARNED, NO_CONTRA
 ALPHA = D.ALPHA
 #: the tables this package writes, and their columns (DDL: leaderboard/store/schema.sql, the store's one schema)
 TABLES = CLAIM_TABLES
-CLAIM_COLUMNS, VALUE_COLUMNS, CALIBRATION_COLUMNS = (schema_columns()[0][t] for t in TABLES)
+CLAIM_COLUMNS, VALUE_COLUMNS, CALIBRATION_COLUMNS, SENSITIVITY_COLUMNS = (schema_columns()[0][t] for t in TABLES)
 
 
 def _advantage(diff: float, higher_is_better: bool) -> float:
@@ -253,6 +253,12 @@ def evaluate_claims(
     _positive_controls(claims, rows)
     for r in rows:
         r.setdefault("family_m", None)
+    if calibrate:  # each decided pair's calibrated error rate and sensitivities (issue 67): shown, never deciding
+        from .sensitivity import sensitivity_rows
+
+        by_id = {r["claim_id"]: r for r in rows}
+        for s in sensitivity_rows(evidence, store, rows, alpha):
+            by_id[s["claim_id"]]["sensitivity"] = s
     return rows, values, table
 
 
@@ -355,14 +361,17 @@ def _values(c: Claim, ests: dict[str, tuple[Estimate | None, Estimate | None]]) 
 
 
 def write_claims(con, rows: list[dict], values: list[dict], calibration: list[dict] = ()) -> None:
-    """Replace the ``claims``, ``claim_values`` and ``claims_calibration`` tables in one transaction."""
+    """Replace the ``claims``, ``claim_values``, ``claims_calibration`` and ``claims_sensitivity`` (from the rows'
+    ``sensitivity``) tables in one transaction."""
     con.execute("BEGIN TRANSACTION")
     try:
         for table in TABLES:  # dropped, not emptied: an older file's tables take schema.sql's columns
             con.execute(f"DROP TABLE IF EXISTS {table}")
             con.execute(table_ddl(table))
+        sens = [r["sensitivity"] for r in rows if r.get("sensitivity")]
         for table, cols, data in (("claims", CLAIM_COLUMNS, rows), ("claim_values", VALUE_COLUMNS, values),
-                                  ("claims_calibration", CALIBRATION_COLUMNS, calibration)):  # fmt: skip
+                                  ("claims_calibration", CALIBRATION_COLUMNS, calibration),
+                                  ("claims_sensitivity", SENSITIVITY_COLUMNS, sens)):  # fmt: skip
             if data:
                 con.executemany(
                     f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",

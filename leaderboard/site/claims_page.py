@@ -137,7 +137,20 @@ def _row(c: dict, values: dict[str, list[dict]]) -> dict:
             "p": fmt_p(c.get("p_value")), "p_adj": fmt_p(c.get("p_adjusted")),
             "n": fmt_number(c["n"]), "seeds": fmt_number(c["seeds"]), "verdict": verdict,
             "cls": VERDICT_CLASS.get(verdict, "unk"), "setting": str(c["setting_diff"] or ""),
-            "measured_in": str(c.get("measured_in") or "none"), "run_ids": _run_ids(c["run_ids"])}  # fmt: skip
+            "measured_in": str(c.get("measured_in") or "none"), "run_ids": _run_ids(c["run_ids"]),
+            "sensitivity": ""}  # fmt: skip
+
+
+def sensitivity_line(s: dict) -> str:
+    """One line of a decided pair's calibrated error rate and three sensitivities (table ``claims_sensitivity``)."""
+    rate = (f"calibrated error rate {s['welch_rate']:.3f} ({s['welch_lo']:.3f}–{s['welch_hi']:.3f}) for Welch's t at "
+            f"this pair's spreads (sd {fmt_number(s['sd_focus'], 2)} vs {fmt_number(s['sd_other'], 2)}, "
+            f"{s['n_focus']} vs {s['n_other']} runs, {s['draws']:,} simulated nulls; pooled t: "
+            f"{s['pooled_rate']:.3f})")  # fmt: skip
+    pooled = (f"pooled t: p {fmt_p(s['p_pooled'])}, Holm {fmt_p(s['p_pooled_adjusted'])} → "
+              f"{s['verdict_pooled']}")  # fmt: skip
+    store = f"store-wide family (m = {s['store_m']}): Holm {fmt_p(s['p_store_adjusted'])} → {s['verdict_store']}"
+    return " · ".join([rate, pooled, store, str(s.get("second_note") or "no second size")])
 
 
 def forest_svg(claims: list[dict], title: str) -> str:
@@ -242,11 +255,14 @@ def render_claims_page(
                        "unlearned": state["not learned at this scale"], "flat": state["no contrast at this setting"],
                        "not_measured": state["not measured"],
                        "forest": pages.Markup(forest)})  # fmt: skip
-    aa = _rows(con, "SELECT * FROM claims_calibration") if _has(con, "claims_calibration") else []
+    sens = _rows(con, "SELECT * FROM claims_sensitivity") if _has(con, "claims_sensitivity") else []
+    aa = _aa_rows(_rows(con, "SELECT * FROM claims_calibration") if _has(con, "claims_calibration") else [], sens)
     for r in aa:
-        r["rate_text"] = "—" if r["rate"] is None else f"{r['rate']:.3f}"
-        r["interval"] = f"{r['lo']:.3f}–{r['hi']:.3f}"
         r["decides_text"] = aa_decides(r)
+    lines = {str(s["claim_id"]): sensitivity_line(s) for s in sens}
+    for p in papers:
+        for r in p["decided"]:
+            r["sensitivity"] = lines.get(r["claim_id"], "")
     return pages.render("claims.html", title="claims: the papers' headline results, measured by peeval", prefix="",
                         links=pages.nav(True, hidden), counts=counts, papers=papers, aa=aa, scale=SCALE)  # fmt: skip
 
@@ -263,6 +279,28 @@ def aa_decides(row: dict, alpha: float = ALPHA) -> str:
     if n and hi < alpha:
         return "yes"
     return f"not shown: {n} comparison{'s' if n != 1 else ''}, interval {lo:.2f}–{hi:.2f} includes {alpha:g}"
+
+
+def _aa_rows(aa: list[dict], sens: list[dict]) -> list[dict]:
+    """The A/A table's rows as shown: a test over runs whose split could not be made (no group of >= 4 runs) is
+    replaced by the simulated calibration at each decided pair's own spreads (issue 67), which says so."""
+    out = []
+    for r in aa:
+        if r["test"] == "runs-t" and not r["groups"] and sens:
+            for s in sens:
+                what = (f"no A/A split (no group of >= 4 runs): {s['draws']:,} simulated nulls at "
+                        f"{s['claim_id']}'s spreads ({s['n_focus']} vs {s['n_other']} runs)")  # fmt: skip
+                out.append({"test": "runs-t (Welch), simulated", "compared": what, "groups": s["draws"],
+                            "rejections": round(s["welch_rate"] * s["draws"]), "rate_text": f"{s['welch_rate']:.3f}",
+                            "interval": f"{s['welch_lo']:.3f}–{s['welch_hi']:.3f}", "lo": s["welch_lo"],
+                            "hi": s["welch_hi"], "used": True, "decides": r["decides"]})  # fmt: skip
+            continue
+        r["rate_text"] = "—" if r["rate"] is None else f"{r['rate']:.3f}"
+        r["interval"] = f"{r['lo']:.3f}–{r['hi']:.3f}"
+        if r["test"] == "runs-t" and not r["groups"]:
+            r["compared"] += " (no group of >= 4 runs: no split can be made, and no pair is decided to simulate)"
+        out.append(r)
+    return out
 
 
 #: what a verdict at this scale can and cannot mean (the claims page and the front page say it in one sentence)

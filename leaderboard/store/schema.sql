@@ -271,3 +271,29 @@ CREATE TABLE IF NOT EXISTS claims_calibration (
     hi          DOUBLE,
     decides     BOOLEAN     -- the test may decide a pair on this store
 );
+
+-- Issue 67: per decided pair, the error rate of its test at the pair's own spreads and three sensitivities of its
+-- verdict (leaderboard/claims/sensitivity.py, on the claims page under the pair). One row per decided pair.
+CREATE TABLE IF NOT EXISTS claims_sensitivity (
+    claim_id          VARCHAR,  -- the decided pair (claims.claim_id)
+    n_focus           INTEGER,  -- runs a side, and each side's standard deviation over runs in the test's scale
+    n_other           INTEGER,  -- (log perplexity for perplexity, else the paper's unit)
+    sd_focus          DOUBLE,
+    sd_other          DOUBLE,
+    draws             INTEGER,  -- simulated nulls: both sides normal, one mean, each its own sd and n (fixed seed)
+    welch_rate        DOUBLE,   -- the share of them Welch's t (the test used) rejects at alpha: its calibrated
+    welch_lo          DOUBLE,   -- error rate at this pair's variances, with its Clopper-Pearson 95 % interval
+    welch_hi          DOUBLE,
+    pooled_rate       DOUBLE,   -- the same draws under Student's pooled t
+    p_pooled          DOUBLE,   -- the pair's p under pooled t, Holm-adjusted within its paper's family (every
+    p_pooled_adjusted DOUBLE,   -- pair of the family re-tested by pooled t), and the verdict that gives
+    verdict_pooled    VARCHAR,
+    store_m           INTEGER,  -- a store-wide family: every pair of this store with a p-value
+    p_store_adjusted  DOUBLE,   -- the pair's Welch p Holm-adjusted in it, and the verdict that gives
+    verdict_store     VARCHAR,
+    second_size       VARCHAR,  -- the store's other model size (runs.size, e.g. '4x32'); NULL: none in the store
+    p_second          DOUBLE,   -- the pair at that size: Welch p (unadjusted, one pair), difference, verdict
+    diff_second       DOUBLE,
+    verdict_second    VARCHAR,
+    second_note       VARCHAR   -- what the second size gave, in words ('no second size' when none)
+);
