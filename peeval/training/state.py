@@ -196,10 +196,13 @@ def is_run_dir(out: Path, state_path: Path) -> bool:
 
 
 @contextmanager
-def cleaned_on_failure(out: Path, state_path: Path, curve: str = "train_curve.csv"):
+def cleaned_on_failure(out: Path, state_path: Path, curve: str = "train_curve.csv", extras: tuple[str, ...] = ()):
     """A run that fails leaves no empty ``--out`` it created (Ctrl-C, SIGTERM, a bad setting found
-    late); one that diverged (:class:`NonFiniteLoss`) also leaves no resume state or curve of its
+    late), nor one holding only its ``extras`` (the step-0 control folder, written before the first update);
+    one that diverged (:class:`NonFiniteLoss`) also leaves no resume state or curve of its
     own: resuming it would diverge again. Used inside ``overwriting`` (which then restores the old run)."""
+    import shutil
+
     out = Path(out)
     created = not out.exists()
     try:
@@ -209,7 +212,9 @@ def cleaned_on_failure(out: Path, state_path: Path, curve: str = "train_curve.cs
         (out / curve).unlink(missing_ok=True)
         raise
     finally:
-        if created and out.is_dir() and not any(out.iterdir()):
+        if created and out.is_dir() and all(p.name in extras for p in out.iterdir()):
+            for name in extras:
+                shutil.rmtree(out / name, ignore_errors=True)
             out.rmdir()
 
 
