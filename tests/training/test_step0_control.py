@@ -95,3 +95,19 @@ def test_a_run_that_fails_before_its_first_step_leaves_no_folder_behind(tmp_path
     with pytest.raises(KeyboardInterrupt):
         run_train(tmp_path / "out", "rope", seed=0, **DIAG)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_published_runs_control_is_rebuilt_from_its_record_bit_for_bit(tmp_path):
+    """A run trained before the step-0 control existed (the published boards): its initial weights follow from its
+    seed and settings, so the control rebuilt from train_summary.json is the one `peeval train` saves."""
+    controls = pytest.importorskip("peeval.training.controls")
+    run_train(tmp_path / "run", "cope", seed=2, **DIAG)
+    out = tmp_path / "rebuilt"
+    s = controls.rebuild_step0(tmp_path / "run", out)
+    a, b = load_file(out / "model.safetensors"), load_file(tmp_path / "run" / STEP0_DIR / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    saved = json.loads((tmp_path / "run" / STEP0_DIR / "train_summary.json").read_text())
+    assert s["final_val_loss"] == pytest.approx(saved["final_val_loss"], abs=1e-6) and s["control"] == "step0"
+    with pytest.raises(ValueError, match="OUT_DIR .*exists"):
+        controls.rebuild_step0(tmp_path / "run", out)  # never over a folder
+    assert controls.main([str(tmp_path / "nowhere"), str(tmp_path / "x")]) == 2 and not (tmp_path / "x").exists()
