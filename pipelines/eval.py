@@ -6,6 +6,8 @@ results/<kind>/<name>/<suite>/results.json (+ samples).
     python pipelines/eval.py adapt <method> <suite>
     python pipelines/eval.py extend <name> <suite>      (a rope model extended: <method><tag>, params.yaml extend)
     python pipelines/eval.py base <suite>      (the adapters' base model as shipped: their reference row)
+    python pipelines/eval.py pretrain-step0 <encoding> <suite>   the run's step-0 untrained control (issue 67):
+    python pipelines/eval.py diag-step0 <run> <seed>             <checkpoint>/step0, into results/<kind>/<name>-step0
 
 A suite with context lengths reads up to its longest. Any other (SCROLLS) reads its prompts at the model's
 window: an extended model's new one (its adapter's seq_len), not the base's native one its config still names.
@@ -37,6 +39,13 @@ def shipped_base(p: PipelineParams) -> tuple[str, str | None]:
 
 
 def argv_for(kind: str, name: str, what: str, p: PipelineParams) -> list[str]:
+    """The `peeval eval` arguments of one stage; a ``-step0`` kind evaluates the run's step-0 control (the folder
+    ``peeval train`` saved in its checkpoint) by the very same tasks, into its own ``<name>-step0`` results."""
+    if kind.endswith(STEP0_KIND):
+        base = kind.removesuffix(STEP0_KIND)
+        if base not in ("pretrain", "diag"):
+            raise SystemExit(f"eval: unknown kind {kind!r} (pretrain-step0, diag-step0)")
+        return step0_argv(argv_for(base, name, what, p))
     if kind == "diag":
         from peeval.tasks.diagnostics.generators import splits
 
@@ -94,6 +103,31 @@ def argv_for(kind: str, name: str, what: str, p: PipelineParams) -> list[str]:
     if metadata:
         args += ["--metadata", json.dumps(metadata)]
     return ["eval", *args]
+
+
+#: the kind suffix of a step-0 control's evaluation
+STEP0_KIND = "-step0"
+
+
+def step0_argv(argv: list[str]) -> list[str]:
+    """``argv`` of a trained checkpoint's evaluation turned into its step-0 control's: the model read from
+    ``<checkpoint>/step0`` (its tokenizer too), the results written beside the run's as ``<name>-step0``."""
+    from pathlib import Path
+
+    from peeval.training.pretrain import STEP0_DIR
+
+    out = list(argv)
+    i = out.index("--model_args")
+    ck = out[i + 1].split("pretrained=", 1)[1].split(",", 1)[0]
+    out[i + 1] = out[i + 1].replace(f"pretrained={ck}", f"pretrained={Path(ck) / STEP0_DIR}", 1)
+    j = out.index("--output_path")
+    res = Path(out[j + 1])  # results/pretrain/<encoding> (+ --run_name <suite>), results/diag/<run>-s<seed>
+    out[j + 1] = str(res.with_name(res.name + STEP0_KIND))
+    if "--metadata" in out:  # a tokenizer named by path (passkey's prompt counts): the control's own copy
+        k = out.index("--metadata")
+        md = json.loads(out[k + 1])
+        out[k + 1] = json.dumps({key: str(Path(v) / STEP0_DIR) if v == ck else v for key, v in md.items()})
+    return out
 
 
 if __name__ == "__main__":

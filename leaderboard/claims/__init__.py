@@ -10,6 +10,8 @@ the paper's numbers and setting). The package reads peeval's numbers from the Du
 - find runs, ``matching``: the store read, runs <-> claim variants, metric resolution (``find_runs``);
 - estimate, ``stats`` (units, mean ± stderr over seeds: ``estimate_pairs``) then ``paired`` (McNemar / the
   paired standard error where both encodings answered the same examples, else unpaired: ``differences``);
+- controls, ``controls``: the step-0 untrained controls judged by the same rule (a pair they decide too "holds at
+  initialisation"), and the positive control trained vs step 0 (issue 67);
 - decide, ``verdicts``: the p-values (``decision``: t with its degrees of freedom, McNemar, TOST), Holm's
   correction over the store, the verdict rule ("not decidable here": a ``beyond_window`` claim measured inside
   the runs' window), "not measured" rows naming the profile that measures them
@@ -23,7 +25,7 @@ The package owns the claims (``claims.yaml``) and their verdicts. Row 7 of leade
 
 from __future__ import annotations
 
-from . import calibration, decision, learned, paired, profiles, replication
+from . import calibration, controls, decision, learned, paired, profiles, replication
 from .matching import Evidence, Store, find_runs, matching_runs, measured_length, read_store, resolve_metric
 from .schema import (
     ACC_UNITS,
@@ -74,6 +76,7 @@ __all__ = [
     "binomial_stderr",
     "calibration",
     "combine_seeds",
+    "controls",
     "compute_claims",
     "decision",
     "estimate_pairs",

@@ -57,6 +57,8 @@ class Store:
     curves: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     #: the runs.source judged (``local``: this pipeline's; ``published/<profile>``)
     source: str = records.LOCAL_SOURCE
+    #: the runs of step-0 control checkpoints (issue 67; ``controls``): never a seed of their encoding
+    controls: dict[str, dict] = field(default_factory=dict)
 
     def data_of(self, run_id: str, tasks: list[str]) -> frozenset:
         """What a run read for ``tasks`` (those it ran): runs of the same task on different data are
@@ -133,6 +135,8 @@ def read_store(con, source: str = records.LOCAL_SOURCE) -> Store:
             if e:
                 r["summary"] = _json(e.get("summary"), f"efficiency.summary of checkpoint {r.get('checkpoint')}")
                 r["efficiency"] = e
+    # a step-0 control (its training summary says ``"control": "step0"``) is no seed of its encoding: kept apart
+    controls = {rid: runs.pop(rid) for rid in [k for k, r in runs.items() if (r.get("summary") or {}).get("control")]}
     values: dict[tuple[str, str], dict] = {}
 
     def put(run_id, task, metric, value, stderr, n):
@@ -159,7 +163,7 @@ def read_store(con, source: str = records.LOCAL_SOURCE) -> Store:
         for ckpt, step, loss in con.execute(q).fetchall():
             by_ckpt[str(ckpt)] = loss  # the last evaluated step wins
             curves.setdefault(str(ckpt), []).append((int(step), float(loss)))
-        for run_id, r in runs.items():
+        for run_id, r in (runs | controls).items():
             loss = by_ckpt.get(str(r.get("checkpoint")))
             if loss is not None:
                 put(run_id, "train_val", "ppl", math.exp(min(float(loss), 700.0)), None, None)
@@ -170,7 +174,7 @@ def read_store(con, source: str = records.LOCAL_SOURCE) -> Store:
         ).fetchall():
             key = (str(run_id), str(task))
             data[key] = data.get(key, frozenset()) | {(str(data_source), str(location))}
-    store = Store(runs, values, con=con if "samples" in tables else None, data=data, source=source)
+    store = Store(runs, values, con=con if "samples" in tables else None, data=data, source=source, controls=controls)
     if "training_curves" in tables and runs:
         store.curves = curves
     return store

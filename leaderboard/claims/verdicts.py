@@ -39,6 +39,7 @@ from peeval import records
 
 from . import decision as D
 from . import replication as R
+from .controls import AT_INIT  # a decided pair that its step-0 untrained controls decide too (issue 67)
 from .learned import extension_not_learned, no_contrast, not_converged, not_learned, scrolls_not_learned
 from .matching import Evidence, Store, find_runs, measured_length, read_store
 from .profiles import measured_in
@@ -51,7 +52,8 @@ UNDECIDABLE = "not decidable here"
 NOT_LEARNED = "not learned at this scale"
 #: a pair with both sides at the same floor / ceiling on every seed, or exactly equal with no uncertainty
 NO_CONTRAST = "no contrast at this setting"
-VERDICTS = ("reproduced", "contradicted", "inconclusive", NOT_LEARNED, NO_CONTRAST, UNDECIDABLE, "not measured")
+VERDICTS = ("reproduced", "contradicted", "inconclusive", AT_INIT, NOT_LEARNED, NO_CONTRAST, UNDECIDABLE,
+            "not measured")  # fmt: skip
 #: the level of every decision, on Holm-adjusted p-values
 ALPHA = D.ALPHA
 #: the tables this package writes, and their columns (DDL: leaderboard/store/schema.sql, the store's one schema)
@@ -206,15 +208,23 @@ def store_profile(store: Store) -> str | None:
 
 
 def evaluate_claims(
-    claims: list[Claim], store: Store, alpha: float = ALPHA, profile: str | None = None, calibrate: bool = True
+    claims: list[Claim],
+    store: Store,
+    alpha: float = ALPHA,
+    profile: str | None = None,
+    calibrate: bool = True,
+    positive: bool = True,
 ) -> tuple[list[dict], list[dict]]:
     """Rows for the ``claims`` table (one per focus-vs-other pair) and ``claim_values``: each claim once
     along parse (``load_claims``) -> find runs -> estimate -> test over runs; then Holm's correction within each
     paper's pre-registered family for ``profile`` (claims.yaml ``families``; default :func:`store_profile`): m is
     the number of pairs declared there, and a declared pair without a test counts as p = 1. A pair outside the
     family gets numbers, no verdict. A test whose A/A false-positive rate on this store is above ``alpha`` beyond
-    its interval (``calibration``) decides nothing."""
+    its interval (``calibration``) decides nothing. Where the store holds step-0 controls (``controls``), they are
+    judged by the same rule (all but the positive control, ``positive``: trained vs step 0 means nothing for a
+    step 0) and a pair they decide too is :data:`AT_INIT`, never evidence of training."""
     from . import calibration
+    from . import controls as K
 
     profile = store_profile(store) if profile is None else profile
     declared = claims[0].families.get(profile, frozenset()) if claims and profile else frozenset()
@@ -250,7 +260,10 @@ def evaluate_claims(
             if decide[i] is not None:
                 rows[i]["p_adjusted"] = p_adj
                 rows[i]["verdict"] = verdict(*decide[i], p=p_adj, alpha=alpha)
-    _positive_controls(claims, rows)
+    if (at_init := K.control_store(store)) is not None:
+        K.label_architecture(rows, evaluate_claims(claims, at_init, alpha, profile, calibrate, positive=False)[0])
+    if positive:
+        _positive_controls(claims, rows, store, at_init, alpha)
     for r in rows:
         r.setdefault("family_m", None)
     if calibrate:  # each decided pair's calibrated error rate and sensitivities (issue 67): shown, never deciding
@@ -262,10 +275,14 @@ def evaluate_claims(
     return rows, values, table
 
 
-def _positive_controls(claims: list[Claim], rows: list[dict]) -> None:
-    """An equivalence verdict (an equal claim 'reproduced' within its tolerance) stands only when its claim's
-    ``positive_control`` pair, the same measurement in the same store, was decided different; else "no contrast
-    at this setting": an instrument that separates nothing also finds everything equivalent."""
+def _positive_controls(claims: list[Claim], rows: list[dict], store: Store, at_init=None, alpha=ALPHA) -> None:
+    """An equivalence verdict (an equal claim 'reproduced' within its tolerance) stands only when a positive
+    control, the same measurement in the same store, separates a pair that must differ; else "no contrast at this
+    setting": an instrument that separates nothing also finds everything equivalent. With step-0 controls in the
+    store that pair is the focus trained vs its step 0 (``controls.positive_control``, issue 67 item 5); without,
+    the claim's ``positive_control`` pair of claims.yaml, decided different."""
+    from . import controls as K
+
     by_id = {r["claim_id"]: r for r in rows}
     for c in claims:
         if c.claim != "equal":
@@ -273,6 +290,12 @@ def _positive_controls(claims: list[Claim], rows: list[dict]) -> None:
         for name in c.others:
             r = by_id.get(c.pair_id(name))
             if r is None or r["verdict"] != "reproduced":
+                continue
+            if at_init is not None:
+                passed, note = K.positive_control(c, store, at_init, alpha)
+                r["setting_diff"] += f" | positive control ({note}): {'passed' if passed else 'failed'}"
+                if not passed:
+                    r["verdict"] = NO_CONTRAST
                 continue
             ctrl = by_id.get(c.positive_control or "")
             if ctrl is not None and ctrl["verdict"] in ("reproduced", "contradicted"):

@@ -56,6 +56,9 @@ def _train_row(s: dict, key: str | None, f: Path) -> EfficiencyRow:
         raise IngestError(f"{f}: needs 'pe' and 'params' (partial train summary)")
     if not isinstance(s["pe"], str) or not isinstance(s.get("pe_options") or {}, dict):
         raise ValueError("'pe' must be a name and 'pe_options' an object")
+    if "control" in s and (s["control"] != "step0" or not isinstance(s.get("control_of"), str)
+                           or s["control_of"].startswith("/") or s.get("steps") != 0):  # fmt: skip
+        raise ValueError("'control' must be 'step0' with 'control_of' a relative path and 'steps' 0 (a step-0 control)")
     return {
         "checkpoint": key, "pe": s["pe"], "pe_options": json.dumps(s.get("pe_options") or {}, sort_keys=True),
         "method": None,

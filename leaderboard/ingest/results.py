@@ -78,6 +78,10 @@ def parse_peeval(doc: dict, raw: bytes, path: Path, root: Path, defaults: Defaul
     return run_rows(doc, path, root, prov, record, got)
 
 
+#: a step-0 control's ``control`` (``peeval.training.pretrain.STEP0_CONTROL``) and what its row name adds
+STEP0, STEP0_SUFFIX = "step0", " untrained (step 0)"
+
+
 def peeval_record(prov: dict, path: Path, root: Path, defaults: Defaults = profile_defaults) -> RunRecord:
     """What a peeval run's record says of its model: the checkpoint it evaluated (checked unchanged since), its
     summaries, its kind and the row name that kind gives it."""
@@ -111,6 +115,8 @@ def peeval_record(prov: dict, path: Path, root: Path, defaults: Defaults = profi
     if kind in (RunKind.PRETRAIN, RunKind.DIAGNOSTIC):
         pe = train.get("pe") or pe
         label = encoding_label(pe, pe_options)
+        if train.get("control") == STEP0:  # a run's untrained control (issue 67): its own row, never one more seed
+            label += STEP0_SUFFIX
         if kind is RunKind.PRETRAIN:  # another shape than its profile's is another row (issue 43's ladder)
             profile = train.get("profile")
             shape = (train.get("settings"), defaults(profile) if isinstance(profile, str) else None)

@@ -28,14 +28,17 @@ from leaderboard.site.charts import wrap_name
 from peeval.records import fmt_number, t_quantile
 
 PAPER_ORDER = ("PoPE", "CoPE", "TAPE")
-#: the seven states, in the page's order, and their CSS class
-VERDICT_CLASS = {"reproduced": "ok", "contradicted": "bad", "inconclusive": "unk", "not learned at this scale": "nl",
+#: the eight states, in the page's order, and their CSS class
+VERDICT_CLASS = {"reproduced": "ok", "contradicted": "bad", "inconclusive": "unk",
+                 "holds at initialisation (architecture)": "ai", "not learned at this scale": "nl",
                  "no contrast at this setting": "nc", "not decidable here": "nd", "not measured": "nm"}  # fmt: skip
 #: what each answer means, as the claims page defines it above its counts
 VERDICT_MEANING = {
     "reproduced": "peeval's difference over >= 3 training runs a side is significant in the paper's direction.",
     "contradicted": "significant the other way.",
     "inconclusive": "tested over runs, not significant after Holm's correction within the paper's family.",
+    "holds at initialisation (architecture)": "decided, but the runs' own step-0 (untrained) controls are decided "
+    "the same way by the same rule: the encoding's formula gives it, not training; the row shows both numbers.",
     "not learned at this scale": "a side did not learn the task: a run below the majority answer + claims.yaml's "
     "margin in distribution (every run counts), a run still improving when training stopped, an extension no better "
     "than its base at the new length, or SCROLLS answers empty or repeated: the numbers, no test.",
@@ -48,6 +51,7 @@ VERDICT_MEANING = {
     "(params/<name>.yaml) that measures it, or none.",
 }
 DECIDED = ("reproduced", "contradicted")
+AT_INIT = "holds at initialisation (architecture)"  # tested like the inconclusive rows, shown among them
 #: the forest plot's interval: two-sided 95 % with the test's degrees of freedom (normal where none)
 LEVEL = 0.95
 
@@ -251,7 +255,8 @@ def render_claims_page(
         forest = forest_svg(measured, f"{paper}: peeval's differences beside the paper's")
         fam = sorted({(str(c["family"]), int(c["family_m"])) for c in mine if c.get("family") and c.get("family_m")})
         papers.append({"name": paper, "answer": answer, "decided": decided, "family": fam,
-                       "inconclusive": state["inconclusive"] + other, "undecidable": state["not decidable here"],
+                       "inconclusive": state["inconclusive"] + state[AT_INIT] + other,
+                       "undecidable": state["not decidable here"],
                        "unlearned": state["not learned at this scale"], "flat": state["no contrast at this setting"],
                        "not_measured": state["not measured"],
                        "forest": pages.Markup(forest)})  # fmt: skip

@@ -128,15 +128,15 @@ def replace_files(out_dir: str | os.PathLike, files: dict[str, str], stale=()) -
 
 @contextmanager
 def files_aside(folder: str | os.PathLike, patterns: tuple[str, ...]):
-    """Move the files of ``folder`` matching ``patterns`` into a hidden folder beside them for the
-    duration of the block: deleted when it ends, moved back (over anything written meanwhile) when
-    it raises. What ``--overwrite`` replaces survives a failed replacement."""
+    """Move the files (and folders: a run's ``step0`` control) of ``folder`` matching ``patterns`` into a hidden
+    folder beside them for the duration of the block: deleted when it ends, moved back (over anything written
+    meanwhile) when it raises. What ``--overwrite`` replaces survives a failed replacement."""
     folder = Path(folder)
     aside = folder / f".overwritten-{os.getpid()}"
     moved = []
     for pat in patterns:
         for f in sorted(folder.glob(pat)) if folder.is_dir() else []:
-            if f.is_file():
+            if f.is_file() or (f.is_dir() and not f.is_symlink()):
                 aside.mkdir(exist_ok=True)
                 try:
                     os.replace(f, aside / f.name)
@@ -147,6 +147,8 @@ def files_aside(folder: str | os.PathLike, patterns: tuple[str, ...]):
         yield
     except BaseException:
         for name in moved:
+            if (folder / name).is_dir() and not (folder / name).is_symlink():
+                shutil.rmtree(folder / name)  # a folder the failed run wrote meanwhile: os.replace needs it gone
             os.replace(aside / name, folder / name)
         raise
     finally:

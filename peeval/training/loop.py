@@ -25,7 +25,16 @@ from ..records import CURVE_COLUMNS  # the train_curve.csv header ingest reads
 from .data import Batches
 from .schedule import lr_lambda, perm_cache
 from .speed import compiled_loss, make_optimizer, use_compiled
-from .state import STATE_FILE, NonFiniteLoss, check_same_run, jsonable, load_state, save_state, set_rng_state
+from .state import (
+    STATE_FILE,
+    NonFiniteLoss,
+    check_same_run,
+    jsonable,
+    load_state,
+    rng_state,
+    save_state,
+    set_rng_state,
+)
 
 
 def check_finite(what: str, value: float, step: int, prof: dict) -> None:
@@ -183,6 +192,7 @@ def fit(
     state_path: Path | None = None,
     compile: str = "off",
     text: bool = True,
+    at_step0=None,
 ) -> dict:
     """The shared optimisation loop; returns {steps, tokens, train_time_s, final_val_loss, ...}.
 
@@ -190,7 +200,10 @@ def fit(
     written by the same run (``identity``: everything that defines it; a difference raises
     ResumeMismatch naming the keys; a compiled run, ``compile`` and ``text`` resolved by
     ``speed.use_compiled``, records it there too). The state is left in place: the caller deletes it once its
-    own outputs are written. ``stop_after`` (tests: simulate an interruption) ends the run after
+    own outputs are written. ``at_step0(model, validate, is_main, resuming)``: called with the initial weights,
+    before the first update and before any resume state is loaded (``validate()`` scores them, on every
+    process): ``peeval train`` saves its step-0 control there; the RNG state is restored after it, so the run
+    trains exactly as it would without. ``stop_after`` (tests: simulate an interruption) ends the run after
     that many steps without finishing it.
     """
     from tqdm import tqdm
@@ -221,6 +234,12 @@ def fit(
     state_path = Path(state_path) if state_path is not None else out_dir / STATE_FILE
     run = jsonable({**(identity or {}), "settings": prof, "seed": seed, **({"compiled": True} if compiled else {})})
     start, rows, tokens, elapsed_before = 0, [], 0, 0.0
+    if at_step0 is not None:  # the untrained control: the same seed's weights before the first update
+        rng = rng_state()
+        m0 = acc.unwrap_model(model)
+        at_step0(m0, lambda: evaluate(m0, batches, prof, acc.device, acc), acc.is_main_process, state_path.exists())
+        set_rng_state(rng)
+        acc.wait_for_everyone()
     if state_path.exists():
         st = load_state(state_path)
         check_same_run(state_path, st.get("run"), run)

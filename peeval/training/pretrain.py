@@ -7,7 +7,11 @@ a resumed run reads exactly what an uninterrupted one would (``schedule``). The 
 automatically, only by the same run (everything that defines it is recorded in the state and compared).
 
 Outputs in ``out_dir``: the HF model (config.json, model.safetensors), the tokenizer,
-``train_curve.csv`` (step,tokens,lr,train_loss,val_loss,elapsed_s) and ``train_summary.json``.
+``train_curve.csv`` (step,tokens,lr,train_loss,val_loss,elapsed_s) and ``train_summary.json``; and in
+``out_dir/step0/`` the run's untrained control (issue 67): the same seed's weights before the first update, with
+the tokenizer and a ``train_summary.json`` that says ``"control": "step0"`` of the run in ``..`` (0 steps, 0
+tokens, its validation loss at step 0). It is evaluated by the same tasks and judged by the same rule as the
+run (``leaderboard.claims.controls``), never counted as a seed of its encoding.
 """
 
 from __future__ import annotations
@@ -52,7 +56,12 @@ WRITER = "peeval train"
 FINISHED_FILES = ("model.safetensors", "train_summary.json")
 #: what ``overwrite=True`` moves aside while training (deleted when the new run finishes, moved back if it
 #: fails; config and tokenizer files are replaced at the end)
-OVERWRITTEN_FILES = ("model*.safetensors", "model.safetensors.index.json", "train_summary.json", "train_curve.csv")
+#: the folder inside ``out_dir`` that holds the run's step-0 control (``control_summary``)
+STEP0_DIR = "step0"
+OVERWRITTEN_FILES = ("model*.safetensors", "model.safetensors.index.json", "train_summary.json", "train_curve.csv",
+                     STEP0_DIR)  # fmt: skip
+#: the value of a control's ``control`` key, and the path of its trained run relative to its own folder
+STEP0_CONTROL, CONTROL_OF = "step0", ".."
 
 
 def model_config(prof: dict, pe: str, pe_options: dict | None, vocab_size: int, max_len: int, tok):
@@ -86,6 +95,47 @@ def flops_per_token(cfg, n_params_non_embedding: int, seq_len: int) -> int:
     """Training FLOPs per token, Kaplan et al.'s 6N + 6·n_layer·n_ctx·d_attn (forward + backward)."""
     d_attn = cfg.num_attention_heads * cfg.head_dim
     return int(6 * n_params_non_embedding + 6 * cfg.num_hidden_layers * seq_len * d_attn)
+
+
+def control_summary(base: dict, val_loss: float, val_exact_match: float | None) -> dict:
+    """The step-0 control's ``train_summary.json``: the run's own record (encoding, seed, settings, size,
+    tokenizer) with 0 steps and 0 tokens, its validation numbers at step 0, and the link to its trained run."""
+    import math
+
+    out = {**base, "steps": 0, "tokens": 0, "train_time_s": 0.0, "tokens_per_s": None,
+           "final_val_loss": val_loss, "final_val_ppl": math.exp(val_loss) if val_loss < 700 else float("inf"),
+           "control": STEP0_CONTROL, "control_of": CONTROL_OF}  # fmt: skip
+    if val_exact_match is not None:
+        out["final_val_exact_match"] = val_exact_match
+    return out
+
+
+def check_finite_control(loss: float) -> None:
+    """A step-0 validation loss that is not finite is a broken model, never a control."""
+    import math
+
+    if not math.isfinite(loss):
+        raise ValueError(f"the untrained model's validation loss is {loss}: its initialisation is broken")
+
+
+def save_model_dir(folder: Path, m, tok) -> None:
+    """The HF model and tokenizer into ``folder`` (atomically, ``save_dir_atomically``); a full disk is the
+    OSError it is."""
+
+    def write(tmp: Path) -> None:
+        try:
+            m.save_pretrained(tmp)
+        except Exception as e:  # safetensors on a full disk: "SafetensorError: ... I/O error: No space left on
+            # device (os error 28)", measured on a full tmpfs: a traceback, now the OSError it reports
+            import re
+
+            code = re.search(r"\(os error (\d+)\)", str(e))
+            if code is None:
+                raise
+            raise OSError(int(code[1]), os.strerror(int(code[1])), str(tmp / "model.safetensors")) from e
+        tok.save_pretrained(tmp)
+
+    save_dir_atomically(folder, write)
 
 
 def run_train(
@@ -182,27 +232,42 @@ def run_train(
     }
 
     def save_model(m) -> None:
-        def write(tmp: Path) -> None:
-            try:
-                m.save_pretrained(tmp)
-            except Exception as e:  # safetensors on a full disk: "SafetensorError: ... I/O error: No space left on
-                # device (os error 28)", measured on a full tmpfs: a traceback, now the OSError it reports
-                import re
+        save_model_dir(out, m, tok)
 
-                code = re.search(r"\(os error (\d+)\)", str(e))
-                if code is None:
-                    raise
-                raise OSError(int(code[1]), os.strerror(int(code[1])), str(tmp / "model.safetensors")) from e
-            tok.save_pretrained(tmp)
+    record = {
+        "pe": pe,
+        "pe_options": cfg.pe_options,
+        "task": task,
+        "profile": profile,
+        "seed": seed,
+        "params": params["total"],
+        "params_non_embedding": params["non_embedding"],
+        "flops_per_token": flops_per_token(cfg, params["non_embedding"], max_len),
+        "training_length": max_len,
+        "unigram_val_ppl": unigram,
+        "tokenizer_hash": tokenizer_fingerprint(tok),
+        "settings": jsonable(prof),
+    }
 
-        save_dir_atomically(out, write)
+    def save_step0(m, validate, is_main: bool, resuming: bool) -> None:
+        """The untrained control (``STEP0_DIR``): written on a fresh start, and on a resume that lacks it."""
+        step0 = out / STEP0_DIR
+        if resuming and (step0 / "train_summary.json").is_file():
+            return
+        loss, em = validate()
+        if is_main:
+            check_finite_control(loss)
+            save_model_dir(step0, m, tok)
+            summary0 = control_summary(record, loss, em if task is not None else None)
+            summary0.update(device="cuda" if torch.cuda.is_available() else "cpu", cpu=cpu_identity())
+            atomic_write_text(step0 / "train_summary.json", dumps_json(summary0, indent=1))
 
     # one run at a time in --out; a failed overwrite keeps the old run; a failed run leaves no empty --out, a
     # diverged one no state
     with (
-        writing_run(out, WRITER, check_out),
+        writing_run(out, WRITER, check_out, extras=(STEP0_DIR,)),
         overwriting(out, state_path, OVERWRITTEN_FILES, overwrite),
-        cleaned_on_failure(out, state_path),
+        cleaned_on_failure(out, state_path, extras=(STEP0_DIR,)),
     ):
         out.mkdir(parents=True, exist_ok=True)
         res = fit(
@@ -218,6 +283,7 @@ def run_train(
             state_path=state_path,
             compile=compile,
             text=task is None,
+            at_step0=save_step0,
         )
         if "interrupted_at" in res:
             return res

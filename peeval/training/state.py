@@ -195,13 +195,14 @@ def is_run_dir(out: Path, state_path: Path, writer: str, replaced: tuple[str, ..
 
 
 @contextmanager
-def writing_run(out: Path, writer: str, recheck=None):
+def writing_run(out: Path, writer: str, recheck=None, extras: tuple[str, ...] = ()):
     """Hold ``out`` for this run (``_io.claim_dir``: a second run into the same folder meanwhile is refused in one
     line) and mark it as ``writer``'s before its first file (``start_manifest``); a run that fails before writing
-    anything leaves neither the mark nor a folder it created. ``recheck()``: the output checks again, once the claim
-    is held (another run may have finished meanwhile). In a launch's other processes (RANK > 0) nothing: rank 0
-    claims and writes."""
+    anything but its ``extras`` (the step-0 control) leaves neither the mark, them, nor a folder it created.
+    ``recheck()``: the output checks again, once the claim is held (another run may have finished meanwhile). In a
+    launch's other processes (RANK > 0) nothing: rank 0 claims and writes."""
     import os
+    import shutil
 
     if int(os.environ.get("RANK", "0")) != 0:
         yield
@@ -215,7 +216,9 @@ def writing_run(out: Path, writer: str, recheck=None):
                 yield
             except BaseException:
                 left = [p for p in out.iterdir() if p.name not in (MANIFEST, RUN_LOCK)] if out.is_dir() else []
-                if marked and not left:
+                if marked and all(p.name in extras for p in left):  # only what this run began (its step-0 control)
+                    for p in left:
+                        shutil.rmtree(p, ignore_errors=True)
                     (out / MANIFEST).unlink(missing_ok=True)
                 raise
     except Claimed as e:
@@ -223,10 +226,13 @@ def writing_run(out: Path, writer: str, recheck=None):
 
 
 @contextmanager
-def cleaned_on_failure(out: Path, state_path: Path, curve: str = "train_curve.csv"):
+def cleaned_on_failure(out: Path, state_path: Path, curve: str = "train_curve.csv", extras: tuple[str, ...] = ()):
     """A run that fails leaves no empty ``--out`` it created (Ctrl-C, SIGTERM, a bad setting found
-    late); one that diverged (:class:`NonFiniteLoss`) also leaves no resume state or curve of its
+    late), nor one holding only its ``extras`` (the step-0 control folder, written before the first update);
+    one that diverged (:class:`NonFiniteLoss`) also leaves no resume state or curve of its
     own: resuming it would diverge again. Used inside ``overwriting`` (which then restores the old run)."""
+    import shutil
+
     out = Path(out)
     created = not out.exists()
     try:
@@ -236,7 +242,9 @@ def cleaned_on_failure(out: Path, state_path: Path, curve: str = "train_curve.cs
         (out / curve).unlink(missing_ok=True)
         raise
     finally:
-        if created and out.is_dir() and not any(out.iterdir()):
+        if created and out.is_dir() and all(p.name in extras for p in out.iterdir()):
+            for name in extras:
+                shutil.rmtree(out / name, ignore_errors=True)
             out.rmdir()
 
 

@@ -446,7 +446,7 @@ def _page_db():
                  compared="a vs b", paper_value=1.5, peeval_value=0.0, stderr=0.0, n=100, seeds=3, verdict=v,
                  setting_diff=f"paper: s | peeval: t | {v}: why", run_ids="[]", test=None, df=None, p_value=None,
                  p_adjusted=None, measured_in=None)
-            for v in ("not learned at this scale", "no contrast at this setting")
+            for v in ("not learned at this scale", "no contrast at this setting", C.controls.AT_INIT)
         ] + [
             dict(claim_id="c-nm:a-vs-b", paper="TAPE", ref="Table 2", task="peeval_diag_x_test", metric="acc",
                  compared="a vs b", paper_value=1.5, peeval_value=None, stderr=None, n=None, seeds=0,

@@ -144,7 +144,8 @@ def test_stage_writes_its_own_database_and_the_site_reads_it(tmp_path, capsys):
     assert con.execute("SELECT claim_id, verdict, seeds FROM claims").fetchall() == [("ii:a-vs-b", "reproduced", 3)]
     assert con.execute("SELECT variant FROM claim_values ORDER BY variant").fetchall() == [("a",), ("b",)]
     con.close()
-    want = {"comparisons": 1, "reproduced": 1, "contradicted": 0, "inconclusive": 0, "not learned at this scale": 0,
+    want = {"comparisons": 1, "reproduced": 1, "contradicted": 0, "inconclusive": 0,
+            "holds at initialisation (architecture)": 0, "not learned at this scale": 0,
             "no contrast at this setting": 0, "not decidable here": 0, "not measured": 0}  # fmt: skip
     assert json.loads(summary.read_text()) == want
     assert duckdb.connect(str(db), read_only=True).execute("SELECT count(*) FROM claims").fetchone() == (0,)

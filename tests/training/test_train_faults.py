@@ -37,7 +37,7 @@ def one_error_line(capsys, cmd, *needles):
 
 
 def snapshot(folder) -> dict:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 # -- row 1: a diverging run ------------------------------------------------------------------------------------

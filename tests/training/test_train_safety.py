@@ -36,7 +36,8 @@ def one_error_line(capsys, *needles):
 
 
 def snapshot(folder: Path) -> dict:
-    return {p.name: p.read_bytes() for p in sorted(Path(folder).iterdir())} if Path(folder).exists() else {}
+    folder = Path(folder)  # every file, the step-0 control's in step0/ too
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 # -- item 1: a finished checkpoint is not replaced silently ---------------------------------------------------
