@@ -47,15 +47,22 @@ def check_checkpoint(prov: dict, model_args: dict, path: Path, root: Path) -> No
                           "again, or ingest results whose checkpoint is as evaluated")  # fmt: skip
 
 
-def run_identity(params: dict, tasks: list[str]) -> tuple | None:
+def run_identity(params: dict, tasks: list[str], encoding=None) -> tuple | None:
     """What one evaluation of one checkpoint is, whatever folder it was copied to: the checkpoint's sha256
-    recorded at evaluation time, the model's arguments but its path, and each task it ran; None when no
-    sha256 was recorded (plain lm_eval, a checkpoint without weight files, anything but 64 hex digits)."""
+    recorded at evaluation time, the encoding that reads those weights (``encoding``: pe and options; RoPE's and
+    NoPE's untrained step-0 controls hold the same weights and are two models), the model's arguments but its path,
+    and each task it ran; None when no sha256 was recorded (plain lm_eval, a checkpoint without weight files,
+    anything but 64 hex digits)."""
     sha = params.get("checkpoint_sha256")
     if not isinstance(sha, str) or not SHA256.match(sha):  # none recorded, or not a sha256 (a test's placeholder)
         return None
     args = {k: v for k, v in (params.get("model_args") or {}).items() if k != "pretrained"}
-    return sha, json.dumps(args, sort_keys=True, default=str), tuple(tasks)
+    return (
+        sha,
+        json.dumps(encoding, sort_keys=True, default=str),
+        json.dumps(args, sort_keys=True, default=str),
+        tuple(tasks),
+    )
 
 
 #: what makes a training run the one it is (its seed, configuration and data), whatever the bytes of its weights

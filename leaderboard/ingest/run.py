@@ -231,7 +231,7 @@ def run_rows(doc: dict, path: Path, root: Path, prov: dict, record: RunRecord, g
     run["_unsampled_ok"] = isinstance(pv, dict) and "samples_files" not in pv
     # what makes two results the same run, whatever their bytes or folders (never stored: the duplicate check)
     run["_content"] = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
-    run["_identity"] = run_identity(params, sorted(doc["results"]))
+    run["_identity"] = run_identity(params, sorted(doc["results"]), [record.pe, record.pe_options])
     run["_training"] = training_identity(record.train, params, sorted(doc["results"]), data_reads(rows["task_data"]))
     run["_protocol"] = eval_protocol(
         run["protocol"], params.get("limit"), list(doc["results"]), scoring_options(doc.get("configs"))

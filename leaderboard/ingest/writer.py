@@ -43,7 +43,8 @@ def check_against_store(con, runs: list[dict], replaced: list[str]) -> None:
     stored = con.execute("SELECT r.run_id, r.name, r.source, r.params, r.results_path, "
                          "(SELECT list(DISTINCT m.task ORDER BY m.task) FROM metrics m WHERE m.run_id = r.run_id), "
                          "(SELECT any_value(e.summary) FROM efficiency e WHERE e.checkpoint = r.checkpoint "
-                         "AND e.method IS NULL), r.protocol FROM runs r WHERE NOT list_contains(?, r.run_id)",
+                         "AND e.method IS NULL), r.protocol, r.pe, r.pe_options FROM runs r "
+                         "WHERE NOT list_contains(?, r.run_id)",
                          [replaced]).fetchall()  # fmt: skip
     reads: dict[str, list[dict]] = {}
     cur = con.execute("SELECT run_id, task, source, location, config, split, documents_sha256 FROM task_data")
@@ -51,11 +52,11 @@ def check_against_store(con, runs: list[dict], replaced: list[str]) -> None:
     for row in cur.fetchall():
         reads.setdefault(row[0], []).append(dict(zip(cols, row)))
     old = []
-    for run_id, name, source, params, path, tasks, train, protocol in stored:
+    for run_id, name, source, params, path, tasks, train, protocol, pe, pe_options in stored:
         tasks = list(tasks or [])
         try:
             p = json.loads(params) if params else {}
-            ident = run_identity(p, tasks)
+            ident = run_identity(p, tasks, [pe, json.loads(pe_options) if pe_options else None])
             training = training_identity(json.loads(train) if train else None, p, tasks,
                                          data_reads(reads.get(run_id, [])))  # fmt: skip
         except (ValueError, AttributeError):
