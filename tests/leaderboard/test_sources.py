@@ -276,6 +276,29 @@ def test_one_checkpoint_is_one_seed_whatever_the_copies(tmp_path, monkeypatch):
     assert _q(db, "select count(*), count(distinct name) from runs") == [(2, 1)]
 
 
+def test_the_same_weights_read_by_another_encoding_are_another_model(tmp_path, monkeypatch):
+    """RoPE's and NoPE's untrained step-0 controls hold the same weights (neither has a position parameter, one
+    seed): the smoke pipeline's ingest refused the second as "the same checkpoint (sha256), model and tasks". The
+    encoding that reads the weights is part of what one evaluation is."""
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    results, ck = _smoke_tape(tmp_path)
+    other_ck = ck.with_name("nope")
+    shutil.copytree(ck, other_ck)
+    summary = json.loads((ck / "train_summary.json").read_text())
+    (other_ck / "train_summary.json").write_text(json.dumps({**summary, "pe": "nope"}))
+    doc = json.loads((results / "results.json").read_text())
+    doc["peeval"].update(checkpoint="checkpoints/pretrain/nope", pe="nope", date="2026-12-02T10:00:00+00:00")
+    doc["peeval"]["model_args"] = {**doc["peeval"]["model_args"], "pretrained": "checkpoints/pretrain/nope"}
+    other = results.with_name("smoke-nope")
+    other.mkdir()
+    (other / "results.json").write_text(json.dumps(doc))
+    db = tmp_path / "s.duckdb"
+    ingest([tmp_path / "results", tmp_path / "checkpoints"], db)
+    assert sorted(r[0] for r in _q(db, "select pe from runs")) == ["nope", "tape"]
+
+
 def test_a_checkpoint_retrained_after_its_evaluation_is_refused(tmp_path, monkeypatch, capsys):
     """The ingest reads the checkpoint's current train_summary.json: a checkpoint retrained with --overwrite
     after the evaluation lent its new summary (seed, size, options) to the old numbers. Now the sha256 the
