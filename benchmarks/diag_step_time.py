@@ -116,6 +116,13 @@ def measure(task: str, pe: str, jobs: int, steps: int, warmup: int, dry_run: boo
             **{k: got[0][k] for k in ("layers", "hidden", "batch", "seq", "params")}}  # fmt: skip
 
 
+def write(path: Path, table: dict) -> None:
+    """The table as it stands, replaced whole (a temporary, then a rename)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(table, indent=1) + "\n")
+    tmp.replace(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="benchmarks/diag_step_time.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True, help="the table's JSON file (new: never overwritten)")
@@ -149,17 +156,20 @@ def main(argv: list[str] | None = None) -> int:
     elif info["device"] == "cpu":
         print("diag_step_time: no CUDA device (use --dry-run to time this CPU at tiny sizes)", file=sys.stderr)
         return 2
-    rows = []
+    rows: list[dict] = []
+    table = {**info, "dry_run": a.dry_run, "threads": 1, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+             "cpu_count": os.cpu_count(), "torch_threads_main": torch.get_num_threads(), "complete": False,
+             "rows": rows}  # fmt: skip
+    a.out.parent.mkdir(parents=True, exist_ok=True)
     for task in a.tasks:
         for pe in a.pes or [DEFAULT_PE[task]]:
             for j in jobs:
                 row = {**measure(task, pe, j, steps, warmup, a.dry_run), "device": info["device"]}
                 print(json.dumps(row), flush=True)
                 rows.append(row)
-    table = {**info, "dry_run": a.dry_run, "threads": 1, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-             "cpu_count": os.cpu_count(), "torch_threads_main": torch.get_num_threads(), "rows": rows}  # fmt: skip
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(table, indent=1) + "\n")
+                write(a.out, table)  # after every row: a window killed mid-way keeps what it measured
+    table["complete"] = True
+    write(a.out, table)
     print(f"diag_step_time: {len(rows)} rows on {info['device']}: {a.out}")
     return 0
 

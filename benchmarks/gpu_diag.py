@@ -67,15 +67,16 @@ def compose(cpu: bool, runs: list[str] | None) -> dict:
     return p
 
 
-def paper_plan(paper: str, cpu: bool, device: str) -> dict:
-    """The plan of ``paper``'s windows (diag_budget); ``--cpu``: planned from this CPU's measured rows, the
-    file's written window count not compared (it is the device's)."""
+def paper_plan(paper: str, cpu: bool, device: str, jobs: int) -> dict:
+    """The plan of ``paper``'s windows (diag_budget); ``--cpu``: planned from this CPU's measured rows at the
+    dry run's ``jobs`` runs at once, the file's written window count not compared (it is the device's)."""
     import diag_budget as db
 
     p = yaml.safe_load(render_profile())
     w, d = p.get("windows"), p["diagnostics"]
     if cpu:
         db.check_windows(w, d["runs"])
+        w = {**w, "jobs": jobs}
         return db.plan(paper, w, d["runs"], d["seeds"], db.load_rows(w["tables"], REPO), "cpu")
     return db.checked_plan(paper, w, d["runs"], d["seeds"], REPO, device)
 
@@ -219,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         import diag_budget
 
         try:
-            pl = paper_plan(paper, a.cpu, info["device"])
+            pl = paper_plan(paper, a.cpu, info["device"], jobs)
         except diag_budget.PlanError as e:
             print(f"gpu_diag: --runs {paper}: {e}", file=sys.stderr)
             return 2

@@ -126,11 +126,14 @@ def test_gpu_diag_refuses_a_bad_plan_in_one_line_and_writes_nothing(tmp_path, mo
 
 
 def test_the_cpu_plan_from_the_measured_cpu_table(capsys):
-    """``--cpu --runs tape --plan``: the rule run on this CPU's measured rows (the dry run's path), printed."""
-    assert gpu_diag.main(["--cpu", "--runs", "tape", "--plan"]) == 0
-    plan = json.loads(capsys.readouterr().out)
-    assert plan["device"] == "cpu" and plan["windows"] >= 1 and plan["steps"]["addition"] % 50 == 0
-    assert sorted(j for js in plan["jobs"] for j in js) == sorted([r, s] for r in TAPE_RUNS for s in (0, 1, 2))
+    """``--cpu --runs cope --plan``: the rule run on this CPU's measured rows at the dry run's J (2), printed or
+    refused. In the committed CPU table flip-flop runs 20.231 steps/s with 2 at once: CoPE's 10,000 steps take
+    10000 x 2 / 20.231 = 989 s, more than train_s = 420: refused, never cut. TAPE: no addition row on the CPU."""
+    assert gpu_diag.main(["--cpu", "--runs", "cope", "--plan"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "a flip_flop run of 10000 steps takes 989 s" in err and "half-trained" in err and "\n" not in err
+    assert gpu_diag.main(["--cpu", "--runs", "tape", "--plan"]) == 2
+    assert "no measured step time for addition on cpu with 2 runs at once" in capsys.readouterr().err
 
 
 def test_a_papers_window_trains_the_plans_steps_on_the_fast_step():
@@ -145,3 +148,17 @@ def test_a_papers_window_trains_the_plans_steps_on_the_fast_step():
         "save_every": 250,
     }
     assert got["task_set"]["counting"]["steps"] == 1200 and got["task_set"]["counting"]["batch_size"] == 16
+
+
+def test_the_measuring_script_refuses_in_one_line_and_writes_nothing(tmp_path, capsys):
+    import diag_step_time
+
+    mine = tmp_path / "mine.json"
+    mine.write_text("{}")
+    for argv, says in ((["--out", str(mine), "--dry-run"], "exists (never overwritten"),
+                       (["--out", str(tmp_path / "n.json"), "--tasks", "sorting"], "--tasks sorting: allowed"),
+                       (["--out", str(tmp_path / "n.json"), "--jobs", "0"], "--jobs [0]: allowed")):  # fmt: skip
+        assert diag_step_time.main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert says in err and "\n" not in err, err
+    assert mine.read_text() == "{}" and not (tmp_path / "n.json").exists()
