@@ -8,6 +8,12 @@ Every ``diagnostics.runs`` entry x seed of params/gpu-diag.yaml: ``pipelines/dia
 (what ran) and ``gpu_diag.log`` (each failed step's last lines). ``python -m leaderboard.publish --profile
 gpu-diag --machine ... --tarball gpu-diag.tar.gz`` publishes the tarball.
 
+``--runs cope|pope|tape`` (issue 64): one paper's window, planned by ``benchmarks/diag_budget.py`` from
+params/gpu-diag.yaml ``windows`` and the measured step-time tables (refused, one line, without a measured row for
+the device or when the file's written window count is not the rule's); ``--window N`` picks the plan's N-th
+window, ``--plan`` prints the plan and writes nothing. Its runs train on the fast step
+(``diagnostics.train.fast_step``) with the plan's steps.
+
 ``--cpu``: a dry run on the CPU at tiny sizes (the smoke diag profile, 4 steps, 1 seed, ``--runs`` or two runs),
 which proves the script end to end in CI; its results are not a measurement.
 """
@@ -37,6 +43,8 @@ CHECKPOINT_FILES = ("train_summary.json", "train_curve.csv")
 EVAL_LOCK = ".peeval-eval.lock"
 #: the dry run's runs when --runs names none: one CoPE task and one TAPE task, two processes at once
 CPU_RUNS = ("rope-flip_flop", "tape-addition")
+#: ``--runs <paper>``: one paper's planned window (benchmarks/diag_budget.py)
+PAPERS = ("cope", "pope", "tape")
 CPU_SIZES = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
              "num_key_value_heads": 2, "steps": 4, "warmup_steps": 1, "eval_every": 4, "save_every": 4,
              "batch_size": 8, "train_examples": 64, "val_examples": 16}  # fmt: skip
@@ -44,10 +52,7 @@ CPU_SIZES = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
 
 def compose(cpu: bool, runs: list[str] | None) -> dict:
     """params/gpu-diag.yaml composed (``pipeline_params.render``); ``--cpu``: tiny sizes, one seed."""
-    sys.path.insert(0, str(REPO / "pipelines"))
-    from pipeline_params import render
-
-    p = yaml.safe_load(render(PROFILE))
+    p = yaml.safe_load(render_profile())
     d = p["diagnostics"]
     wanted = runs or (list(CPU_RUNS) if cpu else list(d["runs"]))
     unknown = sorted(set(wanted) - set(d["runs"]))
@@ -57,9 +62,39 @@ def compose(cpu: bool, runs: list[str] | None) -> dict:
     if cpu:
         p["profile"] = "smoke"
         d["seeds"] = [0]
-        d["train"] = {"set": dict(CPU_SIZES), "task_set": {}}
+        d["train"] = {"set": dict(CPU_SIZES), "task_set": {}, "fast_step": d["train"].get("fast_step", False)}
         d["eval"] = {**d["eval"], "n": 4, "limit": 4}
     return p
+
+
+def paper_plan(paper: str, cpu: bool, device: str, jobs: int) -> dict:
+    """The plan of ``paper``'s windows (diag_budget); ``--cpu``: planned from this CPU's measured rows at the
+    dry run's ``jobs`` runs at once, the file's written window count not compared (it is the device's)."""
+    import diag_budget as db
+
+    p = yaml.safe_load(render_profile())
+    w, d = p.get("windows"), p["diagnostics"]
+    if cpu:
+        db.check_windows(w, d["runs"])
+        w = {**w, "jobs": jobs}
+        return db.plan(paper, w, d["runs"], d["seeds"], db.load_rows(w["tables"], REPO), "cpu")
+    return db.checked_plan(paper, w, d["runs"], d["seeds"], REPO, device)
+
+
+def render_profile() -> str:
+    sys.path.insert(0, str(REPO / "pipelines"))
+    from pipeline_params import render
+
+    return render(PROFILE)
+
+
+def with_plan(params: dict, pl: dict) -> dict:
+    """The plan's steps on each of its tasks (warm-up 10 %, one evaluation and one save at the end), the fast step."""
+    d = params["diagnostics"]
+    for task, n in pl["steps"].items():
+        d["train"]["task_set"].setdefault(task, {}).update(steps=n, warmup_steps=n // 10, eval_every=n, save_every=n)
+    d["train"]["fast_step"] = True
+    return params
 
 
 def device_info() -> dict:
@@ -140,10 +175,17 @@ def pack(work: Path, out: Path, manifest: dict) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="benchmarks/gpu_diag.sh", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, required=True, help="folder for the (at most 8) output files")
+    ap.add_argument("--out", type=Path, default=None, help="folder for the (at most 8) output files")
     ap.add_argument("--jobs", type=int, default=None, help="runs at once (default: 8 on CUDA, 2 with --cpu)")
     ap.add_argument("--cpu", action="store_true", help="a dry run on the CPU at tiny sizes")
-    ap.add_argument("--runs", nargs="*", default=None, help="only these diagnostics.runs entries")
+    ap.add_argument(
+        "--runs",
+        nargs="*",
+        default=None,
+        help="only these diagnostics.runs entries, or one paper's planned window: cope, pope or tape",
+    )
+    ap.add_argument("--window", type=int, default=1, help="with --runs <paper>: which of its planned windows")
+    ap.add_argument("--plan", action="store_true", help="with --runs <paper>: print the plan, write nothing")
     ap.add_argument(
         "--window_s",
         type=float,
@@ -162,17 +204,55 @@ def main(argv: list[str] | None = None) -> int:
     if a.runs is not None and not a.runs:
         print("gpu_diag: --runs: name at least one diagnostics.runs entry (omit --runs for every run)", file=sys.stderr)
         return 2
+    paper = a.runs[0] if a.runs and len(a.runs) == 1 and a.runs[0] in PAPERS else None
+    if (a.plan or a.window != 1) and paper is None:
+        print(f"gpu_diag: --plan/--window: allowed only with --runs {'|'.join(PAPERS)}", file=sys.stderr)
+        return 2
+    if a.out is None and not a.plan:
+        print("gpu_diag: --out: required (an empty or new folder)", file=sys.stderr)
+        return 2
+    info = device_info()
+    if not a.cpu and info["device"] == "cpu":
+        print("gpu_diag: no CUDA device (use --cpu for the dry run)", file=sys.stderr)
+        return 2
+    pl = None
+    if paper is not None:
+        import diag_budget
+
+        try:
+            pl = paper_plan(paper, a.cpu, info["device"], jobs)
+        except diag_budget.PlanError as e:
+            print(f"gpu_diag: --runs {paper}: {e}", file=sys.stderr)
+            return 2
+        if a.plan:
+            print(json.dumps({"paper": paper, "device": "cpu" if a.cpu else info["device"], **pl}, indent=1))
+            return 0
+        if not 1 <= a.window <= pl["windows"]:
+            print(f"gpu_diag: --window {a.window}: allowed 1 to {pl['windows']} ({paper}'s planned windows)",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        planned_jobs = yaml.safe_load(render_profile())["windows"]["jobs"]
+        if not a.cpu and a.jobs is not None and a.jobs != planned_jobs:
+            print(f"gpu_diag: --jobs {a.jobs}: allowed {planned_jobs} with --runs {paper} (the runs at once its "
+                  "step times were measured with, params/gpu-diag.yaml windows.jobs)", file=sys.stderr)  # fmt: skip
+            return 2
+        jobs = jobs if a.cpu else planned_jobs
     if a.out.exists() and not a.out.is_dir():
         print(f"gpu_diag: --out {a.out}: not a folder (allowed: an empty or new folder)", file=sys.stderr)
         return 2
     if a.out.exists() and any(a.out.iterdir()):
         print(f"gpu_diag: --out {a.out}: not empty (never overwritten: name an empty or new folder)", file=sys.stderr)
         return 2
-    params = compose(a.cpu, a.runs)
-    info = device_info()
-    if not a.cpu and info["device"] == "cpu":
-        print("gpu_diag: no CUDA device (use --cpu for the dry run)", file=sys.stderr)
-        return 2
+    if pl is not None:
+        window = [tuple(j) for j in pl["jobs"][a.window - 1]]
+        if a.cpu:  # the dry run: seed 0's runs of the window (if it has any)
+            window = [j for j in window if j[1] == 0] or window
+        params = compose(a.cpu, sorted({r for r, _ in window}))
+        if not a.cpu:
+            with_plan(params, pl)
+    else:
+        params = compose(a.cpu, a.runs)
+        window = None
     a.out.mkdir(parents=True, exist_ok=True)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.perf_counter()
@@ -186,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
         # the largest models first, so that the last wave is short ones
         order = {"addition": 0, "indirect_indexing": 1}
         jobs_list = sorted(
-            ((r, s) for r in d["runs"] for s in d["seeds"]), key=lambda j: order.get(d["runs"][j[0]]["task"], 2)
+            window or ((r, s) for r in d["runs"] for s in d["seeds"]),
+            key=lambda j: order.get(d["runs"][j[0]]["task"], 2),
         )
         threads = max(1, (os.cpu_count() or 1) // jobs)
         print(f"gpu_diag: {len(jobs_list)} runs, {jobs} at once, on {info['device']} (torch {info['torch']})",
@@ -198,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r.get('eval_s', '-')} s)", flush=True)  # fmt: skip
         manifest = {**info, "profile": "gpu-diag", "dry_run_cpu": a.cpu, "jobs": jobs, "started": started,
                     "wall_s": round(time.perf_counter() - t0, 1), "window_s": a.window_s,
+                    "paper": paper, "window": a.window if paper else None, "plan": pl,
                     "runs": [{k: v for k, v in r.items() if k != "log_tail"} for r in rows]}  # fmt: skip
         pack(work, a.out, manifest)
         (a.out / "gpu_diag.json").write_text(json.dumps(manifest, indent=1) + "\n")

@@ -21,7 +21,8 @@ if __name__ == "__main__":
     try:
         s = resumable(lambda rd: run_train(DIAG / name, run_entry.pe, run_entry.pe_options or None, task=run_entry.task,
                                            profile=p.profile, seed=seed, resume_dir=rd, settings=overrides,
-                                           compile=p.diagnostics.train.compile),
+                                           compile=p.diagnostics.train.compile,
+                                           fast_step=p.diagnostics.train.fast_step),
                       RESUME / "diag" / name, f"diagnostics@{run}-{seed}")  # fmt: skip
     except (ValueError, FileNotFoundError) as e:
         fail(f"diagnostics@{run}-{seed}", f"profile, diagnostics.train, diagnostics.runs.{run}", e)

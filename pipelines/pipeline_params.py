@@ -147,6 +147,8 @@ class DiagTrain(Strict):
     set: SetMap = {}  # every run (on top of the diag profile)
     # the training step's path (peeval train --compile): gpu-diag trains eagerly, its runs too short to pay a compile
     compile: Annotated[str, AfterValidator(check_compile)] = "auto"
+    # issue 64: the fast diagnostics trainer (peeval.training.fast_diag: compiled, on-device); eager fit otherwise
+    fast_step: Annotated[bool, Allowed("true or false")] = False
     task_set: Annotated[dict[Annotated[str, AfterValidator(_task_key)], SetMap], BeforeValidator(null_is_empty)] = {}
 
     def overrides(self, task: str) -> dict[str, Any]:
@@ -333,6 +335,9 @@ class PipelineParams(Strict):
     adapt: Adapt
     extend: Extend
     eval: Eval
+    # issue 64: params/gpu-diag.yaml's device-window plan per paper, checked where it is read
+    # (benchmarks/diag_budget.py: no stage reads it)
+    windows: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _cross_keys(self):

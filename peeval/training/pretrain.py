@@ -152,6 +152,7 @@ def run_train(
     settings: dict | None = None,
     stop_after: int | None = None,
     compile: str = "auto",
+    fast_step: bool = False,
     **overrides,
 ) -> dict:
     """Train a checkpoint for encoding ``pe`` into ``out_dir``; returns train_summary.json's dict.
@@ -170,7 +171,8 @@ def run_train(
     raises ValueError before anything is written.
 
     ``compile`` (auto|on|off): the training step's path, ``speed.use_compiled``; a compiled run says so in
-    its summary (``"compiled": true``).
+    its summary (``"compiled": true``). ``fast_step`` (a diagnostic task only): ``fast_diag.fast_fit``, the
+    compiled on-device step (``compile`` does not apply; the summary says ``"fast_step": true``).
     """
     from ..models.encodings import ENCODINGS, get_encoding_class
     from ..models.encodings.base import resolve_options
@@ -181,6 +183,10 @@ def run_train(
     check_launch()  # before anything is written
     check_seed(seed)
     check_compile(compile)
+    if fast_step and task is None:
+        raise ValueError("fast_step: allowed only for a diagnostic task (--task); text pretraining uses --compile")
+    if fast_step and stop_after is not None:
+        raise ValueError("stop_after: not a fast_step run's option (fast_diag resumes from its saves only)")
     out = Path(out_dir)
     state_path = Path(resume_dir if resume_dir is not None else out) / STATE_FILE
 
@@ -270,21 +276,36 @@ def run_train(
         cleaned_on_failure(out, state_path, extras=(STEP0_DIR,)),
     ):
         out.mkdir(parents=True, exist_ok=True)
-        res = fit(
-            model,
-            batches,
-            prof,
-            out,
-            seed,
-            save_model,
-            stop_after=stop_after,
-            desc=f"train {pe}",
-            identity=identity,
-            state_path=state_path,
-            compile=compile,
-            text=task is None,
-            at_step0=save_step0,
-        )
+        if fast_step:
+            from .fast_diag import fast_fit
+
+            res = fast_fit(
+                model,
+                batches,
+                prof,
+                out,
+                seed,
+                save_model,
+                identity=identity,
+                state_path=state_path,
+                at_step0=save_step0,
+            )
+        else:
+            res = fit(
+                model,
+                batches,
+                prof,
+                out,
+                seed,
+                save_model,
+                stop_after=stop_after,
+                desc=f"train {pe}",
+                identity=identity,
+                state_path=state_path,
+                compile=compile,
+                text=task is None,
+                at_step0=save_step0,
+            )
         if "interrupted_at" in res:
             return res
         summary = {
@@ -305,7 +326,10 @@ def run_train(
             "settings": jsonable(prof),
             "device": "cuda" if torch.cuda.is_available() else "cpu",
             "world_size": res["world_size"],  # processes that shared each global batch
-            **({"compiled": True} if res["compiled"] else {}),  # the step's path (speed.py); absent: eager
+            **({"compiled": True} if res["compiled"] else {}),
+            **(
+                {"fast_step": True} if res.get("fast_step") else {}
+            ),  # fast_diag's compiled on-device step  # the step's path (speed.py); absent: eager
             "torch_threads": torch.get_num_threads(),  # per process
             "cpu": cpu_identity(),  # CPU model and torch's kernel path: the last bits of the weights depend on it
         }

@@ -49,7 +49,9 @@ def test_smoke_pipeline_end_to_end(smoke):
     local = "select run_id from runs where source = 'local'"  # beside them: the committed published results
     q = f"select distinct name from runs where kind = 'pretrain' and run_id in ({local})"
     names = {r[0] for r in con.execute(q).fetchall()}
-    assert names == set(p["encodings"])
+    controls = {n for n in names if n.endswith(" untrained (step 0)")}  # issue 67: each run's step-0 control
+    assert names - controls == set(p["encodings"])
+    assert controls == {f"{e} untrained (step 0)" for e in p["encodings"]}
     q = f"select distinct length from ppl_by_length where run_id in ({local})"
     lengths = {r[0] for r in con.execute(q).fetchall()}
     assert lengths == set(p["eval"]["suites"]["lm"]["metadata"]["lengths"])
