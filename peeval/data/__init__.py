@@ -372,10 +372,11 @@ def _not_found(hub_id: str, name: str | None, error: Exception) -> FileNotFoundE
     root = mirror_root()
     where = f"the mirror {root}" if root else "a mirror (none found beside the repository)"
     why = " ".join(str(error).split()) or type(error).__name__
+    local = f" or its stand-in {LOCAL[hub_id]} (what the published boards read)" if hub_id in LOCAL else ""
     return FileNotFoundError(
         f"dataset {hub_id!r}{f' ({name})' if name else ''} is neither in {where} nor reachable on the hub ({why}): "
-        "set PEEVAL_DATA_MIRROR to a mirror folder that holds it (hf/<org>/<name>), or fetch the mirror with "
-        "`peeval data`"
+        f"set PEEVAL_DATA_MIRROR to a mirror folder that holds it (hf/<org>/<name>){local}, or fetch the mirror "
+        "with `peeval data`"
     )
 
 

@@ -37,6 +37,7 @@ class Protocol:
     documents: dict[str, list[str]]  # task -> the documents_sha256 of each dataset it read
     runs: int
     board: dict = field(default_factory=dict)  # what its models are: see :func:`board_models`
+    mirror_reads: dict = field(default_factory=dict)  # task -> the data mirror's folders it read (local stand-ins)
 
     def describe(self) -> str:
         lengths = self.metadata.get("lengths")
@@ -71,6 +72,7 @@ def published_protocol(profile: str) -> Protocol:
     name = json.loads((folder / "SOURCE.json").read_text(encoding="utf-8")).get("profile") or folder.name
     seen: dict[str, tuple] = {}
     documents: dict[str, set[str]] = {}
+    mirror_reads: dict[str, set[str]] = {}
     for path in sorted((folder / "results" / KIND).glob("*/*/results.json")):
         r = json.loads(path.read_text(encoding="utf-8"))
         pv = r.get("peeval") or {}
@@ -82,6 +84,8 @@ def published_protocol(profile: str) -> Protocol:
         for task, reads in (pv.get("data") or {}).items():
             for read in reads:
                 documents.setdefault(task, set()).add(read.get("documents_sha256"))
+                if read.get("source") == "mirror" and isinstance(read.get("location"), str):
+                    mirror_reads.setdefault(task, set()).add(read["location"])
     if not seen:
         raise LikeError(f"--like {profile}: {folder} holds no {KIND} runs (results/{KIND}/<run>/<suite>/results.json)")
     if len(seen) > 1:
@@ -91,7 +95,24 @@ def published_protocol(profile: str) -> Protocol:
     (tasks, meta, limit, seed, shots), _ = next(iter(seen.values()))
     runs = len(list((folder / "results" / KIND).glob("*/*/results.json")))
     docs = {t: sorted(d for d in v if d) for t, v in documents.items()}
-    return Protocol(name, tasks, json.loads(meta), limit, seed, shots or None, docs, runs, board_models(folder))
+    mirror = {t: sorted(v) for t, v in mirror_reads.items()}
+    return Protocol(name, tasks, json.loads(meta), limit, seed, shots or None, docs, runs, board_models(folder), mirror)
+
+
+def check_mirror(proto: Protocol) -> None:
+    """The board's documents are here before anything is scored: a task that read the data mirror's stand-in (the
+    Gutenberg books for PG-19) cannot be matched from the hub (the real PG-19 is other documents), so a missing
+    mirror is one line at once, never a hub retry for data the board did not read (issue 68)."""
+    from peeval.data import mirror_root
+
+    root = mirror_root()
+    for task, folders in sorted(proto.mirror_reads.items()):
+        missing = [f for f in folders if root is None or not (root / f).is_dir()]
+        if missing:
+            where = f"the mirror {root} does not hold it" if root else "no data mirror is set or beside the repository"
+            raise LikeError(f"--like {proto.profile}: its {task} runs read the data mirror's {missing[0]} (the board's "
+                            f"own documents, not the hub's), but {where}: set PEEVAL_DATA_MIRROR to a mirror that "
+                            "does, or fetch it with `peeval data`; nothing scored")  # fmt: skip
 
 
 def board_models(folder: Path) -> dict:
@@ -160,6 +181,7 @@ def apply(args) -> Protocol:
                             f"{proto.describe()}); drop --{flag}, or drop --like")  # fmt: skip
     if args.seed not in (0, proto.seed):
         raise LikeError(f"--seed {args.seed}: --like {args.like} scores with --seed {proto.seed}; drop --seed")
+    check_mirror(proto)
     args.tasks = list(proto.tasks)
     args.metadata = json.dumps(proto.metadata) if proto.metadata else None
     args.limit = proto.limit

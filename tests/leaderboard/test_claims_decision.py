@@ -202,8 +202,8 @@ def test_a_pair_without_a_number_is_not_measured_naming_the_profile(tmp_path):
     assert all(r["p_value"] is None and r["p_adjusted"] is None for r in rows.values())
     assert "no peeval number for b (rope)" in rows["ff"]["setting_diff"]
     want = (
-        "reproduced: 0, contradicted: 0, inconclusive: 0, not learned at this scale: 0, "
-        "no contrast at this setting: 0, not decidable here: 0, not measured: 5"
+        "reproduced: 0, contradicted: 0, inconclusive: 0, holds at initialisation (architecture): 0, "
+        "not learned at this scale: 0, no contrast at this setting: 0, not decidable here: 0, not measured: 5"
     )
     assert C.summary(list(rows.values())) == want
 
@@ -259,6 +259,7 @@ def test_schema_has_the_decision_columns():
         "reproduced",
         "contradicted",
         "inconclusive",
+        "holds at initialisation (architecture)",  # issue 67: its step-0 control decides it too
         "not learned at this scale",
         "no contrast at this setting",
         "not decidable here",

@@ -157,3 +157,26 @@ def test_like_cpu_fills_the_published_boards_columns(tmp_path, capsys, monkeypat
     assert lengths["learned @cpu"] == {256}
     page = (site / "index.html").read_text()
     assert re.search(r'<td class="yours"[^>]*>' + re.escape(mine[0]), page)  # marked as yours
+
+
+def test_like_without_the_boards_documents_fails_at_once_naming_them(tmp_path, monkeypatch, capsys):
+    """Issue 68 items 10, 12: without the data mirror, `--like cpu` retried the hub for ~30 s for the real PG-19 (not
+    the board's documents: the published runs read the mirror's Gutenberg stand-in) before one line naming
+    deepmind/pg19. Now it stops before loading anything, naming the mirror folder the board read."""
+    import time
+
+    from peeval.data import _not_found
+
+    monkeypatch.setenv("PEEVAL_DATA_MIRROR", str(tmp_path / "empty-mirror"))
+    (tmp_path / "empty-mirror").mkdir()
+    ck = save_tiny_checkpoint(tmp_path / "ck" / "rope", ["the cat sat on the mat 0123456789 and the dog ran"],
+                              pe="rope", vocab_size=300, max_positions=64)  # fmt: skip
+    capsys.readouterr()  # the checkpoint's save bars
+    t0 = time.monotonic()
+    assert _eval("--model", "peeval", "--model_args", f"pretrained={ck}", "--like", "cpu",
+                 "--output_path", str(tmp_path / "out")) == 2  # fmt: skip
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and "local/gutenberg-eval" in err[0] and "PEEVAL_DATA_MIRROR" in err[0], err
+    assert time.monotonic() - t0 < 20 and not (tmp_path / "out").exists()
+    message = str(_not_found("deepmind/pg19", None, ConnectionError("offline")))
+    assert "local/gutenberg-eval" in message
