@@ -1,6 +1,11 @@
 import os
 
 import pytest
+
+# setuptools' distutils shim first, before any test imports the standard library's distutils: inductor's C++ build
+# (torch.compile on the CPU) imports setuptools late, and its shim then asserts on the stdlib copy already loaded
+# (measured: tests/training/test_fast_diag.py failed only inside the full suite, BackendCompilerFailed)
+import setuptools  # noqa: E402, F401
 import torch
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))

@@ -121,3 +121,58 @@ def benjamini_hochberg(ps: list[float]) -> list[float]:
         running = min(running, ps[i] * m / (rank + 1))
         out[i] = min(1.0, running)
     return out
+
+
+def _advantage(diff: float, higher_is_better: bool) -> float:
+    return diff if higher_is_better else -diff
+
+
+def p_value(
+    diff: float | None,
+    se: float | None,
+    df: float | None = None,
+    kind: str = "better",
+    tolerance: float | None = None,
+    exact: float | None = None,
+) -> float | None:
+    """The (unadjusted) p-value of one comparison, or None without a difference and an uncertainty. ``exact``: an
+    exact test's two-sided p (McNemar) for a "better" claim. ``kind`` 'equal': TOST's p when |diff| <=
+    tolerance, else the two-sided p of |difference| > tolerance (the side the data point to: at most one of the
+    two can be significant below 0.5)."""
+    if diff is None or not math.isfinite(diff):
+        return None
+    if kind != "equal" and exact is not None:
+        return exact
+    if se is None or not math.isfinite(se):
+        return None
+    if kind == "equal":
+        tol = tolerance or 0.0
+        return tost_p(diff, se, df, tol) if abs(diff) <= tol else outside_p(diff, se, df, tol)
+    return two_sided_p(diff, se, df)
+
+
+def verdict(
+    diff: float | None,
+    se: float | None,
+    higher_is_better: bool,
+    expected_sign: int = 1,
+    kind: str = "better",
+    tolerance: float | None = None,
+    df: float | None = None,
+    p: float | None = None,
+    alpha: float = ALPHA,
+) -> str:
+    """``diff`` = focus − other in the paper's unit; ``expected_sign`` = +1 if the paper says the focus is better,
+    −1 if its own numbers show the other ahead. ``p``: the comparison's (adjusted) p-value; None: computed by
+    :func:`p_value` from ``diff``, ``se`` and ``df`` (unadjusted). Decided when p < ``alpha``: a "better" claim
+    in the direction of ``diff``, an "equal" one as equivalent (|diff| <= tolerance) or outside it."""
+    if p is None:
+        p = p_value(diff, se, df, kind, tolerance)
+    if p is None or diff is None or not math.isfinite(diff) or p >= alpha:
+        return "inconclusive"
+    adv = _advantage(diff, higher_is_better)
+    if kind == "equal":
+        return "reproduced" if abs(adv) <= (tolerance or 0.0) else "contradicted"
+    if adv == 0:
+        return "inconclusive"
+    return "reproduced" if adv * (1 if expected_sign >= 0 else -1) > 0 else "contradicted"

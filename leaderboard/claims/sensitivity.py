@@ -53,8 +53,6 @@ def simulated_rates(sd_f: float, sd_o: float, n_f: int, n_o: int, alpha: float =
 def pair_p(ev: Evidence, name: str, store: Store, test=D.welch_t) -> tuple[float | None, R.RunsComparison | None]:
     """The pair's p-value as ``verdicts`` computes it, under ``test`` (None: fewer than ``decision.MIN_RUNS`` runs
     a side, or no spread), and the comparison it came from."""
-    from .verdicts import p_value
-
     c = ev.claim
     if not ev.metrics.get(name):
         return None, None
@@ -63,15 +61,13 @@ def pair_p(ev: Evidence, name: str, store: Store, test=D.welch_t) -> tuple[float
         return None, runs
     _, _, kind = c.against(name)
     exact = D.two_sided_p(runs.diff, runs.se, runs.df) if kind != "equal" else None
-    return p_value(runs.shown, runs.shown_se, runs.df, kind, c.tolerance, exact), runs
+    return D.p_value(runs.shown, runs.shown_se, runs.df, kind, c.tolerance, exact), runs
 
 
 def _verdict(ev: Evidence, name: str, runs: R.RunsComparison, p: float, alpha: float) -> str:
-    from .verdicts import verdict
-
     c = ev.claim
     _, sign, kind = c.against(name)
-    return verdict(runs.shown, runs.shown_se, c.higher_is_better, sign, kind, c.tolerance, runs.df, p=p, alpha=alpha)
+    return D.verdict(runs.shown, runs.shown_se, c.higher_is_better, sign, kind, c.tolerance, runs.df, p=p, alpha=alpha)
 
 
 def _second_sizes(store: Store) -> list[str]:

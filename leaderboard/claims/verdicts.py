@@ -40,6 +40,7 @@ from peeval import records
 from . import decision as D
 from . import replication as R
 from .controls import AT_INIT  # a decided pair that its step-0 untrained controls decide too (issue 67)
+from .decision import p_value, verdict  # the rule's arithmetic: decision.py owns it
 from .learned import extension_not_learned, no_contrast, not_converged, not_learned, scrolls_not_learned
 from .matching import Evidence, Store, find_runs, measured_length, read_store
 from .profiles import measured_in
@@ -59,61 +60,6 @@ ALPHA = D.ALPHA
 #: the tables this package writes, and their columns (DDL: leaderboard/store/schema.sql, the store's one schema)
 TABLES = CLAIM_TABLES
 CLAIM_COLUMNS, VALUE_COLUMNS, CALIBRATION_COLUMNS, SENSITIVITY_COLUMNS = (schema_columns()[0][t] for t in TABLES)
-
-
-def _advantage(diff: float, higher_is_better: bool) -> float:
-    return diff if higher_is_better else -diff
-
-
-def p_value(
-    diff: float | None,
-    se: float | None,
-    df: float | None = None,
-    kind: str = "better",
-    tolerance: float | None = None,
-    exact: float | None = None,
-) -> float | None:
-    """The (unadjusted) p-value of one comparison, or None without a difference and an uncertainty. ``exact``: an
-    exact test's two-sided p (McNemar) for a "better" claim. ``kind`` 'equal': TOST's p when |diff| <=
-    tolerance, else the two-sided p of |difference| > tolerance (the side the data point to: at most one of the
-    two can be significant below 0.5)."""
-    if diff is None or not math.isfinite(diff):
-        return None
-    if kind != "equal" and exact is not None:
-        return exact
-    if se is None or not math.isfinite(se):
-        return None
-    if kind == "equal":
-        tol = tolerance or 0.0
-        return D.tost_p(diff, se, df, tol) if abs(diff) <= tol else D.outside_p(diff, se, df, tol)
-    return D.two_sided_p(diff, se, df)
-
-
-def verdict(
-    diff: float | None,
-    se: float | None,
-    higher_is_better: bool,
-    expected_sign: int = 1,
-    kind: str = "better",
-    tolerance: float | None = None,
-    df: float | None = None,
-    p: float | None = None,
-    alpha: float = ALPHA,
-) -> str:
-    """``diff`` = focus − other in the paper's unit; ``expected_sign`` = +1 if the paper says the focus is better,
-    −1 if its own numbers show the other ahead. ``p``: the comparison's (adjusted) p-value; None: computed by
-    :func:`p_value` from ``diff``, ``se`` and ``df`` (unadjusted). Decided when p < ``alpha``: a "better" claim
-    in the direction of ``diff``, an "equal" one as equivalent (|diff| <= tolerance) or outside it."""
-    if p is None:
-        p = p_value(diff, se, df, kind, tolerance)
-    if p is None or diff is None or not math.isfinite(diff) or p >= alpha:
-        return "inconclusive"
-    adv = _advantage(diff, higher_is_better)
-    if kind == "equal":
-        return "reproduced" if abs(adv) <= (tolerance or 0.0) else "contradicted"
-    if adv == 0:
-        return "inconclusive"
-    return "reproduced" if adv * (1 if expected_sign >= 0 else -1) > 0 else "contradicted"
 
 
 def _options(store: Store, c: Claim, side: str, run_ids: list[str]) -> str:

@@ -226,9 +226,11 @@ def run_rows(doc: dict, path: Path, root: Path, prov: dict, record: RunRecord, g
             check_cell(task, metric, f"results[{task!r}][{metric + ',' + filt!r}]")
     rows["task_data"] = task_data_rows(prov, doc, got.run_id)
     # results of a peeval that did not yet record its samples files (``peeval.samples_files``): a task of theirs
-    # without samples is read as before (shift stability logged none); plain lm_eval's and today's are held to them
+    # without samples is read as before (shift stability logged none); today's are held to them; a
+    # plain lm_eval run without --log_samples (no samples file at all) is read as before too; one whose samples
+    # files are there but one task's is missing (deleted, renamed) is held to them
     pv = doc.get("peeval")
-    run["_unsampled_ok"] = isinstance(pv, dict) and "samples_files" not in pv
+    run["_unsampled_ok"] = (isinstance(pv, dict) and "samples_files" not in pv) or (pv is None and not got.samples)
     # what makes two results the same run, whatever their bytes or folders (never stored: the duplicate check)
     run["_content"] = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
     run["_identity"] = run_identity(params, sorted(doc["results"]), [record.pe, record.pe_options])

@@ -150,5 +150,10 @@ def test_no_raw_lists_on_the_run_and_compare_pages(cpu_site):
 
 def test_the_aa_row_on_the_cpu_board(cpu_site):
     html = (cpu_site / "claims.html").read_text()
-    rows = re.findall(r"<tr><td>(runs-t)</td>.*?<td>([^<]*)</td></tr>", html, re.S)
-    assert rows and all(not d.startswith("yes") for _, d in rows), rows
+    rows = re.findall(r"<tr><td>(runs-t[^<]*)</td>.*?<td>([^<]*)</td></tr>", html, re.S)
+    assert rows, rows
+    # the split's own row (no group of 4 runs on this board) never reads "yes"; where it cannot be made, the
+    # simulated calibration at each decided pair's spreads stands in (issue 67) and decides by the same rule
+    assert all(not d.startswith("yes") for t, d in rows if t == "runs-t"), rows
+    simulated = [(t, d) for t, d in rows if t.endswith("simulated")]
+    assert all(t == "runs-t" for t, _ in rows) or simulated, rows

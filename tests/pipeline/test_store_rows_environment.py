@@ -66,8 +66,10 @@ def test_cross_cpu_tolerances_are_the_measured_spread_with_margin():
     # issue 60: the absolute tolerance covers the reference's quantities that are themselves round-off (TAPE's
     # attention change under shifted ids, their stderrs: 1e-10 .. 1e-8), which another CPU may move by their whole
     # size, and no more than 10x that: values below it are never compared relatively, so a looser one hid them
+    # (round-off is below 1e-6 here: the untrained step-0 TAPE's stderrs of ~5e-6 under added tokens, issue 67, are
+    # measured spreads over 8 sequences, compared relatively like any other value)
     tiny = [abs(v) for v in _floats(store_rows.read(Path(__file__).parent / "data" / "smoke_store.json"))
-            if 0 < abs(v) < store_rows.CROSS_CPU_RTOL_DEFAULT]  # fmt: skip
+            if 0 < abs(v) < 1e-6]  # fmt: skip
     assert tiny and max(tiny) <= store_rows.CROSS_CPU_ATOL <= 10 * max(tiny), (max(tiny), store_rows.CROSS_CPU_ATOL)
     ref = {"metrics": [{"run": "r", "metric": "attn_diff", "value": min(tiny)}]}
     moved = {"metrics": [{"run": "r", "metric": "attn_diff", "value": 100 * max(tiny)}]}

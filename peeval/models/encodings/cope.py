@@ -165,8 +165,12 @@ class CoPE(Encoding):
         """softmax(q·kᵀ/√d + CoPE bias)·v in query blocks: no N×N tensor per head (``cope_attention``;
         ``recompute``: its hand-written backward, ``cope_grad``)."""
         q_gate, gk, q_raw, e = self._inputs(layer, q, k, ctx)
-        fn = cope_attention_recompute if recompute else cope_attention
-        return fn(q, k, v, gk, e, self.npos_max, scale, allowed, q_gate=q_gate, q_pos=q_raw)
+        if recompute:  # cope_grad takes the block budget from here (it never imports cope: no import cycle)
+            b, h, nk = q.shape[0], q.shape[1], k.shape[2]
+            rows = max(MIN_BLOCK_ROWS, block_elements(q) // max(1, b * h * nk))
+            return cope_attention_recompute(q, k, v, gk, e, self.npos_max, scale, allowed, rows, q_gate=q_gate,
+                                            q_pos=q_raw)  # fmt: skip
+        return cope_attention(q, k, v, gk, e, self.npos_max, scale, allowed, q_gate=q_gate, q_pos=q_raw)
 
 
 #: query rows per block hold at most this many (B·H·rows·keys) elements per temporary (CPU: cache-sized)

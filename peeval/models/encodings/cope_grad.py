@@ -25,12 +25,13 @@ import torch.nn.functional as F
 
 from ..attention_ops import causal_allowed, repeat_kv
 
+#: the fewest query rows of a block when a caller names no budget (``cope`` passes its own: ``cope.MIN_BLOCK_ROWS``,
+#: ``cope.block_elements``; this module never imports cope)
+DEFAULT_ROWS = 32
+
 
 def _rows(q: torch.Tensor, nk: int, rows: int | None) -> int:
-    from .cope import MIN_BLOCK_ROWS, block_elements
-
-    b, h = q.shape[:2]
-    return rows or max(MIN_BLOCK_ROWS, block_elements(q) // max(1, b * h * nk))
+    return rows or DEFAULT_ROWS
 
 
 def _block(q, q_gate, q_pos, k, gk, e, npos_max, scale, keep):
