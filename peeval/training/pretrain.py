@@ -251,7 +251,7 @@ def run_train(
         "flops_per_token": flops_per_token(cfg, params["non_embedding"], max_len),
         "training_length": max_len,
         "unigram_val_ppl": unigram,
-        "tokenizer_hash": tokenizer_fingerprint(tok),
+        "tokenizer_hash": tokenizer_fingerprint(tok),  # peeval eval checks the checkpoint's tokenizer against it
         "settings": jsonable(prof),
     }
 
@@ -309,27 +309,14 @@ def run_train(
         if "interrupted_at" in res:
             return res
         summary = {
-            "pe": pe,
-            "pe_options": cfg.pe_options,
-            "task": task,
-            "profile": profile,
-            "seed": seed,
-            "params": params["total"],
-            "params_non_embedding": params["non_embedding"],
+            **record,  # what the run is (its step-0 control's summary copies it too)
             **{k: res[k] for k in ("steps", "tokens", "train_time_s", "tokens_per_s")},
-            "flops_per_token": flops_per_token(cfg, params["non_embedding"], max_len),
             "final_val_loss": res["final_val_loss"],
             "final_val_ppl": res["final_val_ppl"],
-            "training_length": max_len,
-            "unigram_val_ppl": unigram,
-            "tokenizer_hash": tokenizer_fingerprint(tok),  # peeval eval checks the checkpoint's tokenizer against it
-            "settings": jsonable(prof),
             "device": "cuda" if torch.cuda.is_available() else "cpu",
             "world_size": res["world_size"],  # processes that shared each global batch
-            **({"compiled": True} if res["compiled"] else {}),
-            **(
-                {"fast_step": True} if res.get("fast_step") else {}
-            ),  # fast_diag's compiled on-device step  # the step's path (speed.py); absent: eager
+            **({"compiled": True} if res["compiled"] else {}),  # the step's path (speed.py); absent: eager
+            **({"fast_step": True} if res.get("fast_step") else {}),  # fast_diag's compiled on-device step
             "torch_threads": torch.get_num_threads(),  # per process
             "cpu": cpu_identity(),  # CPU model and torch's kernel path: the last bits of the weights depend on it
         }
