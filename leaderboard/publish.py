@@ -24,6 +24,9 @@ import tempfile
 from pathlib import Path
 
 from leaderboard._cli import run_command
+from leaderboard.claims.registration import ROOT as REGISTRATION_ROOT
+from leaderboard.claims.registration import RegistrationError, earliest
+from leaderboard.claims.registration import record as registration_record
 from leaderboard.ingest import (
     LM_EVAL_RESULTS,
     IngestError,
@@ -56,9 +59,13 @@ def publish(
     out: Path = PUBLISHED,
     replace: bool = False,
     run_source: dict | None = None,
+    registration_root: Path = REGISTRATION_ROOT,
 ) -> Path:
     """Copy ``results`` and the checkpoints' summaries into ``out/<profile>``; returns that folder.
-    ``run_source``: what a run elsewhere said of itself (``publish_tarball``), kept in SOURCE.json as ``run``."""
+    ``run_source``: what a run elsewhere said of itself (``publish_tarball``), kept in SOURCE.json as ``run``.
+    SOURCE.json's ``registration`` (issue 67): the profile's registration in the repository ``registration_root``
+    (``leaderboard.claims.registration``: families, test, gates, margins), its hash and the commit from which it
+    held, beside the date of the earliest run published; refused while its files have uncommitted changes."""
     if not PROFILE.match(profile or ""):
         raise PublishError(f"--profile {profile!r}: lower-case letters, digits, '_' or '-' (e.g. gpu)")
     if not machine or not machine.strip():
@@ -76,7 +83,7 @@ def publish(
     result_dirs, ck_dirs = discover([results, *([checkpoints] if checkpoints.is_dir() else [])])
     if not result_dirs:
         raise PublishError(f"--results {results}: no results.json under it")
-    devices, commits, cpus = set(), set(), set()
+    devices, commits, cpus, dates = set(), set(), set(), []
     for d in result_dirs:  # only what ingest accepts is published
         try:
             parse_results_dir(d, Path.cwd())
@@ -87,6 +94,11 @@ def publish(
         devices.add(str(prov.get("device")))
         commits.add(str(prov.get("git_commit")))
         cpus.add(_cpu_line(prov.get("cpu")))
+        dates.append(prov.get("date"))
+    try:  # what decides the verdicts, dated by its commit, before anything is written (issue 67 item 4)
+        registration = registration_record(profile, earliest(dates), registration_root)
+    except (RegistrationError, ValueError) as e:
+        raise PublishError(f"registration of profile {profile}: {e}") from None
     here = Path.cwd().resolve()
     for d in (*result_dirs, *ck_dirs):  # the published layout mirrors the repository's
         if not d.resolve().is_relative_to(here):
@@ -133,6 +145,8 @@ def publish(
             # size (a ladder rung, issue 43), and a profile resized later does not rename what was published
             "default_shapes": {name: model_shape(get_profile("train", name)) for name in TRAIN_PROFILES},
             **({"run": run_source} if run_source else {}),
+            # what decides this profile's verdicts and since which commit (the claims page: before / after the data)
+            "registration": registration,
         }
         (tmp / SOURCE_FILE).write_text(json.dumps(source, indent=1) + "\n", encoding="utf-8")
         (tmp / TMP_MARK).unlink()  # from here on the folder is a published one (_is_published)

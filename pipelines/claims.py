@@ -45,6 +45,25 @@ def _is_claims_db(path: Path, duckdb) -> bool:
     return {"claims", CLAIMS_STORE_TABLE} <= names <= {*TABLES, CLAIMS_STORE_TABLE}  # an older one lacks a table
 
 
+def recorded_registration(source: str, profile: str, first_run) -> dict | None:
+    """The registration recorded for the data judged (issue 67 item 4): a published profile's SOURCE.json
+    ``registration`` (leaderboard/published/<profile>; None when it records none); local runs: the committed
+    registration, dated by git, against the earliest local run (None when it has uncommitted changes or no git)."""
+    from leaderboard.claims import registration as R
+    from leaderboard.store import PUBLISHED, SOURCE_FILE
+
+    if source.startswith("published/"):
+        try:
+            src = json.loads((PUBLISHED / source.split("/", 1)[1] / SOURCE_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return src.get("registration") if isinstance(src, dict) else None
+    try:
+        return R.record(profile, first_run.isoformat() if first_run is not None else None)
+    except R.RegistrationError:
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="pipelines/claims.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--db", default=str(ROOT / "leaderboard" / "peeval.duckdb"), help="the store (read only)")
@@ -108,9 +127,14 @@ def main(argv: list[str] | None = None) -> int:
               f"{', '.join(sources) or 'no runs'}{hint}", file=sys.stderr)  # fmt: skip
         return 2
     fingerprint = store_fingerprint(con)  # the claims belong to this store (the site checks it)
+    from leaderboard.claims.registration import RegistrationError, board_rows
+
     try:
         rows, values, calibration = evaluate_claims(load_claims(args.claims), read_store(con, args.source))
-    except ClaimsError as e:
+        first = con.execute("SELECT min(date) FROM runs WHERE source = ?", [args.source]).fetchone()[0]
+        profiles = {str(r["family"]).rsplit(" @ ", 1)[1] for r in rows if r.get("family")}
+        registration = board_rows(profiles, lambda p: recorded_registration(args.source, p, first))
+    except (ClaimsError, RegistrationError) as e:
         print(f"pipelines/claims.py: {e}", file=sys.stderr)
         return 2
     finally:
@@ -121,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         remove_database(tmp)
         tcon = duckdb.connect(str(tmp))
         try:
-            write_claims(tcon, rows, values, calibration)
+            write_claims(tcon, rows, values, calibration, registration)
             tcon.execute(f"CREATE TABLE {CLAIMS_STORE_TABLE} AS SELECT ? AS fingerprint, ? AS source",
                          [fingerprint, args.source])  # fmt: skip
         finally:

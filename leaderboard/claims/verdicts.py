@@ -59,7 +59,9 @@ VERDICTS = ("reproduced", "contradicted", "inconclusive", AT_INIT, NOT_LEARNED, 
 ALPHA = D.ALPHA
 #: the tables this package writes, and their columns (DDL: leaderboard/store/schema.sql, the store's one schema)
 TABLES = CLAIM_TABLES
-CLAIM_COLUMNS, VALUE_COLUMNS, CALIBRATION_COLUMNS, SENSITIVITY_COLUMNS = (schema_columns()[0][t] for t in TABLES)
+CLAIM_COLUMNS, VALUE_COLUMNS, CALIBRATION_COLUMNS, SENSITIVITY_COLUMNS, REGISTRATION_COLUMNS = (
+    schema_columns()[0][t] for t in TABLES
+)
 
 
 def _options(store: Store, c: Claim, side: str, run_ids: list[str]) -> str:
@@ -329,9 +331,11 @@ def _values(c: Claim, ests: dict[str, tuple[Estimate | None, Estimate | None]]) 
     return out
 
 
-def write_claims(con, rows: list[dict], values: list[dict], calibration: list[dict] = ()) -> None:
-    """Replace the ``claims``, ``claim_values``, ``claims_calibration`` and ``claims_sensitivity`` (from the rows'
-    ``sensitivity``) tables in one transaction."""
+def write_claims(
+    con, rows: list[dict], values: list[dict], calibration: list[dict] = (), registration: list[dict] = ()
+) -> None:
+    """Replace the ``claims``, ``claim_values``, ``claims_calibration``, ``claims_sensitivity`` (from the rows'
+    ``sensitivity``) and ``claims_registration`` (``registration.board_rows``) tables in one transaction."""
     con.execute("BEGIN TRANSACTION")
     try:
         for table in TABLES:  # dropped, not emptied: an older file's tables take schema.sql's columns
@@ -340,7 +344,8 @@ def write_claims(con, rows: list[dict], values: list[dict], calibration: list[di
         sens = [r["sensitivity"] for r in rows if r.get("sensitivity")]
         for table, cols, data in (("claims", CLAIM_COLUMNS, rows), ("claim_values", VALUE_COLUMNS, values),
                                   ("claims_calibration", CALIBRATION_COLUMNS, calibration),
-                                  ("claims_sensitivity", SENSITIVITY_COLUMNS, sens)):  # fmt: skip
+                                  ("claims_sensitivity", SENSITIVITY_COLUMNS, sens),
+                                  ("claims_registration", REGISTRATION_COLUMNS, registration)):  # fmt: skip
             if data:
                 con.executemany(
                     f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",

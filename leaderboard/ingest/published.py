@@ -4,7 +4,9 @@ as that profile's, told apart from local ones."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
+import re
 from pathlib import Path
 
 from leaderboard.store import RUN_TABLES, SOURCE_FILE, TABLE_COLUMNS
@@ -31,7 +33,36 @@ def read_source(folder: Path) -> dict:
             raise IngestError(f"{f}: {key!r} must be a non-empty string")
     if src["profile"] != folder.name:
         raise IngestError(f"{f}: profile {src['profile']!r} but the folder is named {folder.name!r}")
+    if "registration" in src and (why := registration_problem(src["registration"])):
+        raise IngestError(f"{f}: 'registration' {why} (written by `python -m leaderboard.publish` or "
+                          "pipelines/record_registration.py)")  # fmt: skip
     return src
+
+
+_HEX = re.compile(r"^[0-9a-f]+$")
+
+
+def registration_problem(reg) -> str:
+    """Why SOURCE.json's ``registration`` (issue 67: what decides the profile's verdicts, hashed and dated by
+    ``leaderboard.claims.registration``) is not one ('' when it is): an object with a 64-hex ``sha256``, a 40-hex
+    ``commit``, ISO dates ``committed`` and ``data_from`` (null: no dated run) and the registration (``content``).
+    Its hash is re-checked by the claims stage, which owns the serialisation."""
+    if not isinstance(reg, dict):
+        return "must be an object"
+    for key, n in (("sha256", 64), ("commit", 40)):
+        if not isinstance(reg.get(key), str) or len(reg[key]) != n or not _HEX.match(reg[key]):
+            return f"{key} must be {n} lower-case hex digits, not {reg.get(key)!r}"
+    for key in ("committed", "data_from"):
+        value = reg.get(key)
+        if value is None and key == "data_from":
+            continue
+        try:
+            dt.datetime.fromisoformat(str(value) if isinstance(value, str) else "")
+        except ValueError:
+            return f"{key} must be an ISO 8601 date, not {value!r}"
+    if not isinstance(reg.get("content"), dict):
+        return "content must be the registration (an object)"
+    return ""
 
 
 def source_defaults(src: dict, f: Path):

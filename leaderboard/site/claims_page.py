@@ -243,6 +243,9 @@ def render_claims_page(
         for v in _rows(con, "SELECT * FROM claim_values"):
             values.setdefault(str(v["claim_id"]), []).append(v)
     counts = [(k, cls, sum(c["verdict"] == k for c in claims), VERDICT_MEANING[k]) for k, cls in VERDICT_CLASS.items()]
+    # the registration of each profile's families against its data (issue 67 item 4; registration.board_rows)
+    reg = _rows(con, "SELECT * FROM claims_registration") if _has(con, "claims_registration") else []
+    registered = {str(r["profile"]): str(r["line"]) for r in reg}
     papers = []
     for paper in sorted({str(c["paper"]) for c in claims}, key=lambda p: (PAPER_ORDER + (p,)).index(p)):
         mine = [c for c in claims if str(c["paper"]) == paper]
@@ -253,7 +256,8 @@ def render_claims_page(
         measured.sort(key=lambda c: list(VERDICT_CLASS).index(c["verdict"]))
         answer = [(k, VERDICT_CLASS[k], len(state[k])) for k in VERDICT_CLASS if state[k]]
         forest = forest_svg(measured, f"{paper}: peeval's differences beside the paper's")
-        fam = sorted({(str(c["family"]), int(c["family_m"])) for c in mine if c.get("family") and c.get("family_m")})
+        fam = sorted({(str(c["family"]), int(c["family_m"]), registered.get(str(c["family"]).rsplit(" @ ", 1)[-1], ""))
+                      for c in mine if c.get("family") and c.get("family_m")})  # fmt: skip
         papers.append({"name": paper, "answer": answer, "decided": decided, "family": fam,
                        "inconclusive": state["inconclusive"] + state[AT_INIT] + other,
                        "undecidable": state["not decidable here"],

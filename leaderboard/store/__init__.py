@@ -90,7 +90,7 @@ def schema_columns() -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
 
 
 #: the tables the claims stage writes (its own file, leaderboard/claims.duckdb; in the store they stay empty)
-CLAIM_TABLES = ("claims", "claim_values", "claims_calibration", "claims_sensitivity")
+CLAIM_TABLES = ("claims", "claim_values", "claims_calibration", "claims_sensitivity", "claims_registration")
 #: the store's tables and views that ingest lays down and readers check (schema.sql's; the claims tables aside)
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {t: c for t, c in schema_columns()[0].items() if t not in CLAIM_TABLES}
 #: views over ``metrics``: never written, always the rows ``metrics`` holds

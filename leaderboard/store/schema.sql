@@ -297,3 +297,17 @@ CREATE TABLE IF NOT EXISTS claims_sensitivity (
     verdict_second    VARCHAR,
     second_note       VARCHAR   -- what the second size gave, in words ('no second size' when none)
 );
+
+-- Issue 67 item 4: the registration that decides the verdicts (leaderboard/claims/registration.py: the profile's
+-- families, the test, the gates and margins) against the one SOURCE.json recorded for the data. One row per
+-- profile judged; the claims page shows its line beside each Holm family of that profile.
+CREATE TABLE IF NOT EXISTS claims_registration (
+    profile         VARCHAR,  -- the profile whose families decide (claims.family '<paper> @ <profile>')
+    status          VARCHAR,  -- 'before' (registered before the data) | 'after: exploratory' | 'changed since
+                              -- publication' (or a recorded registration that fails its own hash) | 'not recorded'
+    line            VARCHAR,  -- what the page says: 'registered <date> (commit ...), data from <date>: before'
+    recorded_sha256 VARCHAR,  -- SOURCE.json's registration.sha256 (local runs: the committed registration); NULL: none
+    current_sha256  VARCHAR,  -- the registration of the working tree the claims were computed with
+    registered      VARCHAR,  -- the committer date of the commit from which the recorded registration held
+    data_from       VARCHAR   -- the date of the profile's earliest run (SOURCE.json registration.data_from)
+);
