@@ -59,13 +59,14 @@ def publish(
     out: Path = PUBLISHED,
     replace: bool = False,
     run_source: dict | None = None,
-    registration_root: Path = REGISTRATION_ROOT,
+    registration_root: Path | None = None,
 ) -> Path:
     """Copy ``results`` and the checkpoints' summaries into ``out/<profile>``; returns that folder.
     ``run_source``: what a run elsewhere said of itself (``publish_tarball``), kept in SOURCE.json as ``run``.
-    SOURCE.json's ``registration`` (issue 67): the profile's registration in the repository ``registration_root``
-    (``leaderboard.claims.registration``: families, test, gates, margins), its hash and the commit from which it
-    held, beside the date of the earliest run published; refused while its files have uncommitted changes."""
+    SOURCE.json's ``registration`` (issue 67): the profile's registration (``leaderboard.claims.registration``:
+    families, test, gates, margins) in the repository ``registration_root`` (default: the one this package lies
+    in), its hash and the commit from which it held, beside the date of the earliest run published; refused while
+    its files have uncommitted changes."""
     if not PROFILE.match(profile or ""):
         raise PublishError(f"--profile {profile!r}: lower-case letters, digits, '_' or '-' (e.g. gpu)")
     if not machine or not machine.strip():
@@ -96,7 +97,7 @@ def publish(
         cpus.add(_cpu_line(prov.get("cpu")))
         dates.append(prov.get("date"))
     try:  # what decides the verdicts, dated by its commit, before anything is written (issue 67 item 4)
-        registration = registration_record(profile, earliest(dates), registration_root)
+        registration = registration_record(profile, earliest(dates), registration_root or REGISTRATION_ROOT)
     except (RegistrationError, ValueError) as e:
         raise PublishError(f"registration of profile {profile}: {e}") from None
     here = Path.cwd().resolve()

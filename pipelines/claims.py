@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         rows, values, calibration = evaluate_claims(load_claims(args.claims), read_store(con, args.source))
         first = con.execute("SELECT min(date) FROM runs WHERE source = ?", [args.source]).fetchone()[0]
         profiles = {str(r["family"]).rsplit(" @ ", 1)[1] for r in rows if r.get("family")}
-        registration = board_rows(profiles, lambda p: recorded_registration(args.source, p, first))
+        registration = board_rows(profiles, lambda p: recorded_registration(args.source, p, first),
+                                  claims=Path(args.claims))  # fmt: skip
     except (ClaimsError, RegistrationError) as e:
         print(f"pipelines/claims.py: {e}", file=sys.stderr)
         return 2

@@ -123,10 +123,12 @@ def digest(registration: dict) -> str:
     return hashlib.sha256(canonical(registration).encode("ascii")).hexdigest()
 
 
-def current(profile: str, root: Path = ROOT) -> dict:
-    """The registration of ``profile`` in the working tree of ``root``."""
+def current(profile: str, root: Path = ROOT, claims: Path | None = None) -> dict:
+    """The registration of ``profile`` in the working tree of ``root`` (``claims``: another claims.yaml, e.g. the
+    claims stage's ``--claims``, read in place of the repository's)."""
+    paths = [Path(claims) if claims is not None else root / FILES[0], *(root / f for f in FILES[1:])]
     try:
-        texts = [(root / f).read_text(encoding="utf-8") for f in FILES]
+        texts = [p.read_text(encoding="utf-8") for p in paths]
     except OSError as e:
         raise RegistrationError(f"{e.filename}: {e.strerror}") from None
     reg = content(profile, *texts)
@@ -291,13 +293,14 @@ def status(recorded: dict | None, now: dict) -> tuple[str, str]:
     return when, said
 
 
-def board_rows(profiles, recorded_for, root: Path = ROOT) -> list[dict]:
+def board_rows(profiles, recorded_for, root: Path = ROOT, claims: Path | None = None) -> list[dict]:
     """The ``claims_registration`` rows: per profile judged, its status against ``recorded_for(profile)`` (SOURCE.json's
-    ``registration``, or None) and the registration of ``root``'s working tree now."""
+    ``registration``, or None) and the registration of ``root``'s working tree now (``claims``: the claims file
+    the verdicts were computed from)."""
     out = []
     for profile in sorted(set(profiles)):
         recorded = recorded_for(profile)
-        now = current(profile, root)
+        now = current(profile, root, claims)
         state, line = status(recorded, now)
         ok = isinstance(recorded, dict)
         out.append({"profile": profile, "status": state, "line": line, "current_sha256": digest(now),
