@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{', '.join(sources) or 'no runs'}{hint}", file=sys.stderr)  # fmt: skip
         return 2
     fingerprint = store_fingerprint(con)  # the claims belong to this store (the site checks it)
-    from leaderboard.claims.registration import RegistrationError, board_rows
+    from leaderboard.claims.registration import RegistrationError, board_rows, write_rows
 
     try:
         rows, values, calibration = evaluate_claims(load_claims(args.claims), read_store(con, args.source))
@@ -146,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         remove_database(tmp)
         tcon = duckdb.connect(str(tmp))
         try:
-            write_claims(tcon, rows, values, calibration, registration)
+            write_claims(tcon, rows, values, calibration)
+            write_rows(tcon, registration)
             tcon.execute(f"CREATE TABLE {CLAIMS_STORE_TABLE} AS SELECT ? AS fingerprint, ? AS source",
                          [fingerprint, args.source])  # fmt: skip
         finally:

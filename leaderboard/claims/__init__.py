@@ -16,6 +16,8 @@ the paper's numbers and setting). The package reads peeval's numbers from the Du
   correction over the store, the verdict rule ("not decidable here": a ``beyond_window`` claim measured inside
   the runs' window), "not measured" rows naming the profile that measures them
   (``profiles``), the rows of both tables, writing them (``evaluate_claims``).
+- registered, ``registration``: what decides a profile's verdicts (families, test, gates, margins), hashed and
+  dated by git; publish records it in SOURCE.json and the claims page says whether it predates the data.
 
 Imports no torch: peeval's names and option defaults come from ``peeval.registry.declarations``.
 

@@ -308,3 +308,13 @@ def board_rows(profiles, recorded_for, root: Path = ROOT, claims: Path | None = 
                     "registered": recorded.get("committed") if ok else None,
                     "data_from": recorded.get("data_from") if ok else None})  # fmt: skip
     return out
+
+
+def write_rows(con, rows: list[dict]) -> None:
+    """Insert :func:`board_rows` into ``claims_registration`` (laid down empty by ``verdicts.write_claims``)."""
+    from leaderboard.store import schema_columns
+
+    cols = schema_columns()[0]["claims_registration"]
+    if rows:
+        con.executemany(f"INSERT INTO claims_registration ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                        [[r.get(k) for k in cols] for r in rows])  # fmt: skip

@@ -59,9 +59,7 @@ VERDICTS = ("reproduced", "contradicted", "inconclusive", AT_INIT, NOT_LEARNED, 
 ALPHA = D.ALPHA
 #: the tables this package writes, and their columns (DDL: leaderboard/store/schema.sql, the store's one schema)
 TABLES = CLAIM_TABLES
-CLAIM_COLUMNS, VALUE_COLUMNS, CALIBRATION_COLUMNS, SENSITIVITY_COLUMNS, REGISTRATION_COLUMNS = (
-    schema_columns()[0][t] for t in TABLES
-)
+CLAIM_COLUMNS, VALUE_COLUMNS, CALIBRATION_COLUMNS, SENSITIVITY_COLUMNS = (schema_columns()[0][t] for t in TABLES[:4])
 
 
 def _options(store: Store, c: Claim, side: str, run_ids: list[str]) -> str:
@@ -331,11 +329,10 @@ def _values(c: Claim, ests: dict[str, tuple[Estimate | None, Estimate | None]]) 
     return out
 
 
-def write_claims(
-    con, rows: list[dict], values: list[dict], calibration: list[dict] = (), registration: list[dict] = ()
-) -> None:
-    """Replace the ``claims``, ``claim_values``, ``claims_calibration``, ``claims_sensitivity`` (from the rows'
-    ``sensitivity``) and ``claims_registration`` (``registration.board_rows``) tables in one transaction."""
+def write_claims(con, rows: list[dict], values: list[dict], calibration: list[dict] = ()) -> None:
+    """Replace the ``claims``, ``claim_values``, ``claims_calibration`` and ``claims_sensitivity`` (from the rows'
+    ``sensitivity``) tables in one transaction; ``claims_registration`` is laid down empty (the claims stage fills
+    it: ``registration.write_rows``)."""
     con.execute("BEGIN TRANSACTION")
     try:
         for table in TABLES:  # dropped, not emptied: an older file's tables take schema.sql's columns
@@ -344,8 +341,7 @@ def write_claims(
         sens = [r["sensitivity"] for r in rows if r.get("sensitivity")]
         for table, cols, data in (("claims", CLAIM_COLUMNS, rows), ("claim_values", VALUE_COLUMNS, values),
                                   ("claims_calibration", CALIBRATION_COLUMNS, calibration),
-                                  ("claims_sensitivity", SENSITIVITY_COLUMNS, sens),
-                                  ("claims_registration", REGISTRATION_COLUMNS, registration)):  # fmt: skip
+                                  ("claims_sensitivity", SENSITIVITY_COLUMNS, sens)):  # fmt: skip
             if data:
                 con.executemany(
                     f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
