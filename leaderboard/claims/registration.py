@@ -64,7 +64,7 @@ def _constants(tree: ast.Module) -> dict:
         if isinstance(target, ast.Name) and target.id.isupper() and value is not None:
             try:
                 out[target.id] = ast.literal_eval(value)
-            except ValueError:
+            except (ValueError, TypeError, SyntaxError):
                 continue
     return out
 
@@ -81,6 +81,17 @@ def _test(replication_py: str) -> str:
                 (ast.unparse(d) for a, d in zip(args, node.args.defaults, strict=True) if a.arg == "test"), None
             )
     return f"{name}: {default}"
+
+
+def _scalars(data: dict) -> dict:
+    """Every top-level scalar of claims.yaml (a date as its ISO text): a key added later is registered unnamed."""
+    out = {}
+    for k, v in data.items():
+        if v is None or isinstance(v, (bool, int, float, str)):
+            out[str(k)] = v
+        elif isinstance(v, dt.date):
+            out[str(k)] = v.isoformat()
+    return out
 
 
 def content(profile: str, claims_yaml: str | None, decision_py: str | None, replication_py: str | None) -> dict:
@@ -105,9 +116,7 @@ def content(profile: str, claims_yaml: str | None, decision_py: str | None, repl
         "format": FORMAT,
         "profile": profile,
         "families": sorted(str(p) for p in (fams.get(profile) or [])) if isinstance(fams, dict) else None,
-        "claims_yaml": {k: v for k, v in data.items() if v is None or isinstance(v, (bool, int, float, str))}
-        if data
-        else None,
+        "claims_yaml": _scalars(data) if data else None,
         "decision": _constants(tree) if tree else None,
         "decision_code_sha256": hashlib.sha256(code.encode()).hexdigest() if code else None,
         "test": test,

@@ -351,3 +351,13 @@ def test_record_registration_leaves_a_recorded_folder_alone(tmp_path, capsys):
     assert script.main([str(folder)]) == 2
     assert "already records a registration" in capsys.readouterr().err
     assert (folder / "SOURCE.json").read_bytes() == before
+
+
+def test_every_top_level_scalar_is_registered_by_its_own_name():
+    """A key another change adds to claims.yaml (a margin, a budget fraction, a date) is registered without this
+    module naming it; a list or mapping other than the families is not a scalar setting."""
+    R = _module()
+    extra = "lm_learned_margin: 0.3\nconverge_budget_fraction: 0.25\nfixed_on: 2026-11-29\nnotes: [a, b]\n"
+    got = R.content("cpu", CLAIMS + extra, DECISION, REPLICATION)["claims_yaml"]
+    assert got == {**_expected()["claims_yaml"], "lm_learned_margin": 0.3, "converge_budget_fraction": 0.25,
+                   "fixed_on": "2026-11-29"}  # fmt: skip
