@@ -59,7 +59,7 @@ def recorded_registration(source: str, profile: str, first_run) -> dict | None:
             return None
         return src.get("registration") if isinstance(src, dict) else None
     try:
-        return R.record(profile, first_run.isoformat() if first_run is not None else None)
+        return R.record(profile, first_run.isoformat() if first_run is not None else None, R.ROOT)
     except R.RegistrationError:
         return None
 

@@ -361,3 +361,21 @@ def test_every_top_level_scalar_is_registered_by_its_own_name():
     got = R.content("cpu", CLAIMS + extra, DECISION, REPLICATION)["claims_yaml"]
     assert got == {**_expected()["claims_yaml"], "lm_learned_margin": 0.3, "converge_budget_fraction": 0.25,
                    "fixed_on": "2026-11-29"}  # fmt: skip
+
+
+def test_local_runs_are_judged_against_the_committed_registration(reg_repo, monkeypatch):
+    """The pipeline's own runs: the registration committed in the repository, dated by git, against their earliest
+    run (the store's runs.date); with uncommitted changes there is none to compare ("not recorded")."""
+    R = _module()
+    repo, first = reg_repo
+    monkeypatch.setattr(R, "ROOT", repo)
+    spec = importlib.util.spec_from_file_location("claims_stage_67r_local", f"{REPO}/pipelines/claims.py")
+    stage = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stage)
+    got = stage.recorded_registration("local", "cpu", dt.datetime(2026, 2, 1))
+    assert got is not None and (got["commit"], got["committed"]) == (first, "2026-01-01T00:00:00+00:00")
+    assert got["data_from"] == "2026-02-01T00:00:00"
+    (row,) = R.board_rows(["cpu"], lambda p: got, root=repo)
+    assert row["status"] == "before" and row["line"].startswith("registered 2026-01-01 (commit "), row
+    (repo / FILES[0]).write_text(CLAIMS.replace("learned_margin: 0.1", "learned_margin: 0.3"))
+    assert stage.recorded_registration("local", "cpu", dt.datetime(2026, 2, 1)) is None
