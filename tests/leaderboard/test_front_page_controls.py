@@ -93,10 +93,11 @@ def test_controls_are_counted_nowhere_on_the_front_page(sites):
 
 def test_controls_are_shown_in_their_own_marked_band(sites):
     html = (sites[True] / "index.html").read_text()
-    band = re.search(r'<section id="controls" class="controls">(.*?)</section>', html, re.S)
+    band = re.search(r'<section id="untrained-controls" class="controls">(.*?)</section>', html, re.S)
     assert band, "no band of untrained controls"
     assert re.search(r"<h3>Untrained controls \(step 0\)", band[1])
-    assert html.index('id="controls"') > html.index('id="vs_rope"')  # below the answer, not in it
+    assert html.index('id="untrained-controls"') > html.index('id="vs_rope"')  # below the answer, not in it
+    assert len(re.findall(r'id="([^"]+)"', html)) == len(set(re.findall(r'id="([^"]+)"', html)))  # ids unique
     shown = _rows(sites[True], "controls")
     assert sorted(r["untrained control (step 0)"] for r in shown) == [f"{e}{CONTROL}" for e in ("nope", "rope", "tape")]
     rope = next(r for r in shown if r["untrained control (step 0)"].startswith("rope"))
@@ -113,4 +114,4 @@ def test_no_number_of_the_trained_rows_moves(sites):
     a, b = ((s / "index.html").read_text() for s in (sites[True], sites[False]))
     for pattern in (r"<figcaption>(.*?)</figcaption>", r'<p class="lead" id="budget">(.*?)</p>'):
         assert re.search(pattern, a, re.S)[1] == re.search(pattern, b, re.S)[1]
-    assert 'id="controls"' not in b
+    assert 'id="untrained-controls"' not in b and 'id="controls"' not in b
