@@ -51,6 +51,10 @@ VERDICT_MEANING = {
     "(params/<name>.yaml) that measures it, or none.",
 }
 DECIDED = ("reproduced", "contradicted")
+#: the answers that are no test: the paper's summary counts them together as "not decidable"
+UNDECIDABLE = ("not learned at this scale", "no contrast at this setting", "not decidable here")
+#: a group of a paper's pairs longer than this is folded under its heading (the page leads with its answer)
+FOLD_PAIRS = 3
 AT_INIT = "holds at initialisation (architecture)"  # tested like the inconclusive rows, shown among them
 #: the forest plot's interval: two-sided 95 % with the test's degrees of freedom (normal where none)
 LEVEL = 0.95
@@ -125,8 +129,9 @@ def _test_label(c: dict) -> str:
     return f"{test}, t({fmt_number(df)})" if df is not None else f"{test}, normal"
 
 
-def _row(c: dict, values: dict[str, list[dict]]) -> dict:
-    """What the template shows of one ``claims`` row (texts; the template escapes them)."""
+def _row(c: dict, values: dict[str, list[dict]], shown: str = "") -> dict:
+    """What the template shows of one ``claims`` row (texts; the template escapes them); ``shown``: its name as
+    :func:`distinguish` gives it, whose part beyond ``compared · task`` is what tells it from a row alike."""
     base_id = str(c["claim_id"]).split(":", 1)[0]
     focus, _, other = str(c["compared"]).partition(" vs ")
     vals = [v for v in values.get(base_id, []) if str(v["variant"]) in (focus, other)]
@@ -142,7 +147,8 @@ def _row(c: dict, values: dict[str, list[dict]]) -> dict:
             "n": fmt_number(c["n"]), "seeds": fmt_number(c["seeds"]), "verdict": verdict,
             "cls": VERDICT_CLASS.get(verdict, "unk"), "setting": str(c["setting_diff"] or ""),
             "measured_in": str(c.get("measured_in") or "none"), "run_ids": _run_ids(c["run_ids"]),
-            "sensitivity": ""}  # fmt: skip
+            "sensitivity": "",
+            "differs": shown.removeprefix(f"{c['compared']} · {c['task']}").removeprefix(" · ")}  # fmt: skip
 
 
 def sensitivity_line(s: dict) -> str:
@@ -168,7 +174,7 @@ def forest_svg(claims: list[dict], title: str) -> str:
     label_w, plot_w, text_w, head, line_h = 380, 360, 330, 40, 15
     top = head + 28
     # each row's label whole, over as many lines as it needs (52 characters of 12 px text in the 380 px column)
-    labels = [wrap_name(f"{c['compared']} · {c['task']}", 52) for c in rows]
+    labels = [wrap_name(name, 52) for name in distinguish(rows)]
     heights = [max(26, line_h * len(lines) + 11) for lines in labels]
     width, height = label_w + plot_w + text_w, top + sum(heights) + 8
     x0 = label_w + plot_w / 2
@@ -220,6 +226,39 @@ def forest_svg(claims: list[dict], title: str) -> str:
     return "".join(out)
 
 
+def distinguish(claims: list[dict]) -> list[str]:
+    """Each claim's name as a row shows it, ``compared · task``, and where two rows would read alike, what differs
+    between them: the metric (TAPE's three "tape vs no-eq · peeval_shift_stability" rows), else the claim (CoPE's
+    counting with 1, 3 and 5 variables)."""
+    names = [f"{c['compared']} · {c['task']}" for c in claims]
+    for key in ("metric", "claim_id"):
+        alike: dict[str, list[int]] = {}
+        for i, name in enumerate(names):
+            alike.setdefault(name, []).append(i)
+        for rows in alike.values():
+            said = [str(claims[j].get(key, "")).split(":", 1)[0] for j in rows]  # a claim: its id without the pair
+            if len(set(said)) > 1:
+                for j, what in zip(rows, said, strict=True):
+                    names[j] += f" · {what}"
+    return names
+
+
+def paper_summary(state: dict[str, list]) -> list[tuple[str, str, int]]:
+    """One paper's answer in one line, (words, css class, count): reproduced, contradicted, inconclusive (with the
+    pairs that hold at initialisation), not decidable (not learned, no contrast, not decidable here), not measured;
+    every count shown, zero included."""
+    n = {k: len(v) for k, v in state.items()}
+    out = [("reproduced", "ok", n["reproduced"]), ("contradicted", "bad", n["contradicted"]),
+           ("inconclusive", "unk", n["inconclusive"])]  # fmt: skip
+    if n[AT_INIT]:
+        out.append((AT_INIT, "ai", n[AT_INIT]))
+    parts = [f"{n[k]} {k}" for k in UNDECIDABLE if n[k]]
+    words = f"not decidable ({', '.join(parts)})" if parts else "not decidable"
+    out.append((words, "nd", sum(n[k] for k in UNDECIDABLE)))
+    out.append(("not measured", "nm", n["not measured"]))
+    return out
+
+
 def shown_task(task: str, run_ids: list[str], labels: dict[tuple[str, str], str]) -> str:
     """A claim's task with what its runs read (``labels``: (run_id, task) -> ``peeval.records.task_label``), so
     that a claim judged on the mirror's stand-in for a corpus never reads as one on the corpus itself."""
@@ -249,9 +288,11 @@ def render_claims_page(
     papers = []
     for paper in sorted({str(c["paper"]) for c in claims}, key=lambda p: (PAPER_ORDER + (p,)).index(p)):
         mine = [c for c in claims if str(c["paper"]) == paper]
-        state = {k: [_row(c, values) for c in mine if c["verdict"] == k] for k in VERDICT_CLASS}
+        shown = dict(zip((id(c) for c in mine), distinguish(mine), strict=True))
+        state = {k: [_row(c, values, shown[id(c)]) for c in mine if c["verdict"] == k] for k in VERDICT_CLASS}
         decided = [r for k in DECIDED for r in state[k]]
-        other = [_row(c, values) for c in mine if c["verdict"] not in VERDICT_CLASS]  # an unknown word: shown, last
+        # an unknown word: shown, last
+        other = [_row(c, values, shown[id(c)]) for c in mine if c["verdict"] not in VERDICT_CLASS]
         measured = [c for c in mine if c["verdict"] in (*DECIDED, "inconclusive")]
         measured.sort(key=lambda c: list(VERDICT_CLASS).index(c["verdict"]))
         answer = [(k, VERDICT_CLASS[k], len(state[k])) for k in VERDICT_CLASS if state[k]]
@@ -259,6 +300,7 @@ def render_claims_page(
         fam = sorted({(str(c["family"]), int(c["family_m"]), registered.get(str(c["family"]).rsplit(" @ ", 1)[-1], ""))
                       for c in mine if c.get("family") and c.get("family_m")})  # fmt: skip
         papers.append({"name": paper, "answer": answer, "decided": decided, "family": fam,
+                       "summary": paper_summary(state),
                        "inconclusive": state["inconclusive"] + state[AT_INIT] + other,
                        "undecidable": state["not decidable here"],
                        "unlearned": state["not learned at this scale"], "flat": state["no contrast at this setting"],
@@ -273,7 +315,8 @@ def render_claims_page(
         for r in p["decided"]:
             r["sensitivity"] = lines.get(r["claim_id"], "")
     return pages.render("claims.html", title="claims: the papers' headline results, measured by peeval", prefix="",
-                        links=pages.nav(True, hidden), counts=counts, papers=papers, aa=aa, scale=SCALE)  # fmt: skip
+                        links=pages.nav(True, hidden), counts=counts, papers=papers, aa=aa, scale=SCALE,
+                        fold=FOLD_PAIRS)  # fmt: skip
 
 
 def aa_decides(row: dict, alpha: float = ALPHA) -> str:

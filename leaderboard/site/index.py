@@ -10,7 +10,7 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from leaderboard.site import charts, claims_page, front, pages
+from leaderboard.site import charts, claims_page, controls, front, pages
 from leaderboard.site.budget import budget_line
 from leaderboard.site.context import Page, SiteStore, fmt, natural_key
 from leaderboard.site.stats import Board, board, cell_claims, column_tier, run_claims
@@ -55,10 +55,11 @@ def _name_cell(name: str, mine: dict[str, str]) -> Cell:
     return Cell(name, name, cls="yours", sub=mine[name]) if name in mine else Cell(name, name)
 
 
-def leaderboard_table(store: SiteStore, b: Board, claims: list[dict], tid: str, first: str) -> pages.Markup:
+def leaderboard_table(store: SiteStore, b: Board, claims: list[dict], tid: str, first: str, *,
+                      table_cls: str = "sticky", best_bold: bool = True) -> pages.Markup:  # fmt: skip
     """Mean ± stderr (seeds), with its support beside every number: the scored tokens of a perplexity, the
     examples of an accuracy. Bold = best in a column, only among cells with a standard error (a number
-    without one is never 'best')."""
+    without one is never 'best'); none with ``best_bold`` False (the untrained controls compete for nothing)."""
     stats = b.stats
     if not stats:
         return pages.Markup(pages.render("board.html", table=None))
@@ -66,7 +67,7 @@ def leaderboard_table(store: SiteStore, b: Board, claims: list[dict], tid: str, 
     for label, low in zip(b.labels, b.lower):
         vs = [s[label].value for s in stats.values() if label in s and math.isfinite(s[label].value)
               and s[label].stderr is not None]  # fmt: skip
-        if len(vs) > 1:
+        if len(vs) > 1 and best_bold:
             best[label] = min(vs) if low else max(vs)
     tables = store.position_tables()
     headers = [first] + [f"{lab} {'↓' if low else '↑'}" for lab, low in zip(b.labels, b.lower)]
@@ -99,7 +100,7 @@ def leaderboard_table(store: SiteStore, b: Board, claims: list[dict], tid: str, 
             used = cell_claims(b, claims, label, {v[4] for v in vals})
             row.append(Cell(fmt(s.value), s.value, cls=cls, se=se, sub=", ".join(support), claims=used))
         rows.append(row)
-    return table(store, tid, headers, rows, table_cls="sticky", wide=True)
+    return table(store, tid, headers, rows, table_cls=table_cls, wide=True)
 
 
 def front_columns(b: Board) -> list[front.Column]:
@@ -350,8 +351,11 @@ def render(store: SiteStore) -> Page:
     profiles = {(published_profile(r["source"]), r["machine"]) for r in runs}
     published = sorted((p, m) for p, m in profiles if p is not None)
     claims = run_claims(store)
-    main = board(store, ("pretrain", "diagnostic"))
+    # the runs' untrained step-0 controls: a band of their own, out of the answer and of every count (controls.py)
+    main, untrained = controls.split(board(store, ("pretrain", "diagnostic")))
     encodings = leaderboard_table(store, main, claims, "leaderboard", "encoding")
+    step0 = (leaderboard_table(store, untrained, claims, "controls", "untrained control (step 0)",
+                               table_cls="sticky controls", best_bold=False) if untrained.stats else None)  # fmt: skip
     tiers = sorted({column_tier(main.chosen[lab][0]) for lab in main.chosen})
 
     # the answer first: this machine's runs against its RoPE (a published profile's only where none ran here),
@@ -379,7 +383,7 @@ def render(store: SiteStore) -> Page:
         papers=papers, scale_n=sum(p["scale"] for p in papers), vs_rope=vs, picture=info.get("picture"),
         baseline=info["baseline"], level=int(front.LEVEL * 100),
         columns_text=", then ".join(kinds), encodings=encodings,
-        extension=extension, all_runs=all_runs,
+        extension=extension, all_runs=all_runs, controls=step0, n_controls=len(untrained.stats),
         published=[(str(p), str(m)) for p, m in published], claims=bool(store.claims_html),
         yours=sorted(yours(store)),
     )  # fmt: skip

@@ -39,14 +39,17 @@ FROM runs WHERE pe IS NOT NULL GROUP BY name, pe;
 CREATE TEMP VIEW site_name_sources AS SELECT DISTINCT name, source, size, task_setting FROM runs;
 CREATE TEMP VIEW site_runs AS SELECT * FROM runs;
 
--- the budget line: the pretraining scale and the diagnostics' budgets, per source
+-- the budget line: the pretraining scale and the diagnostics' budgets, per source; a run's step-0 control (issue 67)
+-- is no encoding and spent no budget
 CREATE TEMP VIEW site_pretrain_budget AS
 SELECT r.source, e.params, e.steps, e.tokens, r.name, r.seed, r.size
-FROM runs r JOIN efficiency e USING (checkpoint) WHERE r.kind = 'pretrain' AND e.task IS NULL;
+FROM runs r JOIN efficiency e USING (checkpoint) WHERE r.kind = 'pretrain' AND e.task IS NULL
+  AND json_extract_string(e.summary, '$.control') IS DISTINCT FROM 'step0';
 CREATE TEMP VIEW site_diagnostic_budget AS
 SELECT r.source, e.task, min(e.steps) s, min(e.tokens) t, count(DISTINCT r.seed) k,
        string_agg(DISTINCT r.pe, ', ' ORDER BY r.pe) pes
-FROM runs r JOIN efficiency e USING (checkpoint) WHERE r.kind = 'diagnostic' GROUP BY r.source, e.task;
+FROM runs r JOIN efficiency e USING (checkpoint) WHERE r.kind = 'diagnostic'
+  AND json_extract_string(e.summary, '$.control') IS DISTINCT FROM 'step0' GROUP BY r.source, e.task;
 
 -- the pipeline's own models, its extended rope model included (params.base_train: same tokenizer)
 CREATE TEMP VIEW site_here_names AS

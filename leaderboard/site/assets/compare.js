@@ -29,7 +29,7 @@
   function esc(s) { var d = document.createElement('div'); d.textContent = s == null ? '' : String(s); return d.innerHTML; }
   function num(v, digits) { return v == null ? '–' : (Math.abs(v) >= 1000 ? v.toFixed(0) : v.toPrecision(digits || 4)); }
   function table(head, rows) {
-    return '<div class="wide"><table class="compare"><thead><tr>' + head.map(function (h) { return '<th>' + esc(h) + '</th>'; }).join('') +
+    return '<div class="wide"><table class="compare"><thead><tr>' + head.map(function (h) { return '<th>' + esc(h).split(/(\s+)/).map(function (w) { return /[-\/\u2010\u2013\u2014]/.test(w) ? '<span class="nw">' + w + '</span>' : w; }).join('') + '</th>'; }).join('') +
       '</tr></thead><tbody>' + rows.map(function (r) { return '<tr>' + r.join('') + '</tr>'; }).join('') + '</tbody></table></div>';
   }
   // names with numbers in them sort as numbers: ppl@256, ppl@1024, ppl@2048 (not @1024, @2048, @256)
