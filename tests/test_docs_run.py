@@ -222,11 +222,3 @@ def test_doc_command_runs_as_written(clone, k, edits):
         assert (clone / "results" / "my-model" / "results.json").is_file(), out[-2000:]
     if k.startswith("make site SITE_PROFILE=cpu"):
         assert (clone / "build" / "site-cpu" / "site" / "index.html").is_file(), out[-2000:]
-
-
-def test_training_md_names_the_cpu_tokenizers_size():
-    """docs/training.md said `byte-level BPE (2048)` for `peeval tokenizer --profile cpu`, which trains 512 tokens."""
-    from peeval.training.profiles import get_profile
-
-    line = next(li for _, li in doc_lines() if li.startswith("peeval tokenizer --out ckpt/tok --profile cpu"))
-    assert f"byte-level BPE ({get_profile('train', 'cpu')['vocab_size']})" in line, line
