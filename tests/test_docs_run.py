@@ -6,7 +6,8 @@ offline mirror named (PEEVAL_DATA_MIRROR), or excluded below with the reason. Wh
 it: the doc's placeholders (CKPT, DIR) named, a smoke profile for a cpu one, a `--limit` injected. A command added
 to the docs fails :func:`test_every_doc_command_is_run_or_excluded_with_a_reason` until it is listed.
 
-The whole run is ``slow`` (~20 min on 2 shared cores); the default suite keeps the listing check and one cheap line.
+The whole run is ``slow`` (22 lines, 31 min on 2 cores shared with other work); the default suite keeps the listing
+check and one cheap line.
 """
 
 from __future__ import annotations
