@@ -7,6 +7,7 @@ kernels.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 logger = logging.getLogger("peeval")
@@ -18,3 +19,27 @@ def log_once(msg: str) -> None:
     if msg not in _said:
         _said.add(msg)
         logger.warning(msg)
+
+
+class _Below(logging.Filter):
+    def __init__(self, level: int, part: str | None):
+        super().__init__()
+        self.level, self.part = level, part
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= self.level or (self.part is not None and self.part not in record.getMessage())
+
+
+@contextlib.contextmanager
+def muted(name: str, level: int = logging.ERROR, part: str | None = None):
+    """Drop ``name``'s records below ``level`` (only those containing ``part``, when given) while the block runs.
+
+    A filter, never ``setLevel``: transformers reads its loggers' levels to decide what to check (a level set to
+    ERROR made every load verify a tensor-parallel plan peeval's models do not use, and print the unsharded layers)."""
+    log = logging.getLogger(name)
+    f = _Below(level, part)
+    log.addFilter(f)
+    try:
+        yield
+    finally:
+        log.removeFilter(f)

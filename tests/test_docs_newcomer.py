@@ -28,3 +28,10 @@ def test_training_doc_names_the_cpu_tokenizer_size_of_the_profile():
     cpu_vocab = profiles["train"]["cpu"]["vocab_size"]
     line = next(x for x in (ROOT / "docs/training.md").read_text().splitlines() if "--profile cpu" in x and "BPE" in x)
     assert re.search(r"BPE \((\d+)\)", line).group(1) == str(cpu_vocab), line
+
+
+def test_readme_says_how_long_make_test_takes():
+    """Issue 68 item 12: the README's `make test` line gave no duration (the default suite: ~30 min on 2 cores)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    line = next(x for x in readme.splitlines() if x.startswith("make test "))
+    assert re.search(r"~?\d+ (min|h)\b", line), line

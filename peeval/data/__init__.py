@@ -25,10 +25,13 @@ import dataclasses
 import hashlib
 import importlib
 import json
+import logging
 import os
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+
+from .._log import muted
 
 #: hub datasets the mirror replaces with a local corpus of the same schema
 LOCAL = {
@@ -421,6 +424,11 @@ def patch_lm_eval_tasks(task_module=None) -> None:
     def routed(self, dataset_kwargs=None, **kwargs):
         hub_id = getattr(self, "DATASET_PATH", None)
         self._peeval_read_from = hub_id
+        if callable(getattr(self.config, "custom_dataset", None)) and _is_peeval_task(self):
+            # lm-eval's hint on every custom dataset names RULER's `max_seq_lengths`, a key peeval's tasks do not
+            # read (they name their own: a misspelt one is refused with the closest); lm-eval's own tasks keep it
+            with muted("lm_eval.api.task", logging.ERROR, "Custom kwargs can be passed"):
+                return original(self, dataset_kwargs, **kwargs)
         if callable(getattr(self.config, "custom_dataset", None)) or not isinstance(hub_id, str) or not hub_id:
             return original(self, dataset_kwargs, **kwargs)
         name = getattr(self, "DATASET_NAME", None)

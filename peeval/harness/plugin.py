@@ -25,6 +25,7 @@ from tqdm import tqdm
 
 import peeval.models  # noqa: F401  (registers model_type "peeval" with the Auto classes)
 from peeval._io import check_safetensors
+from peeval._log import muted
 from peeval.data import patch_lm_eval_tasks
 
 patch_lm_eval_tasks()  # lm-eval's own tasks load from the mirror (also done by the import hook)
@@ -166,7 +167,9 @@ class PeevalHFLMBase(HFLM):
             from accelerate import PartialState
 
             PartialState(cpu=True)
-        super().__init__(pretrained=pretrained, device=_device(device), **kwargs)
+        # backend: every model peeval wraps is causal (HFLM guesses from transformers' auto-class lists, where
+        # peeval's model_type is not, and warns on every run)
+        super().__init__(pretrained=pretrained, device=_device(device), backend="causal", **kwargs)
         acc = getattr(self, "accelerator", None)
         if cpu_ranks and acc is not None and acc.num_processes > 1 and self._world_size == 1:
             # HFLM enables its data-parallel path (each rank scores a share of the requests,
@@ -201,7 +204,10 @@ class PeevalHFLMBase(HFLM):
                     f"{gen} generated tokens exceeds max_length={self.max_length}: it would be left-truncated and "
                     f"its pass key cut off; set model_args max_length >= {n + gen}"
                 )
-        return super().generate_until(requests, disable_tqdm)
+        # a max_length above the training length is the reader's choice (extrapolation is what is measured), and
+        # no prompt is truncated (above): transformers' "friendly reminder" that generation passed it says nothing
+        with muted("transformers.generation.stopping_criteria", logging.ERROR, "friendly reminder"):
+            return super().generate_until(requests, disable_tqdm)
 
     # -- perplexity by length (peeval_ppl_*; the protocols' token plans: peeval.perplexity) ----------------
     #: tokens per batch of windows (one length per batch) on an accelerator and on a CPU (there one window per

@@ -10,8 +10,9 @@ naming the tensors and the checkpoint.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable
+
+from .._log import muted
 
 SHOWN = 4  # tensor names shown in the message
 
@@ -55,13 +56,8 @@ def load_complete(auto_cls, pretrained, *args, allow_unexpected: Callable[[str],
     ``allow_unexpected(name)``: tensors the caller leaves out on purpose (layers cut by ``max_layers``).
     """
     kwargs = {**kwargs, "output_loading_info": True, "ignore_mismatched_sizes": True}
-    report = logging.getLogger("transformers.modeling_utils")  # its load report: what we raise, in one line
-    level = report.level
-    report.setLevel(logging.ERROR)
-    try:
+    with muted("transformers.modeling_utils"):  # its load report: what we raise, in one line
         model, info = auto_cls.from_pretrained(pretrained, *args, **kwargs)
-    finally:
-        report.setLevel(level)
     where = str(pretrained) + (f" ({kwargs['gguf_file']})" if kwargs.get("gguf_file") else "")
     unexpected = [k for k in info.get("unexpected_keys") or () if not (allow_unexpected and allow_unexpected(k))]
     errors = list(info.get("error_msgs") or ())
