@@ -151,8 +151,11 @@ def _pair(con, pope=POPE, rope=ROPE):
 
 
 def _curve(con, ck, points):
-    """``points``: (step, loss, accuracy or None)."""
+    """``points``: (step, loss, accuracy or None); a curve without accuracies is written as an older one was."""
     for step, loss, acc in points:
+        if acc is None:
+            con.execute("INSERT INTO training_curves (checkpoint, step, val_loss) VALUES (?, ?, ?)", [ck, step, loss])
+            continue
         con.execute("INSERT INTO training_curves (checkpoint, step, val_loss, val_exact_match) VALUES (?, ?, ?, ?)",
                     [ck, step, loss, acc])  # fmt: skip
 
@@ -239,3 +242,45 @@ def test_a_curve_of_losses_only_is_judged_relative_to_the_loss(tmp_path, factor,
         assert f"{factor * 0.05:.1%} of its loss over 0.25 of its steps" in why and "losses only" in why, why
     else:
         assert row["verdict"] == "reproduced" and "under-trained" not in why, why
+
+
+# --------------------------------------------------------------------------- the curves' accuracy, the profiles
+def test_a_curves_accuracy_column_is_read_and_an_older_curve_stays_readable(tmp_path):
+    """train_curve.csv with val_exact_match (a diagnostic's, issue 67) and without (every curve before it): both
+    ingest; the column is NULL where absent or at steps without validation; an accuracy outside [0, 1] is refused."""
+    from leaderboard.ingest.checkpoints import _curve_rows
+    from leaderboard.ingest.values import IngestError
+
+    old, new, bad = tmp_path / "old.csv", tmp_path / "new.csv", tmp_path / "bad.csv"
+    old.write_text("step,tokens,lr,train_loss,val_loss,elapsed_s\n1,8,0.001,2.0,,0.1\n2,16,0.001,1.9,1.8,0.2\n")
+    new.write_text("step,tokens,lr,train_loss,val_loss,elapsed_s,val_exact_match\n1,8,0.001,2.0,,0.1,\n"
+                   "2,16,0.001,1.9,1.8,0.2,0.375000\n")  # fmt: skip
+    bad.write_text("step,tokens,lr,train_loss,val_loss,elapsed_s,val_exact_match\n2,16,0.001,1.9,1.8,0.2,1.5\n")
+    assert [r["val_exact_match"] for r in _curve_rows(old, "ck")] == [None, None]
+    assert [r["val_exact_match"] for r in _curve_rows(new, "ck")] == [None, 0.375]
+    with pytest.raises(IngestError, match="val_exact_match"):
+        _curve_rows(bad, "ck")
+
+
+def _validations_in_last_30(steps: int, every: int) -> int:
+    """Validations (every ``every`` steps and at the end, as loop.fit) at steps >= 70 % of ``steps``."""
+    at = {k for k in range(every, steps + 1, every)} | {steps}
+    return sum(k >= 0.7 * steps for k in at)
+
+
+def test_the_training_profiles_validate_three_times_in_the_last_30_percent():
+    """Issue 67: the cpu, gpu and paper profiles (peeval/training/profiles.yaml), params/cpu.yaml's diagnostic rungs,
+    cpu-claims' 4 x 32 ladder (329 steps) and params/gpu-diag.yaml's per-task budgets (smoke: plumbing, 6 steps)."""
+    from peeval.training.profiles import get_profile
+
+    got = {}
+    for kind in ("train", "diag"):
+        for name in ("cpu", "gpu", "paper"):
+            prof = get_profile(kind, name, {})
+            got[f"{kind}/{name}"] = _validations_in_last_30(prof["steps"], prof["eval_every"])
+    got["train/cpu 4x32 (329 steps)"] = _validations_in_last_30(329, get_profile("train", "cpu", {})["eval_every"])
+    root = C.DEFAULT_PATH.parents[2] / "params"
+    for f in ("cpu.yaml", "gpu-diag.yaml"):
+        for task, s in yaml.safe_load((root / f).read_text())["diagnostics"]["train"]["task_set"].items():
+            got[f"{f} {task}"] = _validations_in_last_30(s["steps"], s["eval_every"])
+    assert len(got) >= 13 and all(n >= 3 for n in got.values()), got
