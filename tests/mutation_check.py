@@ -33,6 +33,7 @@ FILES = [
     "leaderboard/claims/decision.py",
     "leaderboard/claims/replication.py",
     "leaderboard/claims/learned.py",
+    "leaderboard/claims/convergence.py",
     "leaderboard/claims/verdicts.py",
     "leaderboard/claims/calibration.py",
     "leaderboard/claims/sensitivity.py",
@@ -70,8 +71,8 @@ def _points(tree: ast.AST) -> list[tuple[str, ast.AST, str]]:
                 isinstance(node, ast.Constant) and type(node.value) in (int, float) and not isinstance(node.value, bool)
             ):
                 out.append((fn.name, node, "num"))
-        if fn.name in ("not_learned", "not_converged", "extension_not_learned", "scrolls_not_learned", "no_contrast",
-                       "_undertrained", "_positive_controls"):  # fmt: skip
+        if fn.name in ("not_learned", "lm_not_learned", "convergence", "extension_not_learned",
+                       "scrolls_not_learned", "no_contrast", "_undertrained", "_positive_controls"):  # fmt: skip
             out.append((fn.name, fn, "gate"))
     out.sort(key=lambda p: (p[1].lineno, p[1].col_offset, p[2]))
     return out
@@ -100,7 +101,11 @@ def mutants(path: Path) -> list[tuple[str, str, str]]:
             what = f"{node.value!r} -> {node.value + 1!r}"
             node.value = node.value + 1
         else:  # a gate that never fires
-            ret = ast.Return(value=ast.Constant(value=None if node.name == "_positive_controls" else ""))
+            nothing = {
+                "_positive_controls": ast.Constant(value=None),  # convergence: (block, note)
+                "convergence": ast.Tuple(elts=[ast.Constant(value=""), ast.Constant(value="")], ctx=ast.Load()),
+            }
+            ret = ast.Return(value=nothing.get(node.name, ast.Constant(value="")))
             node.body = [ret]
             what = "gate returns nothing"
         out.append((f"{path.relative_to(ROOT)}:{node.lineno} {fname}: {what}", fname, ast.unparse(tree)))

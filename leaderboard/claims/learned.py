@@ -32,6 +32,10 @@ from .stats import run_value
 
 #: examples of the generator's test split the majority-answer baseline is counted on
 BASELINE_EXAMPLES = 2000
+#: a run at or above this in-distribution accuracy has learned its task: never "not learned", and a falling loss
+#: there is polish, never "still improving" (issue 67: CoPE selective copy seed 2, 0.1958 -> 0.0005 nats at
+#: accuracy 1.00, was flagged)
+LEARNED_CEILING = 0.99
 
 
 def in_distribution_task(c: Claim) -> tuple[str, str] | None:
@@ -89,7 +93,8 @@ def not_learned(ev: Evidence, name: str, store: Store) -> str:
             bits.append(f"{side}: no in-distribution number")
             short = True
             continue
-        below = sum(v < need for v in vals)
+        below = sum(v < need and v < LEARNED_CEILING for v in vals)  # a run at the ceiling learned it, whatever
+        # the majority answer (issue 67)
         short |= below > 0
         bits.append(f"{side} {' '.join(f'{v:.3f}' for v in vals)} ({below} of {len(vals)} runs below)")
     if not short:
@@ -97,59 +102,53 @@ def not_learned(ev: Evidence, name: str, store: Store) -> str:
     return (
         f"not learned at this scale: in-distribution {metric} ({got[1]}) per run {'; '.join(bits)}; the criterion, "
         f"for every run, is the majority answer's {base:.3f} + {c.learned_margin:g} = {need:.3f} (claims.yaml "
-        "learned_margin)"
+        f"learned_margin), or {LEARNED_CEILING:g}"
     )
 
 
-#: a run at or above this in-distribution accuracy has learned its task: a falling loss there is polish, never
-#: "still improving" (issue 67: CoPE selective copy seed 2, 0.1958 -> 0.0005 nats at accuracy 1.00, was flagged)
-LEARNED_CEILING = 0.99
+def text_pretraining(summary: dict) -> bool:
+    """A ``peeval train`` text-pretraining summary (an encoding, no diagnostic task, no adapt method)."""
+    s = summary or {}
+    return s.get("pe") is not None and s.get("task") is None and s.get("method") is None and "tokens" in s
 
 
-def not_converged(ev: Evidence, name: str, store: Store) -> str:
-    """Why the pair is blocked because its trailing side was still improving at its end ('' when it was not, or no
-    run records two validations). One-sided (issue 67): only the side behind on the claim's in-distribution metric
-    (seed means) can have its gap closed or flipped by more training; the side ahead still improving only widens it.
-    A run of that side is still improving when its validation loss fell by more than claims.yaml's
-    ``converge_tolerance`` (nats per scored token) between its last two validations and its in-distribution
-    accuracy is below ``LEARNED_CEILING``. The label says "baseline under-trained", with the side, each run's slope
-    and the gap. A baseline still learning when training stopped is a budget effect, not the encoding's (issue 55:
-    learned PE on flip-flop, 0.63 -> 0.44 while RoPE and CoPE sat at 1e-4)."""
+def _positive(x) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < math.inf else None
+
+
+def lm_not_learned(ev: Evidence, name: str, store: Store) -> str:
+    """Why the pair's language models are "not learned at this scale" ('' when every text-pretrained run of both
+    sides learned, or none is one): judged by outcome (issue 67), a run learned when its final validation log
+    perplexity is below its unigram log perplexity (``unigram_val_ppl``: the training tokens' frequencies scored on
+    the validation tokens, both in its training summary) by claims.yaml's ``lm_learned_margin``; a run recording
+    neither is no evidence that it learned. Any claim on such models, not only perplexity ones: an untrained model
+    has no property worth comparing. The final validation ppl is the run's outcome: its curve's last validation
+    (``train_val`` ppl), else its summary's ``final_val_ppl``. A step-0 control is judged with its trained run's
+    record (``controls.control_store`` copies its summary): this gate asks whether the pair's models were trained;
+    the control's outcomes on the claim's metric are its own, so a pair that holds at initialisation still shows
+    as such, and a control is never "not learned" for being untrained, which it is by design."""
     c = ev.claim
-    got = in_distribution_task(c)
-    if got is None:
-        return ""
-    metric = ev.metrics.get(name) or c.metric
-    means = {}
-    for side in (c.focus, name):
-        vals = seed_values(store, ev.units[side], got[1], metric)
-        means[side] = sum(vals) / len(vals) if vals else None
-    if means[c.focus] is not None and means[name] is not None and means[c.focus] != means[name]:
-        trailing = [c.focus if means[c.focus] < means[name] else name]  # accuracies: the lower is behind
-    else:
-        trailing = [c.focus, name]  # no gap to read: either side's training could move it
     bits = []
-    for side in trailing:
+    for side in (c.focus, name):
         for unit in ev.units[side]:
-            run = store.runs.get(unit[0], {}) if unit else {}
-            curve = store.curves.get(str(run.get("checkpoint")), [])
-            if len(curve) < 2 or curve[-2][1] - curve[-1][1] <= c.converge_tolerance:
+            r = store.runs.get(unit[0], {}) if unit else {}
+            s = r.get("summary") or {}
+            if not text_pretraining(s):
                 continue
-            acc = run_value(store, unit, got[1], metric)
-            if acc is not None and float(acc[0]) >= LEARNED_CEILING:
-                continue
-            (s0, l0), (s1, l1) = curve[-2], curve[-1]
-            slope = (l1 - l0) / max(1, s1 - s0) * 1000
-            bits.append(f"{side} seed {run.get('seed')}: {l0:.4f} at step {s0} -> {l1:.4f} at step {s1} "
-                        f"({slope:+.3g} nats per 1,000 steps)")  # fmt: skip
+            scored = None if r.get("control_of") else run_value(store, unit, "train_val", "ppl")  # its curve's last
+            # validation, an outcome (a control: its trained run's record, below)
+            ppl = _positive(scored[0] if scored else s.get("final_val_ppl"))
+            uni = _positive(s.get("unigram_val_ppl"))
+            if ppl is None or uni is None:
+                bits.append(f"{side} seed {r.get('seed')}: no final validation ppl and unigram ppl recorded")
+            elif (gain := math.log(uni) - math.log(ppl)) < c.lm_learned_margin:
+                bits.append(f"{side} seed {r.get('seed')}: validation ppl {ppl:.4g} vs unigram {uni:.4g} "
+                            f"({gain:+.3f} nats)")  # fmt: skip
     if not bits:
         return ""
-    gap = (f"; gap {c.focus} − {name} = {means[c.focus] - means[name]:+.3f} ({metric}, seed means)"
-           if means[c.focus] is not None and means[name] is not None else "")  # fmt: skip
-    return (f"not learned at this scale: baseline under-trained ({', '.join(trailing)} behind and still improving "
-            f"at the end of training: validation loss fell by more than claims.yaml converge_tolerance = "
-            f"{c.converge_tolerance:g} nats between the last two validations, below {LEARNED_CEILING:g} "
-            f"in-distribution accuracy): " + "; ".join(bits) + gap)  # fmt: skip
+    return (f"not learned at this scale: a language model learned when its final validation log ppl is below its "
+            f"unigram log ppl by claims.yaml lm_learned_margin = {c.lm_learned_margin:g} nats: "
+            + "; ".join(bits))  # fmt: skip
 
 
 def no_contrast(ev: Evidence, name: str, store: Store, diff: float | None, se: float | None) -> str:

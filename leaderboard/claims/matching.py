@@ -53,8 +53,9 @@ class Store:
     con: Any = field(default=None, repr=False)
     #: (run_id, task) -> the (source, location) of each dataset it read (task_data; none: not recorded)
     data: dict[tuple[str, str], frozenset] = field(default_factory=dict)
-    #: checkpoint -> [(step, validation loss)] in step order (training_curves): whether a run had converged
-    curves: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    #: checkpoint -> [(step, validation loss, in-distribution exact match or None)] in step order
+    #: (training_curves; the accuracy from curves that record it): whether a run had converged (``convergence``)
+    curves: dict[str, list[tuple]] = field(default_factory=dict)
     #: the runs.source judged (``local``: this pipeline's; ``published/<profile>``)
     source: str = records.LOCAL_SOURCE
     #: the runs of step-0 control checkpoints (issue 67; ``controls``): never a seed of their encoding
@@ -159,10 +160,12 @@ def read_store(con, source: str = records.LOCAL_SOURCE) -> Store:
                 put(run_id, records.diag_task(task, split), records.diag_cell_metric(name), acc, None, n)
     if "training_curves" in tables and runs:
         by_ckpt, curves = {}, {}
-        q = "SELECT checkpoint, step, val_loss FROM training_curves WHERE val_loss IS NOT NULL ORDER BY step"
-        for ckpt, step, loss in con.execute(q).fetchall():
+        cols = {d[0] for d in con.execute("SELECT * FROM training_curves LIMIT 0").description}
+        em = "val_exact_match" if "val_exact_match" in cols else "NULL"  # a store written before the column
+        q = f"SELECT checkpoint, step, val_loss, {em} FROM training_curves WHERE val_loss IS NOT NULL ORDER BY step"
+        for ckpt, step, loss, acc in con.execute(q).fetchall():
             by_ckpt[str(ckpt)] = loss  # the last evaluated step wins
-            curves.setdefault(str(ckpt), []).append((int(step), float(loss)))
+            curves.setdefault(str(ckpt), []).append((int(step), float(loss), None if acc is None else float(acc)))
         for run_id, r in (runs | controls).items():
             loss = by_ckpt.get(str(r.get("checkpoint")))
             if loss is not None:

@@ -83,9 +83,16 @@ class Claim:
     #: a diagnostic side "learned" its task when its in-distribution accuracy beats the majority answer by this
     #: (claims.yaml's top-level ``learned_margin``, one for every claim; ``learned``)
     learned_margin: float = 0.1
-    #: a diagnostic run still improving at its end by more than this (validation loss, nats per scored token,
-    #: between its last two validations) is "not learned at this scale" (claims.yaml ``converge_tolerance``)
+    #: a diagnostic run whose curve records only losses is still improving when its recent slope, extrapolated over
+    #: ``converge_horizon`` of its steps, would lower its validation loss by more than this fraction of it
+    #: (claims.yaml ``converge_tolerance``; ``convergence``)
     converge_tolerance: float = 0.05
+    #: the share of a run's own steps its recent slope is extrapolated over: the trailing side blocks a pair only
+    #: when that much more training could close or flip the gap (claims.yaml ``converge_horizon``; ``convergence``)
+    converge_horizon: float = 0.25
+    #: a text-pretrained language model learned when its final validation log perplexity is below its unigram
+    #: log perplexity by this (nats; claims.yaml ``lm_learned_margin``; ``learned.lm_not_learned``)
+    lm_learned_margin: float = 0.5
     #: an extension (``method`` variants of the pipeline's own model) whose perplexity at its new training length is
     #: not below the unextended base's by this (log ppl, nats) is "not learned" (claims.yaml ``extension_margin``)
     extension_margin: float = 0.05
@@ -302,11 +309,15 @@ def validate(data: Any, source: str = "claims") -> list[Claim]:
     if not (_num(margin) and 0 <= margin < 1):
         raise ClaimsError(f"{source}: field 'learned_margin' must be a number in [0, 1), not {margin!r}")
     knobs = {}
-    for key, default in (("converge_tolerance", 0.05), ("extension_margin", 0.05)):
+    for key, default in (("converge_tolerance", 0.05), ("extension_margin", 0.05), ("lm_learned_margin", 0.5)):
         v = data.get(key, default)
         if not (_num(v) and 0 < v < 10):
             raise ClaimsError(f"{source}: field {key!r} must be a number in (0, 10), not {v!r}")
         knobs[key] = float(v)
+    horizon = data.get("converge_horizon", 0.25)
+    if not (_num(horizon) and 0 < horizon <= 1):
+        raise ClaimsError(f"{source}: field 'converge_horizon' must be a number in (0, 1], not {horizon!r}")
+    knobs["converge_horizon"] = float(horizon)
     fams = data.get("families", {})
     if not isinstance(fams, dict) or not all(
         isinstance(k, str) and isinstance(v, list) and all(isinstance(x, str) for x in v) for k, v in fams.items()

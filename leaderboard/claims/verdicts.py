@@ -40,8 +40,9 @@ from peeval import records
 from . import decision as D
 from . import replication as R
 from .controls import AT_INIT  # a decided pair that its step-0 untrained controls decide too (issue 67)
+from .convergence import convergence
 from .decision import p_value, verdict  # the rule's arithmetic: decision.py owns it
-from .learned import extension_not_learned, no_contrast, not_converged, not_learned, scrolls_not_learned
+from .learned import extension_not_learned, lm_not_learned, no_contrast, not_learned, scrolls_not_learned
 from .matching import Evidence, Store, find_runs, measured_length, read_store
 from .profiles import measured_in
 from .schema import DEFAULT_PATH, Claim, load_claims, option_defaults
@@ -266,6 +267,9 @@ def _row(
     p = p_value(d.diff, d.se, d.df, kind, c.tolerance, d.p)
     notes = list(d.notes)
     v, where, how = "inconclusive", None, None
+    converged = convergence(ev, name, store) if fe and oe else ("", "")
+    if converged[1]:
+        notes.append(converged[1])  # too few validations to judge: said, never a block
     window = _window(c, ev.metrics[name], store, fe.run_ids + oe.run_ids) if fe and oe and c.beyond_window else None
     if window:
         notes.append(window[1])
@@ -277,7 +281,8 @@ def _row(
                      "budget")  # fmt: skip
     elif why := (
         not_learned(ev, name, store)
-        or not_converged(ev, name, store)
+        or lm_not_learned(ev, name, store)
+        or converged[0]
         or extension_not_learned(ev, name, store)
         or scrolls_not_learned(ev, name, store)
     ):

@@ -7,7 +7,7 @@ import csv
 import json
 from pathlib import Path
 
-from peeval.records import CURVE_COLUMNS
+from peeval.records import CURVE_COLUMNS, CURVE_EXTRA_COLUMNS
 
 from .rows import CheckpointRows, CurveRow, EfficiencyRow
 from .values import IngestError, real, rel, summary, whole
@@ -92,6 +92,8 @@ def _curve_rows(curve: Path, key: str | None) -> list[CurveRow]:
                 row["tokens"] = whole(r["tokens"], f"line {i}, column 'tokens'")
                 for c in CURVE_COLUMNS[2:]:  # lr, train_loss, val_loss, elapsed_s
                     row[c] = real(r[c], f"line {i}, column {c!r}")
+                for c in CURVE_EXTRA_COLUMNS:  # absent from older curves: NULL
+                    row[c] = real(r[c], f"line {i}, column {c!r}", 0.0, 1.0) if c in r else None
                 out.append(row)
     except (OSError, ValueError, UnicodeDecodeError, csv.Error) as e:
         raise IngestError(f"{curve}: malformed training curve ({e})") from e

@@ -98,6 +98,7 @@ class CurveRow(TypedDict):
     train_loss: float | None
     val_loss: float | None
     elapsed_s: float | None
+    val_exact_match: float | None
 
 
 class EfficiencyRow(TypedDict):

@@ -163,7 +163,9 @@ CREATE TABLE IF NOT EXISTS training_curves (
     lr         DOUBLE,
     train_loss DOUBLE,
     val_loss   DOUBLE,              -- NULL at steps without validation
-    elapsed_s  DOUBLE
+    elapsed_s  DOUBLE,
+    val_exact_match DOUBLE          -- a diagnostic's in-distribution exact match at each validation (issue 67);
+                                    -- NULL: no validation, text pretraining, or a curve written before the column
 );
 
 -- Cost of each checkpoint: train_summary.json (pretraining / diagnostics) or adapt_summary.json.

@@ -22,6 +22,9 @@ def clip_text(text: str, limit: int) -> str:
 # ----------------------------------------------------------------------------- training curves
 #: the header of train_curve.csv, written by training and read by ingest
 CURVE_COLUMNS = ("step", "tokens", "lr", "train_loss", "val_loss", "elapsed_s")
+#: columns a diagnostic run's ``train_curve.csv`` adds after them (issue 67: its in-distribution exact match at each
+#: validation, the convergence gate's unit); optional: older curves have none
+CURVE_EXTRA_COLUMNS = ("val_exact_match",)
 
 
 # ----------------------------------------------------------------------------- number format
@@ -40,4 +43,4 @@ def fmt_number(v: Any, digits: int = 4) -> str:
     return str(v)
 
 
-__all__ = ["clip_text", "CURVE_COLUMNS", "fmt_number"]
+__all__ = ["clip_text", "CURVE_COLUMNS", "CURVE_EXTRA_COLUMNS", "fmt_number"]

@@ -202,10 +202,11 @@ def fast_fit(
         elapsed = elapsed_before + time.perf_counter() - t0
         val = None if val_loss is None else f"{val_loss:.6f}"
         rows.append(dict(step=done, tokens=tokens, lr=f"{lr:.6g}", train_loss=f"{train_loss:.6f}", val_loss=val,
-                         elapsed_s=f"{elapsed:.3f}"))  # fmt: skip
+                         elapsed_s=f"{elapsed:.3f}",
+                         val_exact_match=None if val is None else f"{last_val[1]:.6f}"))  # fmt: skip
         if saving:
             save_state(state_path, model, opt, sched, done, rows, tokens, elapsed, prof, seed, run)
-            write_curve(out_dir / "train_curve.csv", rows)
+            write_curve(out_dir / "train_curve.csv", rows, diagnostic=True)
     elapsed = elapsed_before + time.perf_counter() - t0
     if last_val is None:  # resumed at the end: evaluate once more
         last_val = evaluate_on_device(model, batches.val, b, device)
@@ -217,7 +218,7 @@ def fast_fit(
             f"training diverged (lr={prof['lr']:g}), nothing was saved; lower --set lr and train again"
         )
     save_model(model)
-    write_curve(out_dir / "train_curve.csv", rows)
+    write_curve(out_dir / "train_curve.csv", rows, diagnostic=True)
     return {
         "world_size": 1,
         "compiled": True,

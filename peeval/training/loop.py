@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from .._io import atomic_write_text
-from ..records import CURVE_COLUMNS  # the train_curve.csv header ingest reads
+from ..records import CURVE_COLUMNS, CURVE_EXTRA_COLUMNS  # the train_curve.csv header ingest reads
 from .data import Batches
 from .schedule import lr_lambda, perm_cache
 from .speed import compiled_loss, make_optimizer, use_compiled
@@ -169,12 +169,14 @@ def check_launch() -> None:
         )
 
 
-def write_curve(path: Path, rows: list[dict]) -> None:
+def write_curve(path: Path, rows: list[dict], diagnostic: bool = False) -> None:
+    """``train_curve.csv``; a diagnostic's adds its in-distribution exact match at each validation (issue 67)."""
+    cols = CURVE_COLUMNS + (CURVE_EXTRA_COLUMNS if diagnostic else ())
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CURVE_COLUMNS, lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({k: ("" if r.get(k) is None else r[k]) for k in CURVE_COLUMNS})
+        w.writerow({k: ("" if r.get(k) is None else r[k]) for k in cols})
     atomic_write_text(path, buf.getvalue())
 
 
@@ -306,6 +308,7 @@ def fit(
                     lr=f"{lr:.6g}",
                     train_loss=f"{train_loss:.6f}",
                     val_loss=None if val_loss is None else f"{val_loss:.6f}",
+                    **({} if text or val_loss is None else {"val_exact_match": f"{val_acc:.6f}"}),
                     elapsed_s=f"{elapsed:.3f}",
                 )
             )
@@ -315,7 +318,7 @@ def fit(
                 save_state(
                     state_path, acc.unwrap_model(model), opt, sched, done, rows, tokens, elapsed, prof, seed, run
                 )
-                write_curve(out_dir / "train_curve.csv", rows)
+                write_curve(out_dir / "train_curve.csv", rows, diagnostic=not text)
             if stop_after is not None and done >= stop_after and done < steps:
                 bar.close()
                 return {"interrupted_at": done}
@@ -335,7 +338,7 @@ def fit(
         )
     if acc.is_main_process:
         save_model(acc.unwrap_model(model))
-        write_curve(out_dir / "train_curve.csv", rows)
+        write_curve(out_dir / "train_curve.csv", rows, diagnostic=not text)
         if world > 1:
             print(f"peeval: checkpoint written to {out_dir} by process {rank} of {world}", file=sys.stderr)
     acc.wait_for_everyone()  # no process returns before the checkpoint is complete

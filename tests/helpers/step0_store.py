@@ -63,13 +63,24 @@ def build(root: Path, mirror: Path) -> Path:
 
 
 def with_budget(store, tokens_per_param: float = 40.0):
-    """A copy of ``store`` whose trained runs record ``tokens_per_param`` tokens per parameter (their outcomes kept)."""
+    """A copy of ``store`` whose trained runs record ``tokens_per_param`` tokens per parameter and a final validation
+    ppl 1 nat below their unigram ppl (``train_val`` and the summary: learned, past claims.yaml's
+    ``lm_learned_margin``), as if pretrained at scale; every outcome the claims compare is kept. Only the budget and
+    learned gates are passed."""
+    import math
+
     out = copy.copy(store)
     out.runs = copy.deepcopy(store.runs)
-    for r in out.runs.values():
+    out.values = dict(store.values)
+    for rid, r in out.runs.items():
         s = r.get("summary") or {}
         if s.get("params"):
             s["tokens"] = int(tokens_per_param * s["params"])
+        if s.get("unigram_val_ppl"):
+            s["final_val_ppl"] = s["unigram_val_ppl"] / math.e
+            if (rid, "train_val") in out.values:
+                out.values[(rid, "train_val")] = {**out.values[(rid, "train_val")],
+                                                  "ppl": (s["final_val_ppl"], None, None)}  # fmt: skip
     return out
 
 

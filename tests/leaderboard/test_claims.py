@@ -279,7 +279,15 @@ def test_end_to_end_verdicts_from_a_store(tmp_path):
     _metric(con, "tapeB", "peeval_shift_stability", "attn_diff@shift_ids@4", 0.0100, 0.0001)
     _metric(con, "tapeB", "peeval_shift_stability", "attn_diff@shift_ids@8", 0.0200, 0.0001)
     for rid in ("tapeA", "tapeB"):  # trained to the criterion (shift stability of an untrained model: no verdict)
-        summary = {"pe": "tape", "task": None, "profile": "cpu", "tokens": 25_000_000, "params": 1_000_000}
+        summary = {
+            "pe": "tape",
+            "task": None,
+            "profile": "cpu",
+            "tokens": 25_000_000,
+            "params": 1_000_000,
+            "final_val_ppl": 33.0,
+            "unigram_val_ppl": 191.0,
+        }  # learned (lm_learned_margin)
         con.execute("INSERT INTO efficiency (checkpoint, pe, params, tokens, summary) VALUES (?, 'tape', ?, ?, ?)",
                     [f"ck/{rid}", 1_000_000, 25_000_000, json.dumps(summary)])  # fmt: skip
     path = _claims_file(

@@ -41,7 +41,15 @@ def _store(tokens: int, params: int) -> duckdb.DuckDBPyConnection:
             con.execute("INSERT INTO runs (run_id, name, kind, checkpoint, pe, pe_options, params, seed, date, "
                         "training_length) VALUES (?, ?, 'pretrain', ?, ?, '{}', '{}', ?, "
                         "TIMESTAMP '2026-11-26 10:00:00', 256)", [rid, pe, ck, pe, s])  # fmt: skip
-            summary = {"pe": pe, "task": None, "profile": "cpu", "tokens": tokens, "params": params}
+            summary = {
+                "pe": pe,
+                "task": None,
+                "profile": "cpu",
+                "tokens": tokens,
+                "params": params,
+                "final_val_ppl": 33.0,
+                "unigram_val_ppl": 191.0,
+            }  # learned (lm_learned_margin)
             con.execute("INSERT INTO efficiency (checkpoint, pe, params, tokens, summary) VALUES (?, ?, ?, ?, ?)",
                         [ck, pe, params, tokens, json.dumps(summary)])  # fmt: skip
             for L, v in ((256, ppl / 2), (4096, ppl)):

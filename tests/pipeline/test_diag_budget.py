@@ -144,7 +144,7 @@ def test_a_papers_window_trains_the_plans_steps_on_the_fast_step():
     assert {k: got["task_set"]["addition"][k] for k in ("steps", "warmup_steps", "eval_every", "save_every")} == {
         "steps": 250,
         "warmup_steps": 25,
-        "eval_every": 250,
+        "eval_every": 25,
         "save_every": 250,
     }
     assert got["task_set"]["counting"]["steps"] == 1200 and got["task_set"]["counting"]["batch_size"] == 16

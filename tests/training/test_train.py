@@ -186,6 +186,10 @@ def test_diagnostic_training(tmp_path):
     val = [float(r["val_loss"]) for r in curve(tmp_path)]
     assert val[-1] < val[0]
     assert s["task"] == "addition" and 0.0 <= s["final_val_exact_match"] <= 1.0
+    # issue 67: each validation's in-distribution exact match, the convergence gate's unit; the last is the summary's
+    em = [float(r["val_exact_match"]) for r in curve(tmp_path)]
+    assert len(em) == 8 and all(0.0 <= x <= 1.0 for x in em)
+    assert em[-1] == pytest.approx(s["final_val_exact_match"], abs=1e-6)
     tok = AutoTokenizer.from_pretrained(tmp_path)  # saved with the checkpoint for lm-eval's HFLM
     assert tok.convert_ids_to_tokens(tok("1 + 2 =")["input_ids"]) == ["1", "+", "2", "="]
     with pytest.raises(ValueError, match="unknown diagnostic task"):
