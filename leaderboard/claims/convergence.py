@@ -5,7 +5,9 @@ learned PE on flip-flop, 0.63 -> 0.44 nats while RoPE and CoPE sat at 1e-4).
 - One-sided: only the side behind on the claim's in-distribution metric (seed means) is read; the side ahead still
   improving only widens the gap.
 - Recent slope: least squares over the run's validations in the last :data:`WINDOW` of its steps (>=
-  :data:`MIN_VALIDATIONS` of them; fewer: "convergence not judged", a note on the row, never a block), of its
+  :data:`MIN_VALIDATIONS` of them; fewer: the run's last two validations' losses, judged as a loss-only curve and
+  said so in a note — a run that recorded too few validations is never waved through: issue 55's under-trained
+  baselines recorded two), of its
   in-distribution accuracy (``train_curve.csv`` ``val_exact_match``) where the curve records it, so that slope and
   gap share a unit; else of its validation loss, judged against claims.yaml's ``converge_tolerance`` relative to
   the loss (no unit to set against the gap: the label says so).
@@ -42,11 +44,15 @@ def slope(xs: list[float], ys: list[float]) -> float:
 
 
 def _run_slope(curve: list[tuple]) -> tuple[str, float, float, int] | None:
-    """(unit 'acc' or 'loss', slope per step, the last value, the run's steps) over :func:`recent`, or None when
-    fewer than :data:`MIN_VALIDATIONS` validations lie there."""
+    """(unit 'acc' or 'loss', slope per step, the last value, the run's steps) over :func:`recent`; where fewer
+    than :data:`MIN_VALIDATIONS` validations lie there, ('loss2', ...) over its last two validations' losses (what
+    a run recording two has: missing validations never turn an unknown into a decision); None below two."""
     pts = recent(curve)
     if len(pts) < MIN_VALIDATIONS:
-        return None
+        if len(curve) < 2 or curve[-1][0] <= curve[-2][0]:
+            return None
+        (s0, l0), (s1, l1) = (curve[-2][0], curve[-2][1]), (curve[-1][0], curve[-1][1])
+        return "loss2", (float(l1) - float(l0)) / (s1 - s0), float(l1), int(s1)
     xs = [float(p[0]) for p in pts]
     if all(len(p) > 2 and p[2] is not None for p in pts):
         return "acc", slope(xs, [float(p[2]) for p in pts]), float(pts[-1][2]), int(pts[-1][0])
@@ -83,14 +89,14 @@ def convergence(ev: Evidence, name: str, store: Store, *, horizon: float | None 
                 continue
             curve = store.curves.get(str(run.get("checkpoint")), [])
             s = _run_slope(curve)
-            if s is None:
+            if s is None or s[0] == "loss2":
                 unjudged.append(f"{side} seed {run.get('seed')}: {len(recent(curve))} validations in the last "
                                 f"{WINDOW:.0%} of its steps")  # fmt: skip
-            else:
+            if s is not None:
                 judged.append(s)
         if not judged:
             continue
-        n, k = len(judged), sum(1 for j in judged if j[0] == "loss")
+        n, k = len(judged), sum(1 for j in judged if j[0] != "acc")
         if k == 0:  # accuracies: the gain over the horizon against the gap, one unit
             gain = sum(sl * horizon * steps for _, sl, _, steps in judged) / n
             per_k = sum(sl for _, sl, _, _ in judged) / n * 1000
@@ -100,17 +106,20 @@ def convergence(ev: Evidence, name: str, store: Store, *, horizon: float | None 
                               f"{n} runs): {gain:+.3f} over {horizon:g} of its steps, enough to close or flip the "
                               "gap")  # fmt: skip
         else:  # a curve of losses only: a fall relative to the loss (no unit to set against the gap)
-            loss_runs = [j for j in judged if j[0] == "loss"]
+            loss_runs = [j for j in judged if j[0] != "acc"]
+            two = sum(1 for j in loss_runs if j[0] == "loss2")
             fall = sum(-sl * horizon * steps / max(last, 1e-12) for _, sl, last, steps in loss_runs) / k
             per_k = sum(sl for _, sl, _, _ in loss_runs) / k * 1000
+            how = (f"least squares over its validations in the last {WINDOW:.0%} of its steps" if not two else
+                   f"{two} of its {k} runs judged on their last two validations only, fewer than {MIN_VALIDATIONS} "
+                   f"lying in the last {WINDOW:.0%} of their steps")  # fmt: skip
             if fall > c.converge_tolerance:
-                blocks.append(f"{side} behind, its validation loss falling {per_k:+.3g} nats per 1,000 steps (least "
-                              f"squares over its validations in the last {WINDOW:.0%} of its steps, mean of {k} "
-                              f"runs): {fall:.1%} of its loss over {horizon:g} of its steps, above claims.yaml "
-                              f"converge_tolerance = {c.converge_tolerance:g} relative to the loss (its curve "
-                              "records losses only, no accuracy to set against the gap)")  # fmt: skip
-    note = (f"convergence not judged (needs {MIN_VALIDATIONS}; a note, not a block): " + ", ".join(unjudged)
-            if unjudged else "")  # fmt: skip
+                blocks.append(f"{side} behind, its validation loss falling {per_k:+.3g} nats per 1,000 steps ({how}, "
+                              f"mean of {k} runs): {fall:.1%} of its loss over {horizon:g} of its steps, above "
+                              f"claims.yaml converge_tolerance = {c.converge_tolerance:g} relative to the loss (its "
+                              "curve records losses only, no accuracy to set against the gap)")  # fmt: skip
+    note = (f"convergence judged on each run's last two validations at most (the rule needs {MIN_VALIDATIONS} in the "
+            f"last {WINDOW:.0%} of its steps): " + ", ".join(unjudged) if unjudged else "")  # fmt: skip
     if not blocks:
         return "", note
     shown = (f"; gap {c.focus} − {name} = {means[c.focus] - means[name]:+.3f} ({metric} on {got[1]}, seed means)"

@@ -212,7 +212,8 @@ def test_a_run_at_the_learned_ceiling_is_never_still_improving(tmp_path):
 @pytest.mark.parametrize(("steps", "judged"), [((400, 700, 850, 1000), True), ((400, 690, 850, 1000), False)])
 def test_three_validations_in_the_last_30_percent_are_needed(tmp_path, steps, judged):
     """Validations at 700, 850, 1000 (700 = 70 % of 1000: in the window): three, judged and blocked by a slope twice
-    the gap's; at 690, 850, 1000: two there, "convergence not judged", a note and no block."""
+    the gap's; at 690, 850, 1000: two there, judged on their last two validations' losses instead (flat here: the
+    linear curves move the accuracy, not the loss), said in a note, and no block."""
     con = _db()
     _pair(con)
     _curves(con, rope_slope=2 * GAP_SLOPE, steps=steps)
@@ -222,7 +223,29 @@ def test_three_validations_in_the_last_30_percent_are_needed(tmp_path, steps, ju
         assert row["verdict"] == NOT_LEARNED and "baseline under-trained" in why, why
     else:
         assert row["verdict"] == "reproduced", why
-        assert "convergence not judged" in why and "b seed 0: 2 validations in the last 30%" in why, why
+        assert "judged on each run's last two validations at most" in why, why
+        assert "b seed 0: 2 validations in the last 30%" in why, why
+
+
+@pytest.mark.parametrize(("last", "blocked"), [(0.40, True), (0.49, False)])
+def test_a_run_with_two_validations_is_judged_on_them_never_waved_through(tmp_path, last, blocked):
+    """Runs that validated only at 500 and 1000 (both published profiles): the trailing side's loss 0.50 -> 0.40
+    (issue 55's learned PE on flip-flop) projects 0.0002 x 250 = 0.05 nats, 12.5 % of 0.40 > 5 %: blocked, naming
+    the two validations; 0.50 -> 0.49 projects 0.5 % of 0.49: decided, with the note."""
+    con = _db()
+    _pair(con)
+    for s in range(3):
+        _curve(con, f"ck/pope{s}", [(500, 0.01, None), (1000, 0.01, None)])
+        _curve(con, f"ck/rope{s}", [(500, 0.50, None), (1000, last, None)])
+    (row,) = C.compute_claims(con, _claims(tmp_path, [{}]), profile="cpu")
+    why = row["setting_diff"]
+    if blocked:
+        assert row["verdict"] == NOT_LEARNED and "baseline under-trained (b behind" in why, why
+        assert "3 of its 3 runs judged on their last two validations only" in why, why
+        assert f"{(0.50 - last) / 500 * 250 / last:.1%} of its loss" in why and "gap a − b = +0.340" in why, why
+    else:
+        assert row["verdict"] == "reproduced" and "under-trained" not in why, why
+        assert "last two validations at most" in why, why
 
 
 @pytest.mark.parametrize(("factor", "blocked"), [(1.05, True), (0.95, False)])
