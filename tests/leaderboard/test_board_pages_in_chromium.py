@@ -6,16 +6,11 @@ per-pair tables folded (its TAPE section started at y = 6,849 px). Slow: it buil
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 from helpers.browser import CHROMIUM, CHROMIUM_FLAGS
-
-from leaderboard.ingest import ingest
-from leaderboard.site import build_site
+from helpers.published_site import published_site
 
 pytestmark = pytest.mark.slow
 
@@ -42,21 +37,12 @@ BROKEN_WORDS_JS = r"""() => {
 }"""
 
 
-def _site(root: Path, profile: str) -> Path:
-    db = root / profile / "peeval.duckdb"
-    db.parent.mkdir()
-    ingest([Path(REPO) / "leaderboard" / "published" / profile], db)
-    subprocess.run([sys.executable, "pipelines/claims.py", "--db", str(db), "--source", f"published/{profile}"],
-                   cwd=REPO, check=True, capture_output=True)  # fmt: skip
-    return build_site(db, root / profile / "site").parent
-
-
 @pytest.fixture(scope="module")
 def sites(tmp_path_factory):
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM} (docs/testing.md: apt-get install chromium)")
     root = tmp_path_factory.mktemp("boards")
-    return {profile: _site(root, profile) for profile in ("cpu", "cpu-claims")}
+    return {profile: published_site(root, profile) for profile in ("cpu", "cpu-claims")}
 
 
 def _browser(p):

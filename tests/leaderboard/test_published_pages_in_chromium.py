@@ -4,16 +4,11 @@ chart has a legend, and the front page's first screen holds the picture. Slow: i
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 from helpers.browser import CHROMIUM, CHROMIUM_FLAGS
-
-from leaderboard.ingest import ingest
-from leaderboard.site import build_site
+from helpers.published_site import published_site
 
 #: every text of every chart against its svg's box on screen, and what each chart holds
 CHECK_CHARTS = """() => Array.from(document.querySelectorAll('svg.chart')).map((svg, i) => {
@@ -30,15 +25,6 @@ CHECK_CHARTS = """() => Array.from(document.querySelectorAll('svg.chart')).map((
 })"""
 
 
-def _site(tmp_path: Path, profile: str) -> Path:
-    db = tmp_path / profile / "peeval.duckdb"
-    db.parent.mkdir()
-    ingest([Path(REPO) / "leaderboard" / "published" / profile], db)
-    subprocess.run([sys.executable, "pipelines/claims.py", "--db", str(db), "--source", f"published/{profile}"],
-                   cwd=REPO, check=True, capture_output=True)  # fmt: skip
-    return build_site(db, tmp_path / profile / "site").parent
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("profile", ["cpu", "cpu-claims"])
 def test_every_page_of_a_published_board_reads_at_1400_and_390_px(tmp_path, profile):
@@ -46,7 +32,7 @@ def test_every_page_of_a_published_board_reads_at_1400_and_390_px(tmp_path, prof
         pytest.skip(f"no Chromium at {CHROMIUM} (docs/testing.md: apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
-    site = _site(tmp_path, profile)
+    site = published_site(tmp_path, profile)
     pages = [*sorted(site.glob("*.html")), *sorted((site / "runs").glob("*.html"))[:3]]
     problems: list[str] = []
     with sync_playwright() as p:
